@@ -36,6 +36,13 @@ class RemoteProtocolError(Exception):
     """Bytes from a peer that do not follow the protocol. Close that connection."""
 
 
+def _utf8(mv: memoryview) -> str:
+    try:
+        return str(mv, "utf-8")
+    except UnicodeDecodeError as e:
+        raise RemoteProtocolError(f"invalid UTF-8 in a string: {e}") from None
+
+
 class External(Protocol):
     """A chunk of a records field that is sent from elsewhere (e.g. a file range)."""
 
@@ -113,7 +120,7 @@ class Reader:
         n = self.int16()
         if n < 0:
             raise RemoteProtocolError("null string where not nullable")
-        return str(self.take(n), "utf-8")
+        return _utf8(self.take(n))
 
     def nstring(self) -> str | None:
         n = self.int16()
@@ -121,19 +128,19 @@ class Reader:
             if n == -1:
                 return None
             raise RemoteProtocolError(f"invalid string length {n}")
-        return str(self.take(n), "utf-8")
+        return _utf8(self.take(n))
 
     def cstring(self) -> str:
         n = self.uvarint() - 1
         if n < 0:
             raise RemoteProtocolError("null string where not nullable")
-        return str(self.take(n), "utf-8")
+        return _utf8(self.take(n))
 
     def ncstring(self) -> str | None:
         n = self.uvarint() - 1
         if n < 0:
             return None
-        return str(self.take(n), "utf-8")
+        return _utf8(self.take(n))
 
     # bytes ---------------------------------------------------------------------------------
     def bytes_(self) -> bytes:
@@ -241,7 +248,9 @@ class Writer(bytearray):
             v >>= 7
         self.append(v)
 
-    def string(self, v: str) -> None:
+    def string(self, v: str | None) -> None:
+        if v is None:
+            raise ValueError("null in a non-nullable string field")
         b = v.encode()
         self += _I16.pack(len(b))
         self += b
@@ -252,7 +261,9 @@ class Writer(bytearray):
         else:
             self.string(v)
 
-    def cstring(self, v: str) -> None:
+    def cstring(self, v: str | None) -> None:
+        if v is None:
+            raise ValueError("null in a non-nullable string field")
         b = v.encode()
         self.uvarint(len(b) + 1)
         self += b
@@ -263,7 +274,9 @@ class Writer(bytearray):
         else:
             self.cstring(v)
 
-    def bytes_(self, v: bytes | bytearray | memoryview) -> None:
+    def bytes_(self, v: bytes | bytearray | memoryview | None) -> None:
+        if v is None:
+            raise ValueError("null in a non-nullable bytes field")
         self += _I32.pack(len(v))
         self += v
 
@@ -273,7 +286,9 @@ class Writer(bytearray):
         else:
             self.bytes_(v)
 
-    def cbytes(self, v: bytes | bytearray | memoryview) -> None:
+    def cbytes(self, v: bytes | bytearray | memoryview | None) -> None:
+        if v is None:
+            raise ValueError("null in a non-nullable bytes field")
         self.uvarint(len(v) + 1)
         self += v
 
@@ -304,9 +319,19 @@ class Writer(bytearray):
         self._records_body(v)
 
     def array_len(self, v: list[Any] | None) -> None:
+        if v is None:
+            raise ValueError("null in a non-nullable array field")
+        self += _I32.pack(len(v))
+
+    def narray_len(self, v: list[Any] | None) -> None:
         self += _I32.pack(-1 if v is None else len(v))
 
     def carray_len(self, v: list[Any] | None) -> None:
+        if v is None:
+            raise ValueError("null in a non-nullable array field")
+        self.uvarint(len(v) + 1)
+
+    def ncarray_len(self, v: list[Any] | None) -> None:
         self.uvarint(0 if v is None else len(v) + 1)
 
     def uuid(self, v: uuid.UUID) -> None:
@@ -365,7 +390,7 @@ class Struct:
         for f in self.FIELDS:
             if getattr(self, f[0]) != getattr(other, f[0]):
                 return False
-        return (self.unknown_tags or None) == (other.unknown_tags or None)  # type: ignore[attr-defined]
+        return (self.unknown_tags or None) == (other.unknown_tags or None)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -378,3 +403,18 @@ class Struct:
         if self.unknown_tags is None:
             self.unknown_tags = []
         self.unknown_tags.append((tag, data))
+
+
+def write_tags(
+    w: Writer,
+    known: list[tuple[int, bytes | bytearray]],
+    unknown: list[tuple[int, bytes]] | None,
+) -> None:
+    """Write a tagged-field section: known fields plus preserved unknown ones, by tag."""
+    items: list[tuple[int, bytes | bytearray]] = list(known)
+    if unknown:
+        items.extend(unknown)
+        items.sort(key=lambda t: t[0])
+    w.uvarint(len(items))
+    for tag, body in items:
+        w.tagged(tag, body)
