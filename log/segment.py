@@ -173,6 +173,10 @@ class LogSegment:
             f = self._file = SegmentFile(self.log_path)
         return f
 
+    def file_for_sync(self) -> SegmentFile:
+        """The open file, or a fresh one not cached here (so fsync never grows the open set)."""
+        return self._file if self._file is not None else SegmentFile(self.log_path)
+
     @property
     def is_open(self) -> bool:
         return self._file is not None
