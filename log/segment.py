@@ -345,8 +345,16 @@ class LogSegment:
     def _install_indexes(self, off_buf: bytearray, time_buf: bytearray) -> None:
         max_off = self.offset_index.max_entries * OFFSET_ENTRY.size
         max_time = self.time_index.max_entries * TIME_ENTRY.size
-        self.offset_index.replace_all(off_buf[:max_off])
-        self.time_index.replace_all(time_buf[:max_time])
+        del off_buf[max_off:]
+        del time_buf[max_time:]
+        # As on roll/close: the segment's largest timestamp always has an entry, so a clean
+        # open can take a segment's max timestamp from the last time index entry.
+        if self.max_timestamp >= 0 and (
+            not time_buf or TIME_ENTRY.unpack_from(time_buf, len(time_buf) - 12)[0] < self.max_timestamp
+        ):
+            time_buf += TIME_ENTRY.pack(self.max_timestamp, self.offset_of_max_timestamp - self.base_offset)
+        self.offset_index.replace_all(off_buf)
+        self.time_index.replace_all(time_buf)
         self.index_dirty = True
 
     def recover(self, min_offset: int) -> RecoveryResult:
