@@ -37,6 +37,7 @@ from __future__ import annotations
 import bisect
 import os
 import shutil
+import struct
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -52,6 +53,7 @@ from log.producer_state import (
     SNAPSHOT_SUFFIX,
     CompletedTxn,
     CorruptSnapshotError,
+    ProducerAppend,
     ProducerStateManager,
     read_snapshot,
     snapshot_file_name,
@@ -70,8 +72,6 @@ from protocol.records import (
     LOG_OVERHEAD,
     MAGIC_V2,
     BatchHeader,
-    set_base_offset,
-    set_leader_epoch,
     set_max_timestamp_log_append,
 )
 
@@ -97,6 +97,7 @@ LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 
 _STRAY_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")  # header bytes [0, 16): outside the CRC
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -542,15 +543,27 @@ class PartitionLog:
         next_offset = self._leo
         first_offset = next_offset
         final: list[BatchHeader] = []
-        pa = ps.prepare()
+        pa: ProducerAppend | None = None
         max_ts = -1
         for pos, h in batches:
-            nh = h._replace(
-                base_offset=next_offset,
-                partition_leader_epoch=leader_epoch,
-                max_timestamp=now_ms if use_lat else h.max_timestamp,
+            nh = BatchHeader(
+                next_offset,
+                h.batch_length,
+                leader_epoch,
+                h.magic,
+                h.crc,
+                h.attributes,
+                h.last_offset_delta,
+                h.base_timestamp,
+                now_ms if use_lat else h.max_timestamp,
+                h.producer_id,
+                h.producer_epoch,
+                h.base_sequence,
+                h.records_count,
             )
             if nh.producer_id >= 0:
+                if pa is None:
+                    pa = ps.prepare()
                 if nh.is_control:
                     size = h.batch_length + LOG_OVERHEAD
                     pa.add_control_batch(nh, *_control_or_none(view[pos : pos + size]))
@@ -571,8 +584,8 @@ class PartitionLog:
         run_start = run_end = -1
         for (pos, h), nh in zip(batches, final, strict=True):
             size = h.batch_length + LOG_OVERHEAD
-            set_base_offset(view, pos, nh.base_offset)
-            set_leader_epoch(view, pos, leader_epoch)
+            # baseOffset, batchLength (unchanged) and partitionLeaderEpoch in one call
+            _OFFSET_LENGTH_EPOCH.pack_into(view, pos, nh.base_offset, h.batch_length, leader_epoch)
             if use_lat:
                 set_max_timestamp_log_append(view, pos, size, now_ms)
             if pos == run_end:
@@ -588,7 +601,10 @@ class PartitionLog:
         except OSError as exc:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"write failed: {exc}") from exc
         self._leo = next_offset
-        ps.commit(pa, next_offset)
+        if pa is not None:
+            ps.commit(pa, next_offset)
+        else:
+            ps.map_end_offset = next_offset
         latest = self.leader_epochs.latest_epoch()
         if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
             self.leader_epochs.assign(leader_epoch, first_offset)
@@ -599,7 +615,7 @@ class PartitionLog:
             self.log_start_offset,
             max_timestamp=max_ts,
             size_bytes=total,
-            completed_txns=tuple(pa.completed_txns),
+            completed_txns=tuple(pa.completed_txns) if pa is not None else (),
         )
 
     def _should_roll(

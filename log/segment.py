@@ -51,6 +51,7 @@ TIME_INDEX_SUFFIX = ".timeindex"
 
 INT32_MAX = 0x7FFFFFFF
 _MIN_BATCH_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
+_SCAN_FIRST_CHUNK = 8 * 1024
 _SCAN_CHUNK = 64 * 1024
 _RECOVER_CHUNK = 1024 * 1024
 _make_header = BatchHeader._make
@@ -195,7 +196,9 @@ class LogSegment:
         pos = start
         buf = b""
         buf_start = start
-        want = _SCAN_CHUNK
+        # Most scans stop within an index interval: start small, grow while scanning on.
+        chunk = _SCAN_FIRST_CHUNK
+        want = chunk
         while end - pos >= RECORD_BATCH_OVERHEAD:
             off = pos - buf_start
             if off + RECORD_BATCH_OVERHEAD > len(buf):
@@ -204,13 +207,15 @@ class LogSegment:
                 off = 0
                 if len(buf) < RECORD_BATCH_OVERHEAD:
                     return
+                chunk = min(chunk * 2, _SCAN_CHUNK)
             h = _make_header(_unpack_header(buf, off))
             size = h.batch_length + LOG_OVERHEAD
             if h.batch_length < _MIN_BATCH_LENGTH or h.magic != MAGIC_V2 or pos + size > end:
                 return
             yield pos, h
             pos += size
-            want = RECORD_BATCH_OVERHEAD if size > _SCAN_CHUNK // 2 else _SCAN_CHUNK
+            # a big batch: read just the next header rather than a chunk of this batch's body
+            want = RECORD_BATCH_OVERHEAD if size > chunk // 2 else chunk
 
     def translate(self, offset: int, start: int = 0) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= ``offset`` (at position >= ``start``)."""
