@@ -19,17 +19,30 @@ Hot paths (see ARCHITECTURE.md section 3):
   short forward scan of batch headers; a range always starts at the batch that CONTAINS the
   fetch offset and ends at a batch boundary.
 
-Durability: writes go to the page cache. ``prepare_flush`` / ``FlushJob.run`` /
-``complete_flush`` (or ``flush``, which does all three) fsync dirty segments; the fsync part
-holds no lock and may run in a worker thread while appends continue. ``recovery_point`` is the
-offset below which everything is known durable. Opening after an unclean shutdown rescans every
+Durability: writes go to the page cache. ``flush`` (= ``prepare_flush``, ``FlushJob.run``,
+``complete_flush``) fsyncs what changed and then advances ``recovery_point``, the offset below
+which everything is known durable. Opening after an unclean shutdown rescans every
 segment from the one holding the recovery point: each batch is checked (header sanity and
 CRC-32C), the file is cut at the first bad one, later segments are dropped, indexes are
 rebuilt. A clean open reads only index summaries and the tail of the last segment.
 
-Thread-safety: every mutating method takes the log's lock; ``flush`` takes it only around its
-bookkeeping. ``read`` and the timestamp lookups are meant for the event-loop thread (the same
-thread that appends) and take no lock.
+Threads (layer 1 has no locks and starts none): every method is meant for ONE thread, the
+broker's event loop, except ``flush`` / ``prepare_flush`` / ``FlushJob.run`` /
+``complete_flush``, which one worker thread may run while that thread keeps appending. This is
+safe without a lock because each piece of state shared with the flusher has a single writer
+(CPython's GIL makes the individual reads and writes atomic):
+
+* segments carry a ``version`` that only the appending thread bumps and a ``synced_version``
+  that only the flusher sets to the version it read before its fsyncs;
+* the flusher reads the log end offset BEFORE collecting segments, so everything below that
+  offset was written before it looked and is covered by its fsyncs;
+* files created since the last flush (snapshots) are handed over through a deque; directory
+  changes are a version pair like the segments';
+* ``recovery_point`` is computed from ``(flushed offset, generation)`` (written by the flusher)
+  and a floor written by truncation, which bumps the generation: a flush that began before a
+  truncation can never move the recovery point past data that the truncation replaced.
+
+Closing the log while a flush runs is not supported (stop the flusher first).
 """
 
 from __future__ import annotations
@@ -38,8 +51,7 @@ import bisect
 import os
 import shutil
 import struct
-import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,21 +194,24 @@ class SegmentInfo(NamedTuple):
 
 @dataclass(slots=True)
 class FlushJob:
-    """The fsync work of one flush. ``run`` needs no lock (worker thread friendly)."""
+    """The fsync work of one flush. ``run`` may execute on a worker thread."""
 
-    files: list[SegmentFile]
-    index_segments: list[LogSegment]
-    paths: list[Path]
-    dir: Path | None
     end_offset: int
     generation: int
-    sizes: list[tuple[LogSegment, int]] = field(default_factory=list)
+    segments: list[tuple[LogSegment, int]] = field(default_factory=list)  # (segment, version)
+    paths: list[Path] = field(default_factory=list)
+    dir: Path | None = None
+    dir_version: int = 0
+    owner: PartitionLog | None = None
 
     def run(self) -> None:
-        for f in self.files:
-            os.fsync(f.fd)
-        for seg in self.index_segments:
+        for seg, version in self.segments:
+            f = seg.file_for_sync()
+            if f is not None:
+                os.fsync(f.fd)
             seg.fsync_indexes()
+            if version > seg.synced_version:
+                seg.synced_version = version
         for p in self.paths:
             try:
                 fd = os.open(p, os.O_RDONLY)
@@ -210,7 +225,9 @@ class FlushJob:
             try:
                 fsync_dir(self.dir)
             except FileNotFoundError:
-                pass
+                return
+            if self.owner is not None and self.dir_version > self.owner._dir_synced_version:
+                self.owner._dir_synced_version = self.dir_version
 
 
 class PartitionLog:
@@ -226,15 +243,17 @@ class PartitionLog:
         self._leo = 0
         self.log_start_offset = 0
         self._hw = 0
-        self.recovery_point = 0
         self.producer_state = ProducerStateManager(config.producer_id_expiration_ms)
         self.leader_epochs = LeaderEpochCache(None)
-        self._lock = threading.Lock()
         self._lru: OrderedDict[int, LogSegment] = OrderedDict()
         self._now_ms = now_ms
-        self._generation = 0  # bumped by truncation (flush bookkeeping)
-        self._unsynced_paths: list[Path] = []
-        self._dir_dirty = False
+        # flush bookkeeping (see the module docstring for who writes what)
+        self._generation = 0  # bumped by truncation
+        self._flushed = (0, 0)  # (offset made durable, generation it was made in)
+        self._rp_floor = 0  # recovery point right after the last truncation
+        self._unsynced_paths: deque[Path] = deque()
+        self._dir_version = 0
+        self._dir_synced_version = 0
         self._snapshots: set[int] = set()
         self._closed = False
 
@@ -335,7 +354,7 @@ class PartitionLog:
         else:
             first = max(log_start_offset or 0, 0)
             segments = [LogSegment.create(self.dir, first, config, now_ms)]
-            self._dir_dirty = True
+            self._dir_version += 1
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
 
@@ -367,12 +386,12 @@ class PartitionLog:
                 if seg.base_offset >= recovered_from:
                     os.fsync(seg.file().fd)
                     seg.fsync_indexes()
-                    seg.synced_size = seg.size
-                    seg.index_dirty = False
+                    seg.synced_version = seg.version
             fsync_dir(self.dir)
         for seg in self._segments[:-1]:
             seg.release()
-        self.recovery_point = self._leo
+        self._dir_synced_version = self._dir_version
+        self._flushed = (self._leo, self._generation)
         hw = self._leo if high_watermark is None else high_watermark
         self._hw = max(self.log_start_offset, min(hw, self._leo))
 
@@ -439,6 +458,21 @@ class PartitionLog:
         return self._hw
 
     @property
+    def recovery_point(self) -> int:
+        """Everything below this offset is durable (fsynced)."""
+        off, gen = self._flushed
+        return off if gen == self._generation else self._rp_floor
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The high watermark, or the first offset of the oldest open transaction if lower.
+
+        (Completed transactions whose marker is above the high watermark are not tracked yet;
+        on a single replica the high watermark follows the log end offset.)"""
+        first = self.producer_state.first_undecided_offset()
+        return self._hw if first is None else min(first, self._hw)
+
+    @property
     def size_bytes(self) -> int:
         return sum(s.size for s in self._segments)
 
@@ -456,9 +490,8 @@ class PartitionLog:
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark (clamped to [log start, log end]); returns the value kept."""
-        with self._lock:
-            self._hw = max(self.log_start_offset, min(offset, self._leo))
-            return self._hw
+        self._hw = max(self.log_start_offset, min(offset, self._leo))
+        return self._hw
 
     def epoch_for_offset(self, offset: int) -> int | None:
         return self.leader_epochs.epoch_for_offset(offset)
@@ -485,10 +518,9 @@ class PartitionLog:
         ``message.timestamp.type``. Raises KafkaError for rejected appends."""
         if not batches:
             raise ValueError("append needs at least one batch")
-        with self._lock:
-            return self._append_locked(buf, batches, leader_epoch, now_ms, log_append_time)
+        return self._append(buf, batches, leader_epoch, now_ms, log_append_time)
 
-    def _append_locked(
+    def _append(
         self,
         buf: bytearray | memoryview,
         batches: list[tuple[int, BatchHeader]],
@@ -577,7 +609,7 @@ class PartitionLog:
 
         active = self._segments[-1]
         if self._should_roll(active, total, final[0].max_timestamp, max_ts, last_offset, now_ms):
-            active = self._roll_locked(now_ms)
+            active = self._roll_now(now_ms)
 
         # Patch the headers in place (header-only; the CRC is recomputed only for LogAppendTime).
         chunks: list[memoryview] = []
@@ -644,10 +676,9 @@ class PartitionLog:
     # ---------------------------------------------------------------------------------------
     def roll(self, now_ms: int | None = None) -> None:
         """Start a new segment at the log end offset (no-op if the active one is empty)."""
-        with self._lock:
-            self._roll_locked(self._now_ms if now_ms is None else now_ms)
+        self._roll_now(self._now_ms if now_ms is None else now_ms)
 
-    def _roll_locked(self, now_ms: int) -> LogSegment:
+    def _roll_now(self, now_ms: int) -> LogSegment:
         active = self._segments[-1]
         if active.size == 0:
             return active
@@ -657,7 +688,7 @@ class PartitionLog:
         seg.open_for_append()
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
-        self._dir_dirty = True
+        self._dir_version += 1
         self._touch(active)
         return seg
 
@@ -667,7 +698,7 @@ class PartitionLog:
         path = self.dir / snapshot_file_name(offset)
         write_snapshot(path, self.producer_state.producers.values(), sync=sync)
         self._snapshots.add(offset)
-        self._dir_dirty = True
+        self._dir_version += 1
         if not sync:
             self._unsynced_paths.append(path)
 
@@ -827,40 +858,35 @@ class PartitionLog:
     # flush
     # ---------------------------------------------------------------------------------------
     def prepare_flush(self) -> FlushJob:
-        """Collect what needs an fsync (call with appends excluded, e.g. on the event loop)."""
-        with self._lock:
-            return self._prepare_flush_locked()
-
-    def _prepare_flush_locked(self) -> FlushJob:
-        job = FlushJob([], [], self._unsynced_paths, None, self._leo, self._generation)
-        self._unsynced_paths = []
-        if self._dir_dirty:
+        """Collect what needs an fsync. Safe on the flusher thread (see module docstring)."""
+        job = FlushJob(self._leo, self._generation, owner=self)  # the end offset FIRST
+        for seg in list(self._segments):
+            version = seg.version
+            if version != seg.synced_version:
+                job.segments.append((seg, version))
+        paths = self._unsynced_paths
+        while True:
+            try:
+                job.paths.append(paths.popleft())
+            except IndexError:
+                break
+        dir_version = self._dir_version
+        if dir_version != self._dir_synced_version:
             job.dir = self.dir
-            self._dir_dirty = False
-        for seg in self._segments:
-            if seg.size != seg.synced_size:
-                job.files.append(seg.file_for_sync())
-                job.sizes.append((seg, seg.size))
-            if seg.index_dirty:
-                job.index_segments.append(seg)
-                seg.index_dirty = False
+            job.dir_version = dir_version
         return job
 
     def complete_flush(self, job: FlushJob) -> None:
         """Record a finished FlushJob: advance ``recovery_point``."""
-        with self._lock:
-            self._complete_flush_locked(job)
-
-    def _complete_flush_locked(self, job: FlushJob) -> None:
         if job.generation != self._generation:
             return  # truncated meanwhile: the flushed bytes may no longer be the log's
-        for seg, size in job.sizes:
-            if size > seg.synced_size:
-                seg.synced_size = min(size, seg.size)
-        self.recovery_point = max(self.recovery_point, min(job.end_offset, self._leo))
+        off, gen = self._flushed
+        previous = off if gen == job.generation else self._rp_floor
+        self._flushed = (max(previous, job.end_offset), job.generation)
 
     def flush(self) -> None:
-        """fsync everything written so far (safe to call from a worker thread)."""
+        """fsync everything written so far. One worker thread may call this while the owning
+        thread appends (see the module docstring)."""
         job = self.prepare_flush()
         job.run()
         self.complete_flush(job)
@@ -868,7 +894,7 @@ class PartitionLog:
     @property
     def dirty(self) -> bool:
         return self.recovery_point < self._leo or any(
-            s.size != s.synced_size or s.index_dirty for s in self._segments
+            s.version != s.synced_version for s in self._segments
         )
 
     # ---------------------------------------------------------------------------------------
@@ -876,46 +902,49 @@ class PartitionLog:
     # ---------------------------------------------------------------------------------------
     def truncate_to(self, offset: int) -> None:
         """Drop everything from the batch containing ``offset`` onwards (follower truncation)."""
-        with self._lock:
-            if offset >= self._leo:
-                return
-            if offset < self.log_start_offset:
-                self._truncate_fully_locked(offset)
-                return
-            self._generation += 1
-            while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
-                self._drop_last_segment()
-            active = self._segments[-1]
-            self._forget(active)
-            active.truncate_to(offset)
-            active.open_for_append()
-            nxt = active.read_next_offset()
-            self._leo = nxt if nxt is not None else active.base_offset
-            self._after_truncation()
+        if offset >= self._leo:
+            return
+        if offset < self.log_start_offset:
+            self._truncate_fully(offset)
+            return
+        self._bump_generation()
+        while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
+            self._drop_last_segment()
+        active = self._segments[-1]
+        self._forget(active)
+        active.truncate_to(offset)
+        active.open_for_append()
+        nxt = active.read_next_offset()
+        self._leo = nxt if nxt is not None else active.base_offset
+        self._after_truncation()
 
     def _drop_last_segment(self) -> None:
         seg = self._segments.pop()
         self._bases.pop()
         self._forget(seg)
         seg.delete_files()
-        self._dir_dirty = True
+        self._dir_version += 1
 
     def _after_truncation(self) -> None:
         leo = self._leo
         self.log_start_offset = min(self.log_start_offset, leo)
         self._hw = min(self._hw, leo)
-        self.recovery_point = min(self.recovery_point, leo)
+        self._rp_floor = min(self._rp_floor, leo)
         self.leader_epochs.truncate_from_end(leo)
         self.producer_state.clear(self._segments[0].base_offset)
         self._load_producer_state()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete all data; the log restarts empty at ``offset``."""
-        with self._lock:
-            self._truncate_fully_locked(offset)
+        self._truncate_fully(offset)
 
-    def _truncate_fully_locked(self, offset: int) -> None:
+    def _bump_generation(self) -> None:
+        """Before truncating: freeze the recovery point, then invalidate running flushes."""
+        self._rp_floor = min(self.recovery_point, self._leo)
         self._generation += 1
+
+    def _truncate_fully(self, offset: int) -> None:
+        self._bump_generation()
         for seg in self._segments:
             self._forget(seg)
             seg.delete_files()
@@ -925,56 +954,55 @@ class PartitionLog:
         seg.open_for_append()
         self._segments = [seg]
         self._bases = [offset]
-        self._leo = self.log_start_offset = self._hw = self.recovery_point = offset
-        self._dir_dirty = True
+        self._leo = self.log_start_offset = self._hw = offset
+        self._rp_floor = min(self._rp_floor, offset)
+        self._dir_version += 1
         self.producer_state.clear(offset)
         self.leader_epochs.clear()
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start offset up to ``offset`` (<= high watermark) and
         delete segments entirely below it. Returns the new log start offset."""
-        with self._lock:
-            if offset > self._hw or offset < 0:
-                raise KafkaError(
-                    ErrorCode.OFFSET_OUT_OF_RANGE,
-                    f"offset {offset} is above the high watermark {self._hw}",
-                )
-            if offset > self.log_start_offset:
-                self.log_start_offset = offset
-                self.leader_epochs.truncate_from_start(offset)
-                self._delete_segments_while(
-                    lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset
-                )
-            return self.log_start_offset
+        if offset > self._hw or offset < 0:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {offset} is above the high watermark {self._hw}",
+            )
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.leader_epochs.truncate_from_start(offset)
+            self._delete_segments_while(
+                lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset
+            )
+        return self.log_start_offset
 
     def delete_old_segments(self, now_ms: int) -> int:
         """Retention: drop whole segments below the log start offset, older than
         ``retention.ms`` (by their largest timestamp) or beyond ``retention.bytes``, never
         past the high watermark. Returns how many segments were deleted."""
-        with self._lock:
-            self._now_ms = now_ms
-            deleted = self._delete_segments_while(
-                lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset
+        self._now_ms = now_ms
+        deleted = self._delete_segments_while(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset
+        )
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            deleted += self._delete_segments_while(
+                lambda seg, nxt: now_ms - _largest_timestamp(seg) > retention_ms
             )
-            retention_ms = self.config.retention_ms
-            if retention_ms >= 0:
-                deleted += self._delete_segments_while(
-                    lambda seg, nxt: now_ms - _largest_timestamp(seg) > retention_ms
-                )
-            retention_bytes = self.config.retention_bytes
-            if retention_bytes >= 0:
-                diff = sum(s.size for s in self._segments) - retention_bytes
+        retention_bytes = self.config.retention_bytes
+        if retention_bytes >= 0:
+            diff = sum(s.size for s in self._segments) - retention_bytes
 
-                def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
-                    nonlocal diff
-                    if diff - seg.size >= 0:
-                        diff -= seg.size
-                        return True
-                    return False
+            def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                nonlocal diff
+                if diff - seg.size >= 0:
+                    diff -= seg.size
+                    return True
+                return False
 
-                if diff > 0:
-                    deleted += self._delete_segments_while(over_size)
-            return deleted
+            if diff > 0:
+                deleted += self._delete_segments_while(over_size)
+        return deleted
 
     def _delete_segments_while(
         self, predicate: Callable[[LogSegment, LogSegment | None], bool]
@@ -990,7 +1018,7 @@ class PartitionLog:
         if not count:
             return 0
         if count == len(segments):
-            self._roll_locked(self._now_ms)
+            self._roll_now(self._now_ms)
         doomed = self._segments[:count]
         del self._segments[:count]
         del self._bases[:count]
@@ -998,7 +1026,7 @@ class PartitionLog:
             self._forget(seg)
             seg.delete_files()
             self._delete_snapshot(seg.base_offset)
-        self._dir_dirty = True
+        self._dir_version += 1
         new_start = max(self.log_start_offset, self._segments[0].base_offset)
         if new_start != self.log_start_offset:
             self.log_start_offset = new_start
@@ -1008,44 +1036,41 @@ class PartitionLog:
 
     def expire_producers(self, now_ms: int) -> list[int]:
         """Forget producers idle longer than ``producer.id.expiration.ms``."""
-        with self._lock:
-            return self.producer_state.remove_expired(now_ms)
+        return self.producer_state.remove_expired(now_ms)
 
     # ---------------------------------------------------------------------------------------
     # close / delete
     # ---------------------------------------------------------------------------------------
     def close(self) -> None:
         """Write clean state: final time index entry, producer snapshot, fsync everything."""
-        with self._lock:
-            if self._closed:
-                return
-            active = self._segments[-1]
-            active.finalize()
-            self._take_snapshot(self._leo, sync=True)
-            job = self._prepare_flush_locked()
-            job.dir = self.dir
-            job.run()
-            self._complete_flush_locked(job)
-            self.leader_epochs.flush()
-            for seg in self._segments:
-                seg.release()
-            self._lru.clear()
-            self._closed = True
+        if self._closed:
+            return
+        active = self._segments[-1]
+        active.finalize()
+        self._take_snapshot(self._leo, sync=True)
+        job = self.prepare_flush()
+        job.dir = self.dir
+        job.run()
+        self.complete_flush(job)
+        self.leader_epochs.flush()
+        for seg in self._segments:
+            seg.release()
+        self._lru.clear()
+        self._closed = True
 
     def delete(self) -> None:
         """Remove the partition directory and everything in it."""
-        with self._lock:
-            for seg in self._segments:
-                seg.offset_index.close_writer()
-                seg.time_index.close_writer()
-                seg.release()
-            self._lru.clear()
-            self._closed = True
-            shutil.rmtree(self.dir, ignore_errors=True)
-            try:
-                fsync_dir(self.dir.parent)
-            except FileNotFoundError:
-                pass
+        for seg in self._segments:
+            seg.offset_index.close_writer()
+            seg.time_index.close_writer()
+            seg.release()
+        self._lru.clear()
+        self._closed = True
+        shutil.rmtree(self.dir, ignore_errors=True)
+        try:
+            fsync_dir(self.dir.parent)
+        except FileNotFoundError:
+            pass
 
     def __repr__(self) -> str:
         return (

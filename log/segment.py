@@ -70,9 +70,11 @@ class SegmentFile:
 
     __slots__ = ("fd", "path")
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, create: bool = True) -> None:
         self.path = path
-        self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        self.fd = -1
+        flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
+        self.fd = os.open(path, flags, 0o644)
 
     def pread(self, n: int, pos: int) -> bytes:
         return os.pread(self.fd, n, pos)
@@ -81,7 +83,10 @@ class SegmentFile:
         fd = self.fd
         if fd >= 0:
             self.fd = -1
-            os.close(fd)
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def __repr__(self) -> str:
         return f"SegmentFile({self.path.name}, fd={self.fd})"
@@ -103,8 +108,8 @@ class LogSegment:
         "time_index",
         "index_interval_bytes",
         "size",
-        "synced_size",
-        "index_dirty",
+        "version",
+        "synced_version",
         "max_timestamp",
         "offset_of_max_timestamp",
         "rolling_base_timestamp",
@@ -127,8 +132,10 @@ class LogSegment:
         )
         self.index_interval_bytes = config.index_interval_bytes
         self.size = 0
-        self.synced_size = 0
-        self.index_dirty = False
+        # Bumped (by the appending thread only) on every change to the log or index files;
+        # a flush records the version it made durable (``synced_version``, flusher only).
+        self.version = 0
+        self.synced_version = 0
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
         self.rolling_base_timestamp: int | None = None
@@ -155,7 +162,7 @@ class LogSegment:
         Returns False when an index is missing or fails its sanity check (the caller then
         calls :meth:`rebuild_indexes` or :meth:`recover`).
         """
-        self.size = self.synced_size = os.stat(self.log_path).st_size
+        self.size = os.stat(self.log_path).st_size
         ok = self.offset_index.open_existing() and self.time_index.open_existing()
         ok = ok and self.offset_index.sane(self.size) and self.time_index.sane()
         if not (ok and trust_indexes):
@@ -174,9 +181,16 @@ class LogSegment:
             f = self._file = SegmentFile(self.log_path)
         return f
 
-    def file_for_sync(self) -> SegmentFile:
-        """The open file, or a fresh one not cached here (so fsync never grows the open set)."""
-        return self._file if self._file is not None else SegmentFile(self.log_path)
+    def file_for_sync(self) -> SegmentFile | None:
+        """The open file, or a fresh one not cached here (so fsync never grows the open set);
+        None if the segment has been deleted meanwhile."""
+        f = self._file
+        if f is not None:
+            return f
+        try:
+            return SegmentFile(self.log_path, create=False)
+        except FileNotFoundError:
+            return None
 
     @property
     def is_open(self) -> bool:
@@ -282,11 +296,11 @@ class LogSegment:
                 oi.append(last, pos)
                 ti.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
                 self.bytes_since_last_index_entry = 0
-                self.index_dirty = True
             size = h.batch_length + LOG_OVERHEAD
             pos += size
             self.bytes_since_last_index_entry += size
         self.size = pos
+        self.version += 1
 
     def indexes_full(self) -> bool:
         return self.offset_index.is_full or self.time_index.is_full
@@ -299,7 +313,7 @@ class LogSegment:
                 self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
             )
             if self.time_index.entries != before:
-                self.index_dirty = True
+                self.version += 1
         self.offset_index.close_writer()
         self.time_index.close_writer()
 
@@ -360,7 +374,7 @@ class LogSegment:
             time_buf += TIME_ENTRY.pack(self.max_timestamp, self.offset_of_max_timestamp - self.base_offset)
         self.offset_index.replace_all(off_buf)
         self.time_index.replace_all(time_buf)
-        self.index_dirty = True
+        self.version += 1
 
     def recover(self, min_offset: int) -> RecoveryResult:
         """Validate every batch (header sanity + CRC-32C), truncate at the first bad one, and
@@ -414,7 +428,6 @@ class LogSegment:
         if truncated:
             os.ftruncate(fd, valid_end)
         self.size = valid_end
-        self.synced_size = min(self.synced_size, valid_end)
         self._install_indexes(off_buf, time_buf)
         return RecoveryResult(nxt, truncated)
 
@@ -427,10 +440,9 @@ class LogSegment:
         removed = self.size - pos
         os.ftruncate(self.file().fd, pos)
         self.size = pos
-        self.synced_size = min(self.synced_size, pos)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
-        self.index_dirty = True
+        self.version += 1
         # Recompute the max timestamp: the last surviving time entry, then the batches after it.
         last_time = self.time_index.last_entry()
         if last_time is not None:

@@ -318,6 +318,19 @@ def test_flush_job_split(log: PartitionLog) -> None:
     log.complete_flush(job)
     assert log.recovery_point == 0  # the earlier batch was truncated
     log.flush()
+    # a flush that started before a truncation never advances the recovery point
+    append(log, 4)
+    log.flush()
+    assert log.recovery_point == 4
+    job = log.prepare_flush()
+    append(log, 2)
+    log.truncate_to(2)  # the batch 0..3 goes: the log is empty again
+    append(log, 6)
+    job.run()
+    log.complete_flush(job)
+    assert log.recovery_point == 0
+    log.flush()
+    assert log.recovery_point == 6 and not log.dirty
 
 
 def test_torn_tail_is_truncated(tmp_path: Path) -> None:
