@@ -123,7 +123,7 @@ def create_topic(
         if num_partitions <= 0:
             raise KafkaError(
                 ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid "
-                f"non-positive value."
+                "non-positive value."
             )
         if replication_factor <= 0:
             raise KafkaError(
