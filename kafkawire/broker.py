@@ -118,13 +118,13 @@ class Broker:
                 if self.node_id in p.replicas:
                     wanted.add((topic.name, p.partition))
         have = set(self.logs.partitions())
-        for topic_name, p in sorted(wanted - have):
-            self.logs.get_or_create(topic_name, p, self.topic_log_config(topic_name), now_ms())
-        for topic_name, p in sorted(have - wanted):
+        for topic_name, index in sorted(wanted - have):
+            self.logs.get_or_create(topic_name, index, self.topic_log_config(topic_name), now_ms())
+        for topic_name, index in sorted(have - wanted):
             if topic_name == "__cluster_metadata":
                 continue
-            self.logs.delete(topic_name, p)
-            self.notifier.notify(topic_name, p)
+            self.logs.delete(topic_name, index)
+            self.notifier.notify(topic_name, index)
 
     async def create_topic(
         self,

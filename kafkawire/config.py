@@ -258,10 +258,8 @@ class BrokerConfig:
     @classmethod
     def from_dict(cls, raw: dict[str, str]) -> BrokerConfig:
         cfg = cls()
-        for key, (kind, default) in BROKER_CONFIGS.items():
+        for key, (_kind, default) in BROKER_CONFIGS.items():
             cfg.values[key] = default
-        for key, (kind, default, _syn) in TOPIC_CONFIGS.items():
-            cfg.values.setdefault(key, None)
         for key, value in raw.items():
             if key in BROKER_CONFIGS:
                 cfg.values[key] = parse_value(BROKER_CONFIGS[key][0], value, key)

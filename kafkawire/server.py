@@ -189,7 +189,7 @@ class Server:
         self,
         name: str,
         listeners: list[trio.SocketListener],
-        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         async def handler(stream: trio.SocketStream) -> None:
             await self.serve_connection(stream, name)
@@ -243,7 +243,7 @@ class Server:
     async def handle_frame(self, conn: Connection, frame: bytearray) -> int:
         if len(frame) < 8:
             raise RemoteProtocolError("request shorter than its header")
-        api_key, api_version, correlation_id = _HDR.unpack_from(frame, 0)
+        api_key, api_version, correlation_id = (int(x) for x in _HDR.unpack_from(frame, 0))
         handler = REGISTRY.get(api_key)
         if handler is None:
             raise RemoteProtocolError(f"unknown API key {api_key}")

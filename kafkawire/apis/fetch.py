@@ -172,7 +172,7 @@ async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Fetc
             break
         if trio.current_time() >= deadline:
             break
-        await broker.notifier.wait_any(keys, deadline)  # type: ignore[arg-type]
+        await broker.notifier.wait_any(keys, deadline)
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=out)
 
 

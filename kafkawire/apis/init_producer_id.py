@@ -4,8 +4,9 @@ Without a transactional id (idempotent producers, the default of Java and kafka-
 a new producer id with epoch 0, always, as Kafka does (an idempotent producer asking to bump
 its epoch after an error gets a fresh id too). Ids come in blocks reserved through the metadata
 log (ProducerIdsRecord), so they never repeat across restarts.
-With a transactional id the request belongs to the transaction coordinator; until that exists
-the answer is COORDINATOR_NOT_AVAILABLE... see txn/ (issue 4).
+With a transactional id the request belongs to the transaction coordinator
+(``broker.txn_coordinator``); while none is configured the answer is
+COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
 
 from kraft.controller import validate_topic_name
@@ -64,7 +65,7 @@ def topic_metadata(img: MetadataImage, topic: TopicImage, version: int, auth_ops
     )
 
 
-def error_topic(name: str | None, code: ErrorCode, topic_id=ZERO_UUID) -> Topic:  # type: ignore[no-untyped-def]
+def error_topic(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> Topic:
     return Topic(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[])
 
 
@@ -79,8 +80,8 @@ async def handle(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> M
     all_topics = req.topics is None or (v == 0 and not req.topics)
     if all_topics:
         img = broker.image
-        for t in sorted(img.topics.values(), key=lambda t: t.name):
-            topics.append(topic_metadata(img, t, v, topic_ops))
+        for ti in sorted(img.topics.values(), key=lambda x: x.name):
+            topics.append(topic_metadata(img, ti, v, topic_ops))
     else:
         assert req.topics is not None
         for rt in req.topics:
@@ -95,7 +96,7 @@ async def handle(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> M
                     continue
                 topics.append(error_topic(None, ErrorCode.INVALID_REQUEST))
                 continue
-            t = broker.image.topics.get(name)
+            t: TopicImage | None = broker.image.topics.get(name)
             if t is None:
                 try:
                     validate_topic_name(name)
