@@ -169,7 +169,9 @@ def snappy_compress(data: Buffer, *, xerial: bool = True) -> bytes:
         return bytes(_snappy.compress(bytes(data)))
     view = _view(data)
     parts = [_XERIAL_HEADER]
-    for start in range(0, len(view), _XERIAL_BLOCK):
+    # Empty input still gets one (empty) block: kafka-python only detects the framing when
+    # the payload is longer than the 16-byte header.
+    for start in range(0, len(view) or 1, _XERIAL_BLOCK):
         block = bytes(_snappy.compress(bytes(view[start : start + _XERIAL_BLOCK])))
         parts.append(_I32.pack(len(block)))
         parts.append(block)
