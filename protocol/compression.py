@@ -258,6 +258,9 @@ def lz4_decompress(data: Buffer, max_size: int) -> bytes:
     while pending:
         d = _lz4f.LZ4FrameDecompressor()
         try:
+            # A declared content size (0 = none) would size the output buffer: check it first.
+            if _lz4f.get_frame_info(pending)["content_size"] > max_size - total:
+                raise _too_large("lz4", max_size)
             out = bytes(d.decompress(pending, max_length=max_size - total + 1))
         except RuntimeError as e:
             raise CorruptRecordError(f"invalid lz4 frame: {e}") from None

@@ -28,9 +28,11 @@ A record (``DefaultRecord.java``) is::
 Record varints are zig-zag signed protobuf varints (``ByteUtils.writeVarint``/``writeVarlong``),
 not the unsigned varints of flexible message encoding in :mod:`protocol.primitives`.
 
-Errors are :class:`RecordError` subclasses carrying the Kafka error code of a produce
-response: CORRUPT_MESSAGE for bad CRC / framing / compressed payloads, INVALID_RECORD where
-Kafka's ``InvalidRecordException`` applies (record structure, produce rules).
+Errors are :class:`RecordError` subclasses (``KafkaError``) carrying the error code of a
+produce response: CORRUPT_MESSAGE for bad CRC / framing / compressed payloads, INVALID_RECORD
+where Kafka's ``InvalidRecordException`` applies (record structure, produce rules),
+MESSAGE_TOO_LARGE, UNSUPPORTED_COMPRESSION_TYPE. They answer one partition; they do not close
+the connection. (``parse_header`` keeps raising ``RemoteProtocolError`` on a short buffer.)
 """
 
 from __future__ import annotations
@@ -60,6 +62,22 @@ __all__ = [
     "LOG_OVERHEAD",
     "MAGIC_V2",
     "HEADER",
+    "OFF_BASE_OFFSET",
+    "OFF_LENGTH",
+    "OFF_LEADER_EPOCH",
+    "OFF_MAGIC",
+    "OFF_CRC",
+    "OFF_ATTRIBUTES",
+    "OFF_MAX_TIMESTAMP",
+    "COMPRESSION_MASK",
+    "TIMESTAMP_TYPE_BIT",
+    "TRANSACTIONAL_BIT",
+    "CONTROL_BIT",
+    "DELETE_HORIZON_BIT",
+    "NO_PRODUCER_ID",
+    "NO_PRODUCER_EPOCH",
+    "NO_SEQUENCE",
+    "NO_TIMESTAMP",
     "BatchHeader",
     "parse_header",
     "crc_ok",

@@ -196,6 +196,19 @@ def test_lz4_reads_linked_blocks_checksums_and_several_frames() -> None:
     assert lz4_decompress(two, len(data) + 6) == data + b"second"
 
 
+def test_lz4_declared_content_size_checked_first() -> None:
+    blob = lz4.frame.compress(bytes(10 * MB), store_size=True)
+    assert lz4.frame.get_frame_info(blob)["content_size"] == 10 * MB
+    tracemalloc.start()
+    try:
+        with pytest.raises(RecordTooLargeError):
+            lz4_decompress(blob, MB)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < MB
+
+
 def test_lz4_content_checksum_mismatch() -> None:
     blob = bytearray(lz4.frame.compress(b"abc" * 1000, content_checksum=True))
     blob[-1] ^= 0xFF
