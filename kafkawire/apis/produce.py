@@ -99,8 +99,9 @@ async def handle(
                                 "Timestamp of the batch is out of range "
                                 "(message.timestamp.before.max.ms / after.max.ms)",
                             )
+                last_pos, last_h = batches[-1]
                 info = plog.append(
-                    records, batches, leader_epoch=pimg.leader_epoch, now_ms=now_ms,
+                    records[: last_pos + last_h.size], batches, leader_epoch=pimg.leader_epoch, now_ms=now_ms,
                     log_append_time=log_append_time,
                 )
             except KafkaError as e:
