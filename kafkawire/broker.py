@@ -14,9 +14,6 @@ import uuid
 from typing import Any
 
 import trio
-from log.config import LogConfig
-from log.manager import LogManager
-from log.partition_log import PartitionLog
 
 from kafkawire.apis import REGISTRY
 from kafkawire.config import LONG_MAX, TOPIC_CONFIGS, BrokerConfig, parse_value
@@ -26,6 +23,9 @@ from kafkawire.server import Connection, RequestContext, Server
 from kafkawire.storage import format_or_check
 from kraft import controller
 from kraft.image import MetadataImage
+from log.config import LogConfig
+from log.manager import LogManager
+from log.partition_log import PartitionLog
 from protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("kafkawire.broker")
