@@ -1,1 +1,249 @@
-"""pytest plugin: a running kafkawire broker for your tests (filled in with the server)."""
+"""pytest plugin: a real kafkawire broker for your tests.
+
+Installed with kafkawire (entry point ``pytest11``), it offers:
+
+- ``kafkawire_bootstrap`` (session): ``"127.0.0.1:<port>"`` of a broker running as a subprocess
+  with its data in a temporary directory, shared by the session.
+- ``kafkawire_broker`` (function): a fresh ``BrokerProcess`` of your own (restart it, kill -9 it).
+- ``BrokerProcess`` for scripts: ``with BrokerProcess(data_dir) as b: use(b.bootstrap)``.
+- ``InProcessBroker``: the same broker on a background thread of this process (no fork/exec),
+  for quick unit-style tests.
+
+Options: ``--kafkawire-in-process`` makes ``kafkawire_bootstrap`` use the in-process broker.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def api_versions_ok(host: str, port: int, timeout_s: float = 1.0) -> bool:
+    """True when the broker answers an ApiVersions v0 request."""
+    req = struct.pack(">hhih", 18, 0, 1, 4) + b"ping"
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as s:
+            s.sendall(struct.pack(">i", len(req)) + req)
+            head = s.recv(8)
+            return len(head) >= 8 and struct.unpack(">ii", head)[1] == 1
+    except OSError:
+        return False
+
+
+class BrokerProcess:
+    """A kafkawire broker as a child process (``python -m kafkawire serve``)."""
+
+    def __init__(
+        self,
+        data_dir: str | Path | None = None,
+        port: int | None = None,
+        overrides: dict[str, str] | None = None,
+        log_file: str | Path | None = None,
+    ) -> None:
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if data_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="kafkawire-")
+            data_dir = self._tmp.name
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.overrides = dict(overrides or {})
+        self.log_path = Path(log_file) if log_file else self.data_dir.parent / (
+            self.data_dir.name + ".broker.log"
+        )
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        props = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dir": str(self.data_dir),
+            **self.overrides,
+        }
+        cmd = [sys.executable, "-m", "kafkawire", "serve"]
+        for k, v in props.items():
+            cmd += ["--override", f"{k}={v}"]
+        return cmd
+
+    def start(self, timeout_s: float = 30.0) -> BrokerProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        out = open(self.log_path, "ab")
+        env = dict(os.environ)
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, env=env)
+        out.close()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"kafkawire exited with {self.proc.returncode}:\n{self.log()}")
+            if api_versions_ok("127.0.0.1", self.port):
+                return self
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"kafkawire did not start within {timeout_s}s:\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-5000:]
+        except OSError:
+            return ""
+
+    def stop(self, timeout_s: float = 20.0) -> int:
+        """SIGTERM and wait: a clean shutdown. Returns the exit code."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        rc = self.proc.returncode
+        self.proc = None
+        return int(rc)
+
+    def kill(self) -> None:
+        """kill -9: no chance to flush or close anything."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+        self.proc = None
+
+    def restart(self, kill: bool = False) -> BrokerProcess:
+        if kill:
+            self.kill()
+        else:
+            self.stop()
+        return self.start()
+
+    def close(self) -> None:
+        self.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> BrokerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class InProcessBroker:
+    """A kafkawire broker on a background thread with its own trio loop."""
+
+    def __init__(self, data_dir: str | Path, port: int | None = None, **overrides: str) -> None:
+        self.port = port or free_port()
+        self.props = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dir": str(data_dir),
+            **overrides,
+        }
+        self._thread: threading.Thread | None = None
+        self._token: Any = None
+        self._cancel: Any = None
+        self._error: BaseException | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 30.0) -> InProcessBroker:
+        import trio
+
+        from kafkawire.broker import Broker
+        from kafkawire.config import BrokerConfig
+
+        cfg = BrokerConfig.from_dict(self.props)
+        ready = threading.Event()
+
+        async def main() -> None:
+            self._token = trio.lowlevel.current_trio_token()
+            async with trio.open_nursery() as nursery:
+                self._cancel = nursery.cancel_scope
+                await nursery.start(Broker(cfg).run)
+                ready.set()
+
+        def runner() -> None:
+            try:
+                trio.run(main)
+            except BaseException as e:  # reported by start()
+                self._error = e
+                ready.set()
+
+        self._thread = threading.Thread(target=runner, name="kafkawire", daemon=True)
+        self._thread.start()
+        if not ready.wait(timeout_s) or self._error is not None:
+            raise RuntimeError(f"in-process kafkawire failed to start: {self._error!r}")
+        return self
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        if self._token is not None and self._cancel is not None:
+            try:
+                self._token.run_sync_soon(self._cancel.cancel)
+            except RuntimeError:
+                pass
+        self._thread.join(30)
+        self._thread = None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("kafkawire")
+    group.addoption(
+        "--kafkawire-in-process",
+        action="store_true",
+        default=False,
+        help="run the kafkawire_bootstrap broker on a thread of the test process",
+    )
+
+
+@pytest.fixture(scope="session")
+def kafkawire_bootstrap(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    data = tmp_path_factory.mktemp("kafkawire-data")
+    if request.config.getoption("--kafkawire-in-process"):
+        ib = InProcessBroker(data).start()
+        try:
+            yield ib.bootstrap
+        finally:
+            ib.stop()
+        return
+    bp = BrokerProcess(data).start()
+    try:
+        yield bp.bootstrap
+    finally:
+        bp.close()
+
+
+@pytest.fixture
+def kafkawire_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    bp = BrokerProcess(tmp_path / "data").start()
+    try:
+        yield bp
+    finally:
+        bp.close()

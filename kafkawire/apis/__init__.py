@@ -1,1 +1,71 @@
-"""kafkawire/apis."""
+"""Request handlers, one module per API key, and the registry ApiVersions is computed from.
+
+Each module defines ``API_KEY``, ``VERSIONS = (min, max)`` (what we really serve), optionally
+``ADVERTISED_MIN`` (Kafka's ApiVersions quirks), and ``async def handle(broker, ctx, request)``
+returning the response object (or None for no response, e.g. acks=0).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from protocol._generated import API_INFO, REQUESTS, RESPONSES
+
+MODULES = [
+    "api_versions",
+    "metadata",
+    "produce",
+    "fetch",
+    "list_offsets",
+    "offset_for_leader_epoch",
+    "init_producer_id",
+]
+
+
+@dataclass(frozen=True)
+class ApiHandler:
+    api_key: int
+    name: str
+    min_version: int
+    max_version: int
+    advertised_min: int
+    flexible_from: int
+    request_cls: Any
+    response_cls: Any
+    handle: Callable[..., Awaitable[Any]]
+
+    def flexible(self, version: int) -> bool:
+        return 0 <= self.flexible_from <= version
+
+
+def _load_class(ref: tuple[str, str]) -> Any:
+    mod, cls = ref
+    return getattr(importlib.import_module(f"protocol._generated.{mod}"), cls)
+
+
+def build_registry(modules: list[str]) -> dict[int, ApiHandler]:
+    reg: dict[int, ApiHandler] = {}
+    for name in modules:
+        m = importlib.import_module(f"kafkawire.apis.{name}")
+        key = int(m.API_KEY)
+        lo, hi = m.VERSIONS
+        info = API_INFO[key]
+        assert info[1] <= lo <= hi <= info[2], f"{name}: versions outside the spec"
+        reg[key] = ApiHandler(
+            api_key=key,
+            name=info[0],
+            min_version=lo,
+            max_version=hi,
+            advertised_min=int(getattr(m, "ADVERTISED_MIN", lo)),
+            flexible_from=info[3],
+            request_cls=_load_class(REQUESTS[key]),
+            response_cls=_load_class(RESPONSES[key]),
+            handle=m.handle,
+        )
+    return reg
+
+
+REGISTRY: dict[int, ApiHandler] = build_registry(MODULES)

@@ -1,0 +1,51 @@
+# kafkawire: the two commands a new user needs are `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test test-fast lint typecheck generate bench compat clean deps-system
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+## run: a single node on 127.0.0.1:9092 with data in ./data (Ctrl-C stops it cleanly)
+run: $(STAMP)
+	$(PY) -m kafkawire serve $(ARGS)
+
+## test: install the dev extras and system tools, then run the whole suite
+test: $(STAMP) deps-system
+	$(PY) -m ruff check .
+	$(PY) -m mypy
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow and not compat and not spark" $(PYTEST_ARGS)
+
+## deps-system: Debian packages the client tests use (kcat); no-op when present
+deps-system:
+	@command -v kcat >/dev/null 2>&1 || command -v kafkacat >/dev/null 2>&1 || \
+	  { echo "installing kcat"; \
+	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq kcat >/dev/null; }
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+typecheck: $(STAMP)
+	$(PY) -m mypy
+
+## generate: regenerate protocol/_generated from ../shared/kafka-protocol
+generate: $(STAMP)
+	$(PY) -m protocol.generator
+
+bench: $(STAMP)
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,168 @@
+"""kafkawire benchmarks with one confluent-kafka producer and consumer.
+
+    .venv/bin/python bench/run.py                       # start a kafkawire node and measure it
+    .venv/bin/python bench/run.py --bootstrap HOST:PORT # measure a running broker (e.g. Apache Kafka)
+
+Measures: produce MB/s with 1 KiB records, consume MB/s, 100-byte records/s produced,
+produce-to-consume latency percentiles at a steady rate, the broker's idle RSS, and how long it
+takes from process start until it answers ApiVersions. Prints a Markdown table; figures go to
+docs/BENCHMARKS.md. All traffic stays on 127.0.0.1 and every loop is bounded in count and time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from kafkawire.testing import BrokerProcess, api_versions_ok, free_port  # noqa: E402
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def make_topic(bootstrap: str, partitions: int = 1) -> str:
+    name = f"bench-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[
+            name
+        ].result(30)
+    except Exception:  # brokers without CreateTopics: auto-create through Metadata
+        admin.list_topics(name, timeout=30)
+    return name
+
+
+def produce_throughput(bootstrap: str, topic: str, size: int, count: int) -> tuple[float, float]:
+    p = Producer({
+        "bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1_000_000,
+        "queue.buffering.max.kbytes": 1_048_576, "queue.buffering.max.messages": 2_000_000,
+        "acks": "1", "compression.type": "none", "enable.idempotence": False,
+    })
+    payload = b"x" * size
+    t0 = time.perf_counter()
+    for _ in range(count):
+        while True:
+            try:
+                p.produce(topic, payload)
+                break
+            except BufferError:
+                p.poll(0.01)
+    p.flush(120)
+    dt = time.perf_counter() - t0
+    return size * count / dt / 1e6, count / dt
+
+
+def consume_throughput(bootstrap: str, topic: str, count: int) -> float:
+    c = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+        "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,
+        "queued.max.messages.kbytes": 1_048_576,
+    })
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got = 0
+    nbytes = 0
+    t0 = time.perf_counter()
+    deadline = t0 + 120
+    while got < count and time.perf_counter() < deadline:
+        for m in c.consume(10000, 1.0):
+            if m.error() is None:
+                got += 1
+                nbytes += len(m.value() or b"")
+    dt = time.perf_counter() - t0
+    c.close()
+    return nbytes / dt / 1e6
+
+
+def latency(bootstrap: str, topic: str, mb_per_s: float, seconds: float) -> dict[str, float]:
+    size = 1024
+    rate = mb_per_s * 1e6 / size
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "1"})
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "lat", "fetch.wait.max.ms": 5,
+                  "fetch.min.bytes": 1, "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    c.poll(0.5)
+    lat: list[float] = []
+    sent = 0
+    start = time.perf_counter()
+    end = start + seconds
+    while time.perf_counter() < end:
+        due = int((time.perf_counter() - start) * rate)
+        while sent < due:
+            p.produce(topic, time.perf_counter_ns().to_bytes(8, "big") + b"x" * (size - 8))
+            sent += 1
+        p.poll(0)
+        for m in c.consume(1000, 0.001):
+            if m.error() is None and m.value():
+                lat.append((time.perf_counter_ns() - int.from_bytes(m.value()[:8], "big")) / 1e6)
+    p.flush(10)
+    c.close()
+    lat.sort()
+    if not lat:
+        return {"p50": float("nan"), "p99": float("nan")}
+    return {"p50": lat[len(lat) // 2], "p99": lat[int(len(lat) * 0.99)],
+            "mean": statistics.fmean(lat), "n": float(len(lat))}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bootstrap")
+    ap.add_argument("--mb", type=int, default=1000, help="MB to produce with 1 KiB records")
+    ap.add_argument("--small", type=int, default=2_000_000, help="100-byte records to produce")
+    args = ap.parse_args()
+    rows: list[tuple[str, str]] = []
+    bp = None
+    if args.bootstrap:
+        bootstrap = args.bootstrap
+    else:
+        tmp = tempfile.mkdtemp(prefix="kw-bench-")
+        port = free_port()
+        bp = BrokerProcess(Path(tmp) / "data", port=port)
+        t0 = time.perf_counter()
+        bp.start()
+        ready_s = time.perf_counter() - t0
+        bootstrap = bp.bootstrap
+        time.sleep(1.0)
+        assert bp.proc is not None
+        rows.append(("ready after start (s)", f"{ready_s:.2f}"))
+        rows.append(("idle RSS (MB)", f"{rss_mb(bp.proc.pid):.1f}"))
+    try:
+        assert api_versions_ok(*bootstrap.rsplit(":", 1)[0:1], int(bootstrap.rsplit(":", 1)[1]))
+        topic = make_topic(bootstrap)
+        n = args.mb * 1000
+        mbs, _ = produce_throughput(bootstrap, topic, 1000, n)
+        rows.append(("produce 1 KiB records (MB/s)", f"{mbs:.0f}"))
+        rows.append(("consume 1 KiB records (MB/s)", f"{consume_throughput(bootstrap, topic, n):.0f}"))
+        topic2 = make_topic(bootstrap)
+        _, rps = produce_throughput(bootstrap, topic2, 100, args.small)
+        rows.append(("produce 100 B records (records/s)", f"{rps:,.0f}"))
+        topic3 = make_topic(bootstrap)
+        lat = latency(bootstrap, topic3, 10.0, 10.0)
+        rows.append(("produce->consume latency at 10 MB/s p50 (ms)", f"{lat['p50']:.2f}"))
+        rows.append(("produce->consume latency at 10 MB/s p99 (ms)", f"{lat['p99']:.2f}"))
+        if bp is not None and bp.proc is not None:
+            rows.append(("RSS after the run (MB)", f"{rss_mb(bp.proc.pid):.1f}"))
+    finally:
+        if bp is not None:
+            bp.close()
+    print("| measure | value |\n|---|---|")
+    for k, v in rows:
+        print(f"| {k} | {v} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

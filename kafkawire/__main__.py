@@ -1,0 +1,3 @@
+from kafkawire.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,143 @@
+"""Metadata (key 3), versions 0-13.
+
+- Topics null (v1+) or empty (v0) = all topics. v10+ topics may be named by topic id.
+- Auto topic creation when ``allow_auto_topic_creation`` (always for v0-3) and
+  ``auto.create.topics.enable``: created with ``num.partitions`` and
+  ``default.replication.factor``; the topic's metadata is returned at once (creation is
+  synchronous on a single node).
+- Brokers are listed with the endpoint of the listener the request came in on; the
+  controller id is this live node (librdkafka's admin client waits for it).
+- Authorized operations: -2147483648 (not requested) unless asked, then all operations.
+- v13: top-level error code (unused, 0).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from kraft.controller import validate_topic_name
+from kraft.image import MetadataImage, TopicImage
+from protocol._generated.metadata_request import MetadataRequest
+from protocol._generated.metadata_response import MetadataResponse
+from protocol.errors import ErrorCode, KafkaError
+from protocol.primitives import ZERO_UUID
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+    from kafkawire.server import RequestContext
+
+API_KEY = 3
+VERSIONS = (0, 13)
+
+AUTH_OPS_NOT_REQUESTED = -2147483648
+# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (bit = op code)
+TOPIC_ALL_OPS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_ALL_OPS = sum(1 << op for op in (4, 5, 7, 8, 9, 10, 11, 12))
+
+Topic = MetadataResponse.MetadataResponseTopic
+Partition = MetadataResponse.MetadataResponsePartition
+
+
+def topic_metadata(img: MetadataImage, topic: TopicImage, version: int, auth_ops: int) -> Topic:
+    parts = []
+    live = {b for b, info in img.brokers.items() if not info.fenced}
+    for p in sorted(topic.partitions.values(), key=lambda p: p.partition):
+        leader = p.leader if p.leader in live else -1
+        parts.append(
+            Partition(
+                error_code=ErrorCode.NONE if leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                partition_index=p.partition,
+                leader_id=leader,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=list(p.replicas),
+                isr_nodes=list(p.isr),
+                offline_replicas=[r for r in p.replicas if r not in live],
+            )
+        )
+    return Topic(
+        error_code=ErrorCode.NONE,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.is_internal,
+        partitions=parts,
+        topic_authorized_operations=auth_ops,
+    )
+
+
+def error_topic(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> Topic:
+    return Topic(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[])
+
+
+async def handle(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
+    v = ctx.api_version
+    auto_create = (req.allow_auto_topic_creation if v >= 4 else True) and (
+        broker.config.auto_create_topics_enable
+    )
+    want_topic_ops = v >= 8 and req.include_topic_authorized_operations
+    topic_ops = TOPIC_ALL_OPS if want_topic_ops else AUTH_OPS_NOT_REQUESTED
+    topics: list[Topic] = []
+    all_topics = req.topics is None or (v == 0 and not req.topics)
+    if all_topics:
+        img = broker.image
+        for ti in sorted(img.topics.values(), key=lambda x: x.name):
+            topics.append(topic_metadata(img, ti, v, topic_ops))
+    else:
+        assert req.topics is not None
+        for rt in req.topics:
+            name = rt.name
+            if name is None:
+                if v >= 10 and rt.topic_id != ZERO_UUID:
+                    found = broker.image.topics_by_id.get(rt.topic_id)
+                    if found is None:
+                        topics.append(error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, rt.topic_id))
+                    else:
+                        topics.append(topic_metadata(broker.image, found, v, topic_ops))
+                    continue
+                topics.append(error_topic(None, ErrorCode.INVALID_REQUEST))
+                continue
+            t: TopicImage | None = broker.image.topics.get(name)
+            if t is None:
+                try:
+                    validate_topic_name(name)
+                except KafkaError:
+                    topics.append(error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                    continue
+                if auto_create and not name.startswith("__"):
+                    code = await broker.auto_create_topic(name)
+                    t = broker.image.topics.get(name)
+                    if t is None:
+                        topics.append(error_topic(name, code or ErrorCode.LEADER_NOT_AVAILABLE))
+                        continue
+                else:
+                    topics.append(error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+            topics.append(topic_metadata(broker.image, t, v, topic_ops))
+    img = broker.image
+    listener = ctx.connection.listener
+    brokers = []
+    for b in sorted(img.brokers.values(), key=lambda b: b.broker_id):
+        if b.fenced:
+            continue
+        ep = next((e for e in b.endpoints if e.listener == listener), None)
+        if ep is None:
+            continue
+        brokers.append(
+            MetadataResponse.MetadataResponseBroker(
+                node_id=b.broker_id, host=ep.host, port=ep.port, rack=b.rack
+            )
+        )
+    cluster_ops = (
+        CLUSTER_ALL_OPS
+        if 8 <= v <= 10 and req.include_cluster_authorized_operations
+        else AUTH_OPS_NOT_REQUESTED
+    )
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=brokers,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=topics,
+        cluster_authorized_operations=cluster_ops,
+        error_code=0,
+    )

@@ -1,0 +1,50 @@
+"""OffsetForLeaderEpoch (key 23), versions 2-4.
+
+For each partition: the end offset of the requested leader epoch (the start offset of the next
+larger epoch, or the log end offset for the current epoch), from the partition's leader-epoch
+cache. A requested epoch newer than any we know gives epoch -1 and offset -1. The request's
+current leader epoch is checked like Fetch's (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
+Consumers (KIP-320) use it to detect log truncation.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkawire.apis.fetch import check_leader_epoch
+from protocol._generated.offset_for_leader_epoch_request import OffsetForLeaderEpochRequest
+from protocol._generated.offset_for_leader_epoch_response import OffsetForLeaderEpochResponse
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+    from kafkawire.server import RequestContext
+
+API_KEY = 23
+VERSIONS = (2, 4)
+
+Res = OffsetForLeaderEpochResponse.EpochEndOffset
+
+
+async def handle(
+    broker: Broker, ctx: RequestContext, req: OffsetForLeaderEpochRequest
+) -> OffsetForLeaderEpochResponse:
+    img = broker.image
+    topics = []
+    for t in req.topics:
+        parts: list[Res] = []
+        topics.append(OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+        for p in t.partitions:
+            res = Res(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1)
+            parts.append(res)
+            pimg = img.partition(t.topic, p.partition)
+            plog = broker.partition_log(t.topic, p.partition) if pimg else None
+            if pimg is None or plog is None:
+                res.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            code = check_leader_epoch(p.current_leader_epoch, pimg.leader_epoch)
+            if code:
+                res.error_code = code
+                continue
+            res.leader_epoch, res.end_offset = plog.end_offset_for_epoch(p.leader_epoch)
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,251 @@
+"""The broker: owns config, storage, the metadata image and the background tasks.
+
+``Broker.run()`` formats storage on first start, opens the logs (recovering them), replays the
+``__cluster_metadata`` log into the image, registers this node, starts the listeners and then
+serves until cancelled. Handlers in ``kafkawire.apis`` read ``broker.image`` (immutable) and call
+the broker's small set of mutating operations, which go through the metadata quorum.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+import trio
+
+from kafkawire.apis import REGISTRY
+from kafkawire.config import LONG_MAX, TOPIC_CONFIGS, BrokerConfig, parse_value
+from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum
+from kafkawire.purgatory import AppendNotifier
+from kafkawire.server import Connection, RequestContext, Server
+from kafkawire.storage import format_or_check
+from kraft import controller
+from kraft.image import MetadataImage
+from log.config import LogConfig
+from log.manager import LogManager
+from log.partition_log import PartitionLog
+from protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger("kafkawire.broker")
+
+SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+# feature name -> (min, max) we support. transaction.version / group.version stay at 0 until the
+# KIP-890 / KIP-848 paths are implemented.
+SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
+    "metadata.version": (7, controller.METADATA_VERSION_LEVEL),
+    "kraft.version": (0, 0),
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.cluster_id = ""
+        self.incarnation_id = uuid.uuid4()
+        self.logs: LogManager | None = None
+        self.quorum: MetadataQuorum | None = None
+        self.notifier = AppendNotifier()
+        self.server = Server(self.dispatch, config.socket_request_max_bytes, self.on_disconnect)
+        self.bound_ports: dict[str, int] = {}
+        self.started = trio.Event()
+        self.start_time_ms = now_ms()
+        self.disconnect_hooks: list[Any] = []
+        self.metadata_lock = trio.Lock()
+        self._pid_next = 0
+        self._pid_end = 0
+
+    # ---- state --------------------------------------------------------------------------
+    @property
+    def image(self) -> MetadataImage:
+        assert self.quorum is not None
+        return self.quorum.image
+
+    def supported_features(self) -> dict[str, tuple[int, int]]:
+        return SUPPORTED_FEATURES
+
+    def topic_log_config(self, topic: str) -> LogConfig:
+        return LogConfig.from_properties(self.effective_topic_configs(topic))
+
+    async def next_producer_id(self) -> int:
+        """A producer id from the block this broker reserved in the metadata log."""
+        if self._pid_next >= self._pid_end:
+            async with self.metadata_lock:
+                start, records = controller.allocate_producer_ids(
+                    self.image, self.node_id, self.quorum.log_end_offset() if self.quorum else 0
+                )
+                await self.commit_metadata(records)
+                self._pid_next, self._pid_end = start, start + controller.PRODUCER_ID_BLOCK_SIZE
+        pid = self._pid_next
+        self._pid_next += 1
+        return pid
+
+    def effective_topic_configs(self, topic: str) -> dict[str, Any]:
+        overrides = self.image.topic_config(topic)
+        out: dict[str, Any] = {}
+        for name, (kind, _d, _s) in TOPIC_CONFIGS.items():
+            if name in overrides:
+                out[name] = parse_value(kind, overrides[name], name)
+            else:
+                out[name] = self.config.topic_default(name)[0]
+        return out
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
+        assert self.logs is not None
+        return self.logs.get(topic, partition)
+
+    # ---- metadata operations (through the quorum) --------------------------------------
+    async def commit_metadata(self, records: list[Any]) -> None:
+        assert self.quorum is not None
+        if records:
+            await self.quorum.append(records)
+            self.sync_logs_with_image()
+
+    def sync_logs_with_image(self) -> None:
+        """Create local logs for partitions led here; delete logs of removed topics."""
+        assert self.logs is not None
+        img = self.image
+        wanted: set[tuple[str, int]] = set()
+        for topic in img.topics.values():
+            for p in topic.partitions.values():
+                if self.node_id in p.replicas:
+                    wanted.add((topic.name, p.partition))
+        have = {tp for tp, _log in self.logs}
+        for topic_name, index in sorted(wanted - have):
+            self.logs.get_or_create(topic_name, index, now_ms(), self.topic_log_config(topic_name))
+        for topic_name, index in sorted(have - wanted):
+            if topic_name == "__cluster_metadata":
+                continue
+            self.logs.delete(topic_name, index)
+            self.notifier.notify(topic_name, index)
+
+    async def create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        configs: dict[str, str] | None = None,
+        assignments: dict[int, list[int]] | None = None,
+    ) -> None:
+        async with self.metadata_lock:
+            records = controller.create_topic(
+                self.image, name, num_partitions, replication_factor, configs or {},
+                assignments=assignments,
+            )
+            await self.commit_metadata(records)
+
+    async def auto_create_topic(self, name: str) -> ErrorCode:
+        """Auto-creation on Metadata/FindCoordinator; returns the error for that topic."""
+        try:
+            await self.create_topic(
+                name, self.config.num_partitions, self.config.default_replication_factor
+            )
+        except KafkaError as e:
+            if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                return ErrorCode.NONE
+            return e.code
+        return ErrorCode.NONE
+
+    # ---- request dispatch ----------------------------------------------------------------
+    async def dispatch(self, ctx: RequestContext, request: Any) -> Any:
+        handler = REGISTRY[ctx.api_key]
+        return await handler.handle(self, ctx, request)
+
+    def on_disconnect(self, conn: Connection) -> None:
+        for hook in self.disconnect_hooks:
+            hook(conn)
+
+    # ---- lifecycle ----------------------------------------------------------------------
+    def open_storage(self) -> None:
+        cfg = self.config
+        dirs = cfg.log_dirs
+        if cfg.metadata_log_dir not in dirs:
+            dirs = [*dirs, cfg.metadata_log_dir]
+        self.cluster_id = format_or_check(dirs, self.node_id, cfg.values.get("cluster.id"))
+        defaults = LogConfig.from_properties(
+            {name: self.config.topic_default(name)[0] for name in TOPIC_CONFIGS}
+        )
+        self.logs = LogManager.open(
+            cfg.log_dirs[0], now_ms(), default_config=defaults,
+            config_for=self._log_config_for,
+        )
+        self.quorum = MetadataQuorum(self.logs, self.node_id, now_ms)
+        self.quorum.load()
+        if not self.image.features:
+            self.quorum.append_sync(controller.bootstrap_records())
+        for topic in self.image.topics:
+            self.logs.update_config(topic, self.topic_log_config(topic))
+        self.sync_logs_with_image()
+
+    def _log_config_for(self, topic: str) -> LogConfig:
+        if self.quorum is None or topic == METADATA_TOPIC:
+            return LogConfig.from_properties(
+                {name: self.config.topic_default(name)[0] for name in TOPIC_CONFIGS}
+            )
+        return self.topic_log_config(topic)
+
+    def register(self) -> list[Any]:
+        cfg = self.config
+        endpoints = []
+        for lst in cfg.advertised_listeners:
+            port = self.bound_ports.get(lst.name, lst.port) if lst.port == 0 else lst.port
+            proto = SECURITY_PROTOCOLS.get(lst.name, 0)
+            endpoints.append((lst.name, lst.host, port, proto))
+        assert self.quorum is not None
+        epoch = self.quorum.log_end_offset()
+        return controller.register_broker(
+            self.node_id, self.incarnation_id, epoch, endpoints, None, SUPPORTED_FEATURES
+        )
+
+    async def run(self, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
+        self.open_storage()
+        try:
+            async with trio.open_nursery() as nursery:
+                for lst in self.config.broker_listeners:
+                    listeners = await trio.open_tcp_listeners(lst.port, host=lst.host)
+                    port = listeners[0].socket.getsockname()[1]
+                    self.bound_ports[lst.name] = port
+                    await nursery.start(self.server.serve_listener, lst.name, listeners)
+                    log.info(
+                        "kafkawire node %s listening on %s:%s (%s), cluster id %s, data in %s",
+                        self.node_id, lst.host, port, lst.name, self.cluster_id,
+                        self.config.log_dirs[0],
+                    )
+                await self.commit_metadata(self.register())
+                nursery.start_soon(self.background_flush)
+                self.started.set()
+                task_status.started(self)
+        finally:
+            self.close()
+
+    async def background_flush(self) -> None:
+        """Group commit when a flush policy is set: fsync dirty logs off the event loop.
+
+        As in Kafka, the default (log.flush.interval.ms unset, flush.ms = Long.MAX) is no
+        periodic fsync: acknowledged data is in the page cache, which survives a crash of the
+        process (kill -9); segments are fsynced when they roll and at clean shutdown.
+        """
+        interval = self.config.values.get("log.flush.interval.ms")
+        if interval is None or int(interval) >= LONG_MAX // 2:
+            return
+        period_s = max(int(interval), 1) / 1000.0
+        assert self.logs is not None
+        logs = self.logs
+        while True:
+            await trio.sleep(period_s)
+            await trio.to_thread.run_sync(logs.flush_all)
+
+    def close(self) -> None:
+        if self.logs is not None:
+            try:
+                self.logs.close()
+            except Exception:
+                log.exception("error closing logs")
+            self.logs = None

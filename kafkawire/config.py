@@ -1,0 +1,434 @@
+"""Broker and topic configuration, by Kafka's property names.
+
+``BrokerConfig.load(path, overrides)`` reads a Java-style ``server.properties`` file (``key=value``,
+``#`` comments) plus ``--override key=value`` pairs. Every key we know is typed and validated;
+unknown keys are reported (``BrokerConfig.unknown``), never silently dropped. Defaults serve a
+single node on 127.0.0.1:9092 with data in ``./data``.
+
+Topic configs (``TOPIC_CONFIGS``) carry Kafka's defaults and the broker property each one
+falls back to (its synonym), which DescribeConfigs reports.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+LONG_MAX = 9223372036854775807
+
+# ---------------------------------------------------------------------------------------------
+# Topic-level configs: name -> (type, default, broker synonym or None)
+# type is one of: int, long, double, boolean, string, list, class, password
+
+TopicConfigDef = tuple[str, Any, "str | None"]
+
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
+    "cleanup.policy": ("list", "delete", "log.cleanup.policy"),
+    "compression.gzip.level": ("int", -1, "compression.gzip.level"),
+    "compression.lz4.level": ("int", 9, "compression.lz4.level"),
+    "compression.type": ("string", "producer", "compression.type"),
+    "compression.zstd.level": ("int", 3, "compression.zstd.level"),
+    "delete.retention.ms": ("long", 86400000, "log.cleaner.delete.retention.ms"),
+    "file.delete.delay.ms": ("long", 60000, "log.segment.delete.delay.ms"),
+    "flush.messages": ("long", LONG_MAX, "log.flush.interval.messages"),
+    "flush.ms": ("long", LONG_MAX, "log.flush.interval.ms"),
+    "follower.replication.throttled.replicas": ("list", "", None),
+    "index.interval.bytes": ("int", 4096, "log.index.interval.bytes"),
+    "leader.replication.throttled.replicas": ("list", "", None),
+    "local.retention.bytes": ("long", -2, "log.local.retention.bytes"),
+    "local.retention.ms": ("long", -2, "log.local.retention.ms"),
+    "max.compaction.lag.ms": ("long", LONG_MAX, "log.cleaner.max.compaction.lag.ms"),
+    "max.message.bytes": ("int", 1048588, "message.max.bytes"),
+    "message.timestamp.after.max.ms": ("long", 3600000, "log.message.timestamp.after.max.ms"),
+    "message.timestamp.before.max.ms": ("long", LONG_MAX, "log.message.timestamp.before.max.ms"),
+    "message.timestamp.type": ("string", "CreateTime", "log.message.timestamp.type"),
+    "min.cleanable.dirty.ratio": ("double", 0.5, "log.cleaner.min.cleanable.ratio"),
+    "min.compaction.lag.ms": ("long", 0, "log.cleaner.min.compaction.lag.ms"),
+    "min.insync.replicas": ("int", 1, "min.insync.replicas"),
+    "preallocate": ("boolean", False, "log.preallocate"),
+    "remote.log.copy.disable": ("boolean", False, None),
+    "remote.log.delete.on.disable": ("boolean", False, None),
+    "remote.storage.enable": ("boolean", False, None),
+    "retention.bytes": ("long", -1, "log.retention.bytes"),
+    "retention.ms": ("long", 604800000, "log.retention.ms"),
+    "segment.bytes": ("int", 1073741824, "log.segment.bytes"),
+    "segment.index.bytes": ("int", 10485760, "log.index.size.max.bytes"),
+    "segment.jitter.ms": ("long", 0, "log.roll.jitter.ms"),
+    "segment.ms": ("long", 604800000, "log.roll.ms"),
+    "unclean.leader.election.enable": ("boolean", False, "unclean.leader.election.enable"),
+}
+
+# ---------------------------------------------------------------------------------------------
+# Broker configs we understand: name -> (type, default)
+
+BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
+    "node.id": ("int", 1),
+    "broker.id": ("int", None),
+    "process.roles": ("list", "broker,controller"),
+    "listeners": ("list", "PLAINTEXT://127.0.0.1:9092"),
+    "advertised.listeners": ("list", None),
+    "listener.security.protocol.map": (
+        "list",
+        "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+        "SASL_SSL:SASL_SSL",
+    ),
+    "inter.broker.listener.name": ("string", None),
+    "controller.listener.names": ("list", "CONTROLLER"),
+    "controller.quorum.voters": ("list", ""),
+    "controller.quorum.bootstrap.servers": ("list", ""),
+    "log.dirs": ("list", None),
+    "log.dir": ("string", "./data"),
+    "metadata.log.dir": ("string", None),
+    "num.partitions": ("int", 1),
+    "default.replication.factor": ("int", 1),
+    "auto.create.topics.enable": ("boolean", True),
+    "delete.topic.enable": ("boolean", True),
+    "message.max.bytes": ("int", 1048588),
+    "socket.request.max.bytes": ("int", 104857600),
+    "socket.send.buffer.bytes": ("int", 102400),
+    "socket.receive.buffer.bytes": ("int", 102400),
+    "replica.fetch.max.bytes": ("int", 1048576),
+    "fetch.max.bytes": ("int", 57671680),
+    "log.segment.bytes": ("int", 1073741824),
+    "log.roll.ms": ("long", None),
+    "log.roll.hours": ("int", 168),
+    "log.roll.jitter.ms": ("long", None),
+    "log.roll.jitter.hours": ("int", 0),
+    "log.retention.ms": ("long", None),
+    "log.retention.minutes": ("int", None),
+    "log.retention.hours": ("int", 168),
+    "log.retention.bytes": ("long", -1),
+    "log.retention.check.interval.ms": ("long", 300000),
+    "log.cleanup.policy": ("list", "delete"),
+    "log.cleaner.enable": ("boolean", True),
+    "log.cleaner.delete.retention.ms": ("long", 86400000),
+    "log.cleaner.min.compaction.lag.ms": ("long", 0),
+    "log.cleaner.max.compaction.lag.ms": ("long", LONG_MAX),
+    "log.cleaner.min.cleanable.ratio": ("double", 0.5),
+    "log.cleaner.backoff.ms": ("long", 15000),
+    "log.index.interval.bytes": ("int", 4096),
+    "log.index.size.max.bytes": ("int", 10485760),
+    "log.flush.interval.messages": ("long", LONG_MAX),
+    "log.flush.interval.ms": ("long", None),
+    "log.flush.scheduler.interval.ms": ("long", LONG_MAX),
+    "log.flush.offset.checkpoint.interval.ms": ("int", 60000),
+    "log.flush.start.offset.checkpoint.interval.ms": ("int", 60000),
+    "log.message.timestamp.type": ("string", "CreateTime"),
+    "log.message.timestamp.after.max.ms": ("long", 3600000),
+    "log.message.timestamp.before.max.ms": ("long", LONG_MAX),
+    "log.preallocate": ("boolean", False),
+    "log.segment.delete.delay.ms": ("long", 60000),
+    "log.local.retention.bytes": ("long", -2),
+    "log.local.retention.ms": ("long", -2),
+    "compression.type": ("string", "producer"),
+    "compression.gzip.level": ("int", -1),
+    "compression.lz4.level": ("int", 9),
+    "compression.zstd.level": ("int", 3),
+    "min.insync.replicas": ("int", 1),
+    "unclean.leader.election.enable": ("boolean", False),
+    "offsets.topic.num.partitions": ("int", 50),
+    "offsets.topic.replication.factor": ("int", 1),
+    "offsets.topic.segment.bytes": ("int", 104857600),
+    "offsets.retention.minutes": ("int", 10080),
+    "offsets.retention.check.interval.ms": ("long", 600000),
+    "offset.metadata.max.bytes": ("int", 4096),
+    "offsets.commit.timeout.ms": ("int", 5000),
+    "group.initial.rebalance.delay.ms": ("int", 3000),
+    "group.min.session.timeout.ms": ("int", 6000),
+    "group.max.session.timeout.ms": ("int", 1800000),
+    "group.max.size": ("int", 2147483647),
+    "group.coordinator.rebalance.protocols": ("list", "classic,consumer,streams"),
+    "group.consumer.session.timeout.ms": ("int", 45000),
+    "group.consumer.heartbeat.interval.ms": ("int", 5000),
+    "group.consumer.assignors": ("list", "uniform,range"),
+    "transaction.state.log.num.partitions": ("int", 50),
+    "transaction.state.log.replication.factor": ("int", 1),
+    "transaction.state.log.min.isr": ("int", 1),
+    "transaction.state.log.segment.bytes": ("int", 104857600),
+    "transaction.max.timeout.ms": ("int", 900000),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": ("int", 10000),
+    "transactional.id.expiration.ms": ("int", 604800000),
+    "producer.id.expiration.ms": ("int", 86400000),
+    "producer.id.expiration.check.interval.ms": ("int", 600000),
+    "max.connections": ("int", 2147483647),
+    "num.network.threads": ("int", 3),
+    "num.io.threads": ("int", 8),
+    "num.recovery.threads.per.data.dir": ("int", 2),
+    "queued.max.requests": ("int", 500),
+    "metadata.max.idle.interval.ms": ("int", 500),
+    "group.share.enable": ("boolean", False),
+    "share.coordinator.state.topic.replication.factor": ("int", 1),
+    "share.coordinator.state.topic.min.isr": ("int", 1),
+    "connections.max.idle.ms": ("long", 600000),
+    "request.timeout.ms": ("int", 30000),
+    "replica.lag.time.max.ms": ("long", 30000),
+    "cluster.id": ("string", None),
+}
+
+# Keys accepted and reported but with no effect in kafkawire (logged once at start).
+IGNORED_PREFIXES = ("ssl.", "sasl.", "listener.name.", "confluent.", "metric.", "metrics.")
+
+
+class ConfigError(Exception):
+    """A configuration value that cannot be used."""
+
+
+def parse_value(kind: str, raw: str, key: str) -> Any:
+    raw = raw.strip()
+    try:
+        if kind in ("int", "long"):
+            return int(raw)
+        if kind == "double":
+            return float(raw)
+        if kind == "boolean":
+            low = raw.lower()
+            if low not in ("true", "false"):
+                raise ValueError(raw)
+            return low == "true"
+        if kind == "list":
+            return raw
+        return raw
+    except ValueError:
+        raise ConfigError(f"invalid value {raw!r} for {key} (expected {kind})") from None
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Java .properties subset: key=value or key: value, # and ! comments, \\ continuations."""
+    props: dict[str, str] = {}
+    pending = ""
+    for line in path.read_text().splitlines():
+        s = line.strip()
+        if not pending and (not s or s[0] in "#!"):
+            continue
+        if s.endswith("\\"):
+            pending += s[:-1]
+            continue
+        s = pending + s
+        pending = ""
+        for i, ch in enumerate(s):
+            if ch in "=:":
+                props[s[:i].strip()] = s[i + 1 :].strip()
+                break
+        else:
+            props[s] = ""
+    return props
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    @staticmethod
+    def parse(spec: str) -> Listener:
+        name, _, rest = spec.partition("://")
+        if not rest:
+            raise ConfigError(f"invalid listener {spec!r}: expected NAME://host:port")
+        host, _, port = rest.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        try:
+            return Listener(name.strip().upper(), host or "0.0.0.0", int(port))
+        except ValueError:
+            raise ConfigError(f"invalid listener port in {spec!r}") from None
+
+
+@dataclass
+class BrokerConfig:
+    values: dict[str, Any] = field(default_factory=dict)
+    explicit: dict[str, str] = field(default_factory=dict)  # as given (static broker config)
+    unknown: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: Path | None = None, overrides: list[str] | None = None) -> BrokerConfig:
+        raw: dict[str, str] = {}
+        if path is not None:
+            raw.update(read_properties(path))
+        for ov in overrides or []:
+            if "=" not in ov:
+                raise ConfigError(f"--override expects key=value, got {ov!r}")
+            k, _, v = ov.partition("=")
+            raw[k.strip()] = v.strip()
+        return cls.from_dict(raw)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, str]) -> BrokerConfig:
+        cfg = cls()
+        for key, (_kind, default) in BROKER_CONFIGS.items():
+            cfg.values[key] = default
+        for key, value in raw.items():
+            if key in BROKER_CONFIGS:
+                cfg.values[key] = parse_value(BROKER_CONFIGS[key][0], value, key)
+                cfg.explicit[key] = value
+            elif key.startswith(IGNORED_PREFIXES):
+                cfg.ignored.append(key)
+                cfg.explicit[key] = value
+            else:
+                cfg.unknown.append(key)
+        if cfg.values["broker.id"] is not None and "node.id" not in raw:
+            cfg.values["node.id"] = cfg.values["broker.id"]
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        if self.node_id < 0:
+            raise ConfigError("node.id must be >= 0")
+        if self.socket_request_max_bytes <= 0:
+            raise ConfigError("socket.request.max.bytes must be > 0")
+        if self.message_max_bytes <= 0:
+            raise ConfigError("message.max.bytes must be > 0")
+        if self.num_partitions <= 0:
+            raise ConfigError("num.partitions must be > 0")
+        for spec in self.listener_specs:
+            Listener.parse(spec)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    # ---- typed accessors ------------------------------------------------------------------
+    @property
+    def node_id(self) -> int:
+        return int(self.values["node.id"])
+
+    @property
+    def listener_specs(self) -> list[str]:
+        return [s.strip() for s in str(self.values["listeners"]).split(",") if s.strip()]
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return [Listener.parse(s) for s in self.listener_specs]
+
+    @property
+    def controller_listener_names(self) -> set[str]:
+        return {s.strip().upper() for s in str(self.values["controller.listener.names"]).split(",")}
+
+    @property
+    def broker_listeners(self) -> list[Listener]:
+        return [lst for lst in self.listeners if lst.name not in self.controller_listener_names]
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        adv = self.values["advertised.listeners"]
+        if adv:
+            return [Listener.parse(s.strip()) for s in str(adv).split(",") if s.strip()]
+        out = []
+        for lst in self.broker_listeners:
+            host = lst.host
+            if host in ("0.0.0.0", "", "::"):
+                host = "localhost"
+            out.append(Listener(lst.name, host, lst.port))
+        return out
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self.values["log.dirs"] or self.values["log.dir"]
+        return [Path(os.path.expanduser(d.strip())) for d in str(dirs).split(",") if d.strip()]
+
+    @property
+    def metadata_log_dir(self) -> Path:
+        d = self.values["metadata.log.dir"]
+        return Path(d) if d else self.log_dirs[0]
+
+    @property
+    def num_partitions(self) -> int:
+        return int(self.values["num.partitions"])
+
+    @property
+    def default_replication_factor(self) -> int:
+        return int(self.values["default.replication.factor"])
+
+    @property
+    def auto_create_topics_enable(self) -> bool:
+        return bool(self.values["auto.create.topics.enable"])
+
+    @property
+    def message_max_bytes(self) -> int:
+        return int(self.values["message.max.bytes"])
+
+    @property
+    def socket_request_max_bytes(self) -> int:
+        return int(self.values["socket.request.max.bytes"])
+
+    @property
+    def log_retention_ms(self) -> int:
+        v = self.values
+        if v["log.retention.ms"] is not None:
+            return int(v["log.retention.ms"])
+        if v["log.retention.minutes"] is not None:
+            return int(v["log.retention.minutes"]) * 60_000
+        return int(v["log.retention.hours"]) * 3_600_000
+
+    @property
+    def log_roll_ms(self) -> int:
+        v = self.values
+        if v["log.roll.ms"] is not None:
+            return int(v["log.roll.ms"])
+        return int(v["log.roll.hours"]) * 3_600_000
+
+    # ---- topic config defaults from broker config -----------------------------------------
+    def topic_default(self, name: str) -> tuple[Any, str, str | None]:
+        """(value, source, synonym) of a topic config before any topic override.
+
+        source is ``STATIC_BROKER_CONFIG`` when the broker synonym was set explicitly, else
+        ``DEFAULT_CONFIG``.
+        """
+        kind, default, syn = TOPIC_CONFIGS[name]
+        if name == "retention.ms":
+            for key in ("log.retention.ms", "log.retention.minutes", "log.retention.hours"):
+                if key in self.explicit:
+                    return self.log_retention_ms, "STATIC_BROKER_CONFIG", key
+            return self.log_retention_ms, "DEFAULT_CONFIG", "log.retention.hours"
+        if name == "segment.ms":
+            for key in ("log.roll.ms", "log.roll.hours"):
+                if key in self.explicit:
+                    return self.log_roll_ms, "STATIC_BROKER_CONFIG", key
+            return self.log_roll_ms, "DEFAULT_CONFIG", "log.roll.hours"
+        if syn is not None and syn in self.explicit:
+            return parse_value(kind, self.explicit[syn], syn), "STATIC_BROKER_CONFIG", syn
+        if syn is not None and syn in BROKER_CONFIGS and BROKER_CONFIGS[syn][1] is not None:
+            return BROKER_CONFIGS[syn][1], "DEFAULT_CONFIG", syn
+        return default, "DEFAULT_CONFIG", syn
+
+
+def format_config_value(kind: str, value: Any) -> str | None:
+    """A config value as Kafka prints it in DescribeConfigs."""
+    if value is None:
+        return None
+    if kind == "boolean":
+        return "true" if value else "false"
+    if kind == "double":
+        return repr(float(value))
+    return str(value)
+
+
+def validate_topic_config(name: str, raw: str | None) -> Any:
+    """Parse a topic config value; raises ConfigError for unknown names or bad values."""
+    if name not in TOPIC_CONFIGS:
+        raise ConfigError(f"Unknown topic config name: {name}")
+    kind, _default, _syn = TOPIC_CONFIGS[name]
+    if raw is None:
+        return None
+    value = parse_value(kind, raw, name)
+    if name == "cleanup.policy":
+        parts = [p.strip() for p in str(value).split(",") if p.strip()]
+        if not parts or any(p not in ("delete", "compact") for p in parts):
+            raise ConfigError(f"Invalid value {raw} for configuration cleanup.policy")
+    if name == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
+        raise ConfigError(f"Invalid value {raw} for configuration message.timestamp.type")
+    if name == "compression.type" and value not in (
+        "producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"
+    ):
+        raise ConfigError(f"Invalid value {raw} for configuration compression.type")
+    if name == "min.cleanable.dirty.ratio" and not 0.0 <= float(value) <= 1.0:
+        raise ConfigError(f"Invalid value {raw} for configuration min.cleanable.dirty.ratio")
+    if kind in ("int", "long") and name in (
+        "segment.bytes", "max.message.bytes", "segment.index.bytes", "index.interval.bytes"
+    ) and int(value) < (14 if name == "segment.bytes" else 0):
+        raise ConfigError(f"Invalid value {raw} for configuration {name}")
+    if name == "min.insync.replicas" and int(value) < 1:
+        raise ConfigError(f"Invalid value {raw} for configuration min.insync.replicas")
+    return value

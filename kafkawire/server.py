@@ -1,0 +1,283 @@
+"""The trio network layer: one task per connection, one request at a time.
+
+A connection reads a 4-byte size, checks it against ``socket.request.max.bytes`` (larger: the
+connection is closed, as Kafka does), reads the frame, decodes the request header, and looks the
+API up in the handler registry. An unknown API key or an unsupported version closes the
+connection, except ApiVersions, which is answered with a v0 body carrying UNSUPPORTED_VERSION and
+our key-18 range (KIP-511) so the client can retry. The handler's response is encoded behind the
+response header (v0 for ApiVersions always, v1 for flexible versions) and sent; ``records``
+fields that reference segment files go out with ``os.sendfile``.
+
+Requests on one connection are answered in order because they are processed one at a time
+(Kafka mutes a channel while a request is in flight the same way). Any exception in a handler is
+logged with the correlation id and closes only that connection.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import socket
+import struct
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from kafkawire.apis import REGISTRY, ApiHandler
+from protocol._generated.api_versions_response import ApiVersionsResponse
+from protocol._generated.request_header import RequestHeader
+from protocol.errors import ErrorCode
+from protocol.primitives import External, Reader, RemoteProtocolError, Writer
+
+log = logging.getLogger("kafkawire.server")
+
+_SIZE = struct.Struct(">i")
+_HDR = struct.Struct(">hhi")
+API_VERSIONS_KEY = 18
+RECV_CHUNK_BYTES = 256 * 1024
+
+
+@dataclass
+class RequestContext:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    connection: Connection
+    header: RequestHeader
+
+
+@dataclass(eq=False)
+class Connection:
+    stream: trio.SocketStream
+    peer: str
+    listener: str
+    conn_id: int
+    buf: bytearray = field(default_factory=bytearray)
+    closed: bool = False
+    client_software: tuple[str, str] | None = None
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+class FrameTooLarge(RemoteProtocolError):
+    pass
+
+
+async def read_frame(conn: Connection, max_bytes: int) -> bytearray | None:
+    """The next request frame (without its size prefix), or None at a clean EOF."""
+    buf = conn.buf
+    while len(buf) < 4:
+        data = await conn.stream.receive_some(RECV_CHUNK_BYTES)
+        if not data:
+            if buf:
+                raise RemoteProtocolError("connection closed mid-frame")
+            return None
+        buf += data
+    (size,) = _SIZE.unpack_from(buf, 0)
+    if size < 0 or size > max_bytes:
+        raise FrameTooLarge(
+            f"request of {size} bytes is larger than socket.request.max.bytes ({max_bytes})"
+        )
+    need = 4 + size
+    while len(buf) < need:
+        data = await conn.stream.receive_some(max(RECV_CHUNK_BYTES, need - len(buf)))
+        if not data:
+            raise RemoteProtocolError("connection closed mid-frame")
+        buf += data
+    if len(buf) == need:
+        frame = buf[4:]
+        buf.clear()
+    else:
+        frame = buf[4:need]
+        del buf[:need]
+    return frame
+
+
+async def send_chunks(stream: trio.SocketStream, chunks: list[Any]) -> None:
+    """Send bytes chunks with the stream and External file ranges with sendfile."""
+    pending: list[bytes | bytearray | memoryview] = []
+    for ch in chunks:
+        if isinstance(ch, (bytes, bytearray, memoryview)):
+            pending.append(ch)
+            continue
+        if pending:
+            await stream.send_all(b"".join(pending) if len(pending) > 1 else pending[0])
+            pending = []
+        for rng in ch.ranges:  # file ranges (fd, position, length), kept alive by ch
+            await sendfile_all(stream, rng.fd, rng.position, rng.length)
+    if pending:
+        await stream.send_all(b"".join(pending) if len(pending) > 1 else pending[0])
+
+
+async def sendfile_all(stream: trio.SocketStream, fd: int, offset: int, count: int) -> None:
+    sock = stream.socket
+    out = sock.fileno()
+    end = offset + count
+    while offset < end:
+        try:
+            sent = os.sendfile(out, fd, offset, end - offset)
+        except BlockingIOError:
+            await trio.lowlevel.wait_writable(sock)
+            continue
+        except OSError as e:
+            if e.errno in (errno.EAGAIN, errno.EWOULDBLOCK):
+                await trio.lowlevel.wait_writable(sock)
+                continue
+            raise
+        if sent == 0:
+            # the file is shorter than promised (truncated underneath us): the frame can no
+            # longer be completed, so the connection must go.
+            raise OSError(errno.EIO, "segment file shorter than the promised fetch range")
+        offset += sent
+        await trio.lowlevel.checkpoint()
+
+
+def response_header_version(api_key: int, api_version: int, handler: ApiHandler) -> int:
+    if api_key == API_VERSIONS_KEY:
+        return 0
+    return 1 if handler.flexible(api_version) else 0
+
+
+def encode_response(
+    correlation_id: int, header_version: int, body: Any, api_version: int
+) -> Writer:
+    w = Writer()
+    w += b"\x00\x00\x00\x00"  # size, patched below
+    w += _SIZE.pack(correlation_id)
+    if header_version >= 1:
+        w.append(0)  # empty tagged fields
+    body.write(w, api_version)
+    _SIZE.pack_into(w, 0, w.total_size() - 4)
+    return w
+
+
+def api_versions_fallback(handler: ApiHandler) -> ApiVersionsResponse:
+    return ApiVersionsResponse(
+        error_code=ErrorCode.UNSUPPORTED_VERSION,
+        api_keys=[
+            ApiVersionsResponse.ApiVersion(
+                api_key=API_VERSIONS_KEY,
+                min_version=handler.min_version,
+                max_version=handler.max_version,
+            )
+        ],
+    )
+
+
+Dispatch = Callable[[RequestContext, Any], Awaitable[Any]]
+
+
+class Server:
+    """Accepts connections on the broker listeners and dispatches requests to ``dispatch``."""
+
+    def __init__(
+        self,
+        dispatch: Dispatch,
+        request_max_bytes: int,
+        on_disconnect: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self.dispatch = dispatch
+        self.request_max_bytes = request_max_bytes
+        self.on_disconnect = on_disconnect
+        self.next_conn_id = 0
+        self.connections: set[Connection] = set()
+
+    async def serve_listener(
+        self,
+        name: str,
+        listeners: list[trio.SocketListener],
+        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        async def handler(stream: trio.SocketStream) -> None:
+            await self.serve_connection(stream, name)
+
+        await trio.serve_listeners(handler, listeners, task_status=task_status)
+
+    async def serve_connection(self, stream: trio.SocketStream, listener: str) -> None:
+        """Serve one client. Nothing raised here may escape: it would stop the listener."""
+        try:
+            await self._serve_connection(stream, listener)
+        except trio.Cancelled:
+            raise
+        except BaseException:  # pragma: no cover - last line of defence
+            log.exception("unexpected error around a connection; the broker goes on")
+
+    async def _serve_connection(self, stream: trio.SocketStream, listener: str) -> None:
+        try:
+            stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            peer_addr = stream.socket.getpeername()
+            peer = f"{peer_addr[0]}:{peer_addr[1]}"
+        except OSError:
+            peer = "?"
+        self.next_conn_id += 1
+        conn = Connection(stream, peer, listener, self.next_conn_id)
+        self.connections.add(conn)
+        correlation = -1
+        try:
+            while True:
+                frame = await read_frame(conn, self.request_max_bytes)
+                if frame is None:
+                    return
+                correlation = await self.handle_frame(conn, frame)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+            log.debug("connection %s from %s closed by peer", conn.conn_id, peer)
+        except RemoteProtocolError as e:
+            log.warning(
+                "closing connection %s from %s (correlation id %s): %s",
+                conn.conn_id, peer, correlation, e,
+            )
+        except Exception:
+            log.exception(
+                "error serving connection %s from %s (correlation id %s); closing it",
+                conn.conn_id, peer, correlation,
+            )
+        finally:
+            conn.closed = True
+            self.connections.discard(conn)
+            if self.on_disconnect is not None:
+                try:
+                    self.on_disconnect(conn)
+                except Exception:
+                    log.exception("disconnect hook failed")
+            with trio.move_on_after(1) as cs:
+                cs.shield = True
+                try:
+                    await stream.aclose()
+                except Exception:
+                    pass
+
+    async def handle_frame(self, conn: Connection, frame: bytearray) -> int:
+        if len(frame) < 8:
+            raise RemoteProtocolError("request shorter than its header")
+        api_key, api_version, correlation_id = (int(x) for x in _HDR.unpack_from(frame, 0))
+        handler = REGISTRY.get(api_key)
+        if handler is None:
+            raise RemoteProtocolError(f"unknown API key {api_key}")
+        if not handler.min_version <= api_version <= handler.max_version:
+            if api_key == API_VERSIONS_KEY:
+                body = api_versions_fallback(handler)
+                w = encode_response(correlation_id, 0, body, 0)
+                await send_chunks(conn.stream, w.chunks())
+                return correlation_id
+            raise RemoteProtocolError(
+                f"unsupported version {api_version} of API {handler.name} ({api_key})"
+            )
+        r = Reader(memoryview(frame))
+        header = RequestHeader.read(r, 2 if handler.flexible(api_version) else 1)
+        request = handler.request_cls.read(r, api_version)
+        ctx = RequestContext(
+            api_key, api_version, correlation_id, header.client_id, conn, header
+        )
+        response = await self.dispatch(ctx, request)
+        if response is None:  # e.g. Produce with acks=0
+            return correlation_id
+        hv = response_header_version(api_key, api_version, handler)
+        w = encode_response(correlation_id, hv, response, api_version)
+        await send_chunks(conn.stream, w.chunks())
+        return correlation_id
+
+
+__all__ = ["Server", "RequestContext", "Connection", "External", "read_frame", "send_chunks"]

@@ -1,0 +1,261 @@
+"""Controller logic (sans-I/O): validate admin operations against the image, emit records.
+
+Each operation takes the current ``MetadataImage`` and returns the metadata records that carry
+it out, or raises ``KafkaError`` with the code Kafka returns. The driver appends the records to
+``__cluster_metadata`` through the quorum and replays them into a new image; nothing here
+mutates state. Topic ids come from a caller-supplied ``uuid_factory`` so tests are
+deterministic.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kraft.image import RESOURCE_TOPIC, MetadataImage
+from protocol._generated.config_record import ConfigRecord
+from protocol._generated.feature_level_record import FeatureLevelRecord
+from protocol._generated.partition_record import PartitionRecord
+from protocol._generated.producer_ids_record import ProducerIdsRecord
+from protocol._generated.register_broker_record import RegisterBrokerRecord
+from protocol._generated.remove_topic_record import RemoveTopicRecord
+from protocol._generated.topic_record import TopicRecord
+from protocol.errors import ErrorCode, KafkaError
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+# metadata.version we finalize: 4.0-IV3. Other features stay unfinalized until implemented
+# (transaction.version 2 and group.version 1 switch Kafka 4.x clients onto other protocols).
+METADATA_VERSION_LEVEL = 25
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+
+def validate_topic_name(name: str) -> None:
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, "
+            f"topic name: {name}",
+        )
+    if not _LEGAL.match(name):
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"Topic name {name} is illegal, it contains a character other than ASCII "
+            "alphanumerics, '.', '_' and '-'",
+        )
+
+
+def _collision_key(name: str) -> str:
+    return name.replace(".", "_")
+
+
+def check_topic_collision(image: MetadataImage, name: str) -> None:
+    key = _collision_key(name)
+    for other in image.topics:
+        if other != name and _collision_key(other) == key:
+            raise KafkaError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"Topic '{name}' collides with existing topic: {other}",
+            )
+
+
+def live_brokers(image: MetadataImage) -> list[int]:
+    return sorted(b.broker_id for b in image.brokers.values() if not b.fenced)
+
+
+def assign_replicas(
+    brokers: list[int], num_partitions: int, replication_factor: int, start: int = 0
+) -> list[list[int]]:
+    if replication_factor > len(brokers):
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Unable to replicate the partition {replication_factor} time(s): The target "
+            f"replication factor of {replication_factor} cannot be reached because only "
+            f"{len(brokers)} broker(s) are registered.",
+        )
+    n = len(brokers)
+    return [
+        [brokers[(p + start + r) % n] for r in range(replication_factor)]
+        for p in range(num_partitions)
+    ]
+
+
+def create_topic(
+    image: MetadataImage,
+    name: str,
+    num_partitions: int,
+    replication_factor: int,
+    configs: dict[str, str],
+    uuid_factory: Callable[[], uuid.UUID] = uuid.uuid4,
+    assignments: dict[int, list[int]] | None = None,
+) -> list[Any]:
+    """Records creating a topic; validation errors raise KafkaError."""
+    validate_topic_name(name)
+    if name in image.topics:
+        raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    check_topic_collision(image, name)
+    brokers = live_brokers(image)
+    if assignments:
+        if sorted(assignments) != list(range(len(assignments))):
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "Partitions should be consecutive starting from 0.",
+            )
+        replicas = [assignments[p] for p in range(len(assignments))]
+        for reps in replicas:
+            if not reps or len(set(reps)) != len(reps):
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Invalid replica list.")
+            for b in reps:
+                if b not in image.brokers:
+                    raise KafkaError(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"The manual partition assignment includes broker {b}, but no broker "
+                        "with that id is registered.",
+                    )
+    else:
+        if num_partitions <= 0:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid "
+                "non-positive value."
+            )
+        if replication_factor <= 0:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            )
+        replicas = assign_replicas(brokers, num_partitions, replication_factor)
+    topic_id = uuid_factory()
+    out: list[Any] = [TopicRecord(name=name, topic_id=topic_id)]
+    for key, value in sorted(configs.items()):
+        out.append(ConfigRecord(resource_type=RESOURCE_TOPIC, resource_name=name, name=key, value=value))
+    for p, reps in enumerate(replicas):
+        out.append(partition_record(topic_id, p, reps, brokers))
+    return out
+
+
+def partition_record(topic_id: uuid.UUID, p: int, reps: list[int], live: list[int]) -> PartitionRecord:
+    isr = [b for b in reps if b in live] or list(reps)
+    leader = isr[0] if isr else -1
+    return PartitionRecord(
+        partition_id=p,
+        topic_id=topic_id,
+        replicas=list(reps),
+        isr=isr,
+        removing_replicas=[],
+        adding_replicas=[],
+        leader=leader,
+        leader_recovery_state=0,
+        leader_epoch=0,
+        partition_epoch=0,
+        directories=[uuid.UUID(int=0)] * len(reps),
+    )
+
+
+def delete_topic(image: MetadataImage, name: str) -> list[Any]:
+    topic = image.topics.get(name)
+    if topic is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    return [RemoveTopicRecord(topic_id=topic.topic_id)]
+
+
+def create_partitions(
+    image: MetadataImage, name: str, new_total: int, assignments: list[list[int]] | None
+) -> list[Any]:
+    topic = image.topics.get(name)
+    if topic is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+    cur = len(topic.partitions)
+    if new_total < cur:
+        raise KafkaError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"The topic {name} currently has {cur} partition(s); {new_total} would not be an "
+            "increase.",
+        )
+    if new_total == cur:
+        raise KafkaError(
+            ErrorCode.INVALID_PARTITIONS, f"Topic already has {cur} partition(s)."
+        )
+    brokers = live_brokers(image)
+    rf = len(topic.partitions[0].replicas) if topic.partitions else 1
+    if assignments is not None:
+        if len(assignments) != new_total - cur:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Attempted to add {new_total - cur} additional partition(s), but only "
+                f"{len(assignments)} assignment(s) were specified.",
+            )
+        for reps in assignments:
+            if len(reps) != rf or any(b not in image.brokers for b in reps):
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Invalid replica assignment.")
+        new_reps = assignments
+    else:
+        new_reps = assign_replicas(brokers, new_total - cur, rf, start=cur)
+    return [
+        partition_record(topic.topic_id, cur + i, reps, brokers) for i, reps in enumerate(new_reps)
+    ]
+
+
+def config_changes(
+    resource_type: int, resource_name: str, changes: Iterable[tuple[str, str | None]]
+) -> list[Any]:
+    return [
+        ConfigRecord(resource_type=resource_type, resource_name=resource_name, name=k, value=v)
+        for k, v in changes
+    ]
+
+
+def register_broker(
+    broker_id: int,
+    incarnation_id: uuid.UUID,
+    epoch: int,
+    endpoints: list[tuple[str, str, int, int]],
+    rack: str | None,
+    features: dict[str, tuple[int, int]],
+) -> list[Any]:
+    return [
+        RegisterBrokerRecord(
+            broker_id=broker_id,
+            incarnation_id=incarnation_id,
+            broker_epoch=epoch,
+            end_points=[
+                RegisterBrokerRecord.BrokerEndpoint(
+                    name=n, host=h, port=p, security_protocol=sp
+                )
+                for n, h, p, sp in endpoints
+            ],
+            features=[
+                RegisterBrokerRecord.BrokerFeature(
+                    name=k, min_supported_version=lo, max_supported_version=hi
+                )
+                for k, (lo, hi) in sorted(features.items())
+            ],
+            rack=rack,
+            fenced=False,
+            in_controlled_shutdown=False,
+            log_dirs=[],
+        )
+    ]
+
+
+def bootstrap_records() -> list[Any]:
+    """The first records of a freshly formatted cluster."""
+    return [FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION_LEVEL)]
+
+
+def allocate_producer_ids(image: MetadataImage, broker_id: int, broker_epoch: int) -> tuple[int, list[Any]]:
+    """(first id of the new block, records) for a block of PRODUCER_ID_BLOCK_SIZE ids."""
+    start = image.next_producer_id
+    return start, [
+        ProducerIdsRecord(
+            broker_id=broker_id,
+            broker_epoch=broker_epoch,
+            next_producer_id=start + PRODUCER_ID_BLOCK_SIZE,
+        )
+    ]

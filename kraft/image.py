@@ -1,0 +1,234 @@
+"""The metadata image: an immutable view of the cluster built by replaying metadata records.
+
+Handlers read ``MetadataImage``; nothing mutates it. ``apply(image, records)`` returns a new
+image with the records replayed (copy-on-write of the maps that change), which the driver
+publishes atomically once the records are committed in ``__cluster_metadata``.
+
+Resource types in ConfigRecord follow Kafka's ConfigResource.Type: 2 TOPIC, 4 BROKER,
+8 BROKER_LOGGER, 16 CLIENT_METRICS, 32 GROUP.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
+
+
+@dataclass(frozen=True)
+class PartitionImage:
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    eligible_leader_replicas: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionImage]
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in ("__consumer_offsets", "__transaction_state", "__share_group_state")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    listener: str
+    host: str
+    port: int
+    security_protocol: int
+
+
+@dataclass(frozen=True)
+class BrokerImage:
+    broker_id: int
+    incarnation_id: uuid.UUID
+    epoch: int
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool
+    features: dict[str, tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class MetadataImage:
+    offset: int = -1  # offset of the last record replayed
+    epoch: int = -1
+    topics: dict[str, TopicImage] = field(default_factory=dict)
+    topics_by_id: dict[uuid.UUID, TopicImage] = field(default_factory=dict)
+    configs: dict[tuple[int, str], dict[str, str]] = field(default_factory=dict)
+    brokers: dict[int, BrokerImage] = field(default_factory=dict)
+    features: dict[str, int] = field(default_factory=dict)
+    next_producer_id: int = 0
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        return self.configs.get((RESOURCE_TOPIC, topic), {})
+
+    def partition(self, topic: str, partition: int) -> PartitionImage | None:
+        t = self.topics.get(topic)
+        return None if t is None else t.partitions.get(partition)
+
+
+class _Builder:
+    """Mutable working copy used while replaying a batch of records."""
+
+    def __init__(self, img: MetadataImage) -> None:
+        self.img = img
+        self.topics: dict[str, TopicImage] | None = None
+        self.by_id: dict[uuid.UUID, TopicImage] | None = None
+        self.configs: dict[tuple[int, str], dict[str, str]] | None = None
+        self.brokers: dict[int, BrokerImage] | None = None
+        self.features: dict[str, int] | None = None
+        self.next_pid = img.next_producer_id
+
+    def t(self) -> tuple[dict[str, TopicImage], dict[uuid.UUID, TopicImage]]:
+        if self.topics is None or self.by_id is None:
+            self.topics = dict(self.img.topics)
+            self.by_id = dict(self.img.topics_by_id)
+        return self.topics, self.by_id
+
+    def c(self) -> dict[tuple[int, str], dict[str, str]]:
+        if self.configs is None:
+            self.configs = dict(self.img.configs)
+        return self.configs
+
+    def b(self) -> dict[int, BrokerImage]:
+        if self.brokers is None:
+            self.brokers = dict(self.img.brokers)
+        return self.brokers
+
+    def f(self) -> dict[str, int]:
+        if self.features is None:
+            self.features = dict(self.img.features)
+        return self.features
+
+    def put_topic(self, topic: TopicImage) -> None:
+        topics, by_id = self.t()
+        topics[topic.name] = topic
+        by_id[topic.topic_id] = topic
+
+    def replay(self, rec: Any) -> None:
+        name = type(rec).__name__
+        if name == "TopicRecord":
+            self.put_topic(TopicImage(rec.name, rec.topic_id, {}))
+        elif name == "PartitionRecord":
+            topics, by_id = self.t()
+            topic = by_id[rec.topic_id]
+            parts = dict(topic.partitions)
+            parts[rec.partition_id] = PartitionImage(
+                rec.partition_id,
+                tuple(rec.replicas),
+                tuple(rec.isr),
+                rec.leader,
+                rec.leader_epoch,
+                rec.partition_epoch,
+                tuple(rec.eligible_leader_replicas or ()),
+                tuple(rec.last_known_elr or ()),
+            )
+            self.put_topic(replace(topic, partitions=parts))
+        elif name == "PartitionChangeRecord":
+            topics, by_id = self.t()
+            topic = by_id[rec.topic_id]
+            old = topic.partitions[rec.partition_id]
+            new = old
+            if rec.isr is not None:
+                new = replace(new, isr=tuple(rec.isr))
+            if rec.replicas is not None:
+                new = replace(new, replicas=tuple(rec.replicas))
+            if rec.leader != -2:
+                new = replace(new, leader=rec.leader, leader_epoch=old.leader_epoch + 1)
+            new = replace(new, partition_epoch=old.partition_epoch + 1)
+            parts = dict(topic.partitions)
+            parts[rec.partition_id] = new
+            self.put_topic(replace(topic, partitions=parts))
+        elif name == "RemoveTopicRecord":
+            topics, by_id = self.t()
+            gone = by_id.pop(rec.topic_id) if rec.topic_id in by_id else None
+            if gone is not None:
+                topics.pop(gone.name, None)
+                self.c().pop((RESOURCE_TOPIC, gone.name), None)
+        elif name == "ConfigRecord":
+            configs = self.c()
+            key = (rec.resource_type, rec.resource_name)
+            cur = dict(configs.get(key, {}))
+            if rec.value is None:
+                cur.pop(rec.name, None)
+            else:
+                cur[rec.name] = rec.value
+            if cur:
+                configs[key] = cur
+            else:
+                configs.pop(key, None)
+        elif name == "FeatureLevelRecord":
+            feats = self.f()
+            if rec.feature_level == 0:
+                feats.pop(rec.name, None)
+            else:
+                feats[rec.name] = rec.feature_level
+        elif name == "RegisterBrokerRecord":
+            self.b()[rec.broker_id] = BrokerImage(
+                rec.broker_id,
+                rec.incarnation_id,
+                rec.broker_epoch,
+                tuple(
+                    Endpoint(e.name, e.host, e.port, e.security_protocol) for e in rec.end_points
+                ),
+                rec.rack,
+                rec.fenced,
+                rec.in_controlled_shutdown,
+                {f.name: (f.min_supported_version, f.max_supported_version) for f in rec.features},
+            )
+        elif name == "UnregisterBrokerRecord":
+            self.b().pop(rec.broker_id, None)
+        elif name in ("FenceBrokerRecord", "UnfenceBrokerRecord"):
+            brokers = self.b()
+            old_b = brokers.get(rec.id)
+            if old_b is not None:
+                brokers[rec.id] = replace(old_b, fenced=(name == "FenceBrokerRecord"))
+        elif name == "BrokerRegistrationChangeRecord":
+            brokers = self.b()
+            old_b = brokers.get(rec.broker_id)
+            if old_b is not None:
+                fenced = old_b.fenced if rec.fenced == 0 else rec.fenced == 1
+                shut = (
+                    old_b.in_controlled_shutdown
+                    if rec.in_controlled_shutdown == 0
+                    else rec.in_controlled_shutdown == 1
+                )
+                brokers[rec.broker_id] = replace(old_b, fenced=fenced, in_controlled_shutdown=shut)
+        elif name == "ProducerIdsRecord":
+            self.next_pid = max(self.next_pid, rec.next_producer_id)
+        # NoOpRecord and records we do not model (ACLs, SCRAM, quotas, tokens) change nothing.
+
+    def build(self, offset: int, epoch: int) -> MetadataImage:
+        img = self.img
+        return MetadataImage(
+            offset=offset,
+            epoch=epoch,
+            topics=self.topics if self.topics is not None else img.topics,
+            topics_by_id=self.by_id if self.by_id is not None else img.topics_by_id,
+            configs=self.configs if self.configs is not None else img.configs,
+            brokers=self.brokers if self.brokers is not None else img.brokers,
+            features=self.features if self.features is not None else img.features,
+            next_producer_id=self.next_pid,
+        )
+
+
+def apply(image: MetadataImage, records: list[Any], offset: int, epoch: int) -> MetadataImage:
+    """A new image with ``records`` replayed; ``offset`` is the offset of the last one."""
+    b = _Builder(image)
+    for rec in records:
+        b.replay(rec)
+    return b.build(offset, epoch)
