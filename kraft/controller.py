@@ -47,7 +47,7 @@ def validate_topic_name(name: str) -> None:
     if not _LEGAL.match(name):
         raise KafkaError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"Topic name {name} is illegal, it contains a character other than ASCII "
+            f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
             "alphanumerics, '.', '_' and '-'",
         )
 
