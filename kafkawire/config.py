@@ -420,7 +420,7 @@ _TOPIC_RANGES: dict[str, tuple[float, float | None]] = {
     "min.compaction.lag.ms": (0, None),
     "max.compaction.lag.ms": (1, None),
     "file.delete.delay.ms": (0, None),
-    "min.cleanable.dirty.ratio": (0.0, 1.0),
+    "min.cleanable.dirty.ratio": (0, 1),
     "min.insync.replicas": (1, None),
     "message.timestamp.before.max.ms": (0, None),
     "message.timestamp.after.max.ms": (0, None),
@@ -491,16 +491,18 @@ def validate_topic_config(name: str, raw: str | None) -> Any:
     if choices is not None and value not in choices:
         raise _invalid(name, raw, "String must be one of: " + ", ".join(choices))
     if name == "compression.gzip.level" and value != -1 and not 1 <= value <= 9:
-        raise _invalid(name, raw, "Value must be between 1 and 9, or -1 for the default")
+        raise _invalid(name, raw, "Value must be between 1 and 9 or equal to -1")
     bounds = _TOPIC_RANGES.get(name)
     if bounds is not None:
         lo, hi = bounds
+        # Kafka prints the parsed value (2 -> 2.0 for a DOUBLE) and the bound as declared.
+        shown = repr(float(value)) if kind == "double" else str(value)
         if value < lo:
-            raise _invalid(name, raw, f"Value must be at least {_num(lo, kind)}")
+            raise _invalid(name, shown, f"Value must be at least {_num(lo)}")
         if hi is not None and value > hi:
-            raise _invalid(name, raw, f"Value must be no more than {_num(hi, kind)}")
+            raise _invalid(name, shown, f"Value must be no more than {_num(hi)}")
     return value
 
 
-def _num(v: float, kind: str) -> str:
-    return repr(float(v)) if kind == "double" else str(int(v))
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else repr(float(v))

@@ -115,9 +115,11 @@ _TOPIC_OF_BROKER: dict[str, str] = {
     names[0]: topic for topic, names in TOPIC_BROKER_SYNONYMS.items()
 }
 
-# Broker properties that may change at run time here: the topic-config synonyms.
+# Broker properties that may change at run time here: the highest-priority broker synonym of
+# each topic config (Kafka's DynamicLogConfig; ``log.retention.hours`` and the other unit
+# variants stay read-only, as in Kafka).
 DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
-    n for names in TOPIC_BROKER_SYNONYMS.values() for n in names if n in BROKER_CONFIGS
+    names[0] for names in TOPIC_BROKER_SYNONYMS.values() if names[0] in BROKER_CONFIGS
 )
 
 # Broker properties Kafka can also change at run time but kafkawire applies only at start;
@@ -125,7 +127,7 @@ DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
 _KAFKA_DYNAMIC_ONLY: frozenset[str] = frozenset({
     "num.io.threads", "num.network.threads", "num.recovery.threads.per.data.dir",
     "max.connections", "listeners", "advertised.listeners", "listener.security.protocol.map",
-    "log.cleaner.backoff.ms", "producer.id.expiration.ms", "transaction.max.timeout.ms",
+    "log.cleaner.backoff.ms", "producer.id.expiration.ms",
 })
 
 TOPIC_DOCS: dict[str, str] = {
@@ -445,29 +447,25 @@ def validate_broker_changes(new_configs: Mapping[str, str | None]) -> dict[str, 
 
     Raises ``KafkaError(INVALID_REQUEST)`` like Kafka's ``DynamicBrokerConfig.validateConfigs``.
     """
+    nulls = sorted(k for k, v in new_configs.items() if v is None)
+    if nulls:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {nulls[0]}")
     refused = sorted(k for k in new_configs if k not in DYNAMIC_BROKER_CONFIGS)
     if refused:
         raise KafkaError(
             ErrorCode.INVALID_REQUEST,
-            "Cannot update these configs dynamically: Set(" + ", ".join(refused) + ")",
+            "Cannot update these configs dynamically: [" + ", ".join(refused) + "]",
         )
-    nulls = sorted(k for k, v in new_configs.items() if v is None)
-    if nulls:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {nulls[0]}")
     out: dict[str, str] = {}
     for name, raw in new_configs.items():
         assert raw is not None
         kind = BROKER_CONFIGS[name][0]
+        topic_name = _TOPIC_OF_BROKER[name]
         try:
-            value = parse_value(kind, raw, name)
-            topic_name = _TOPIC_OF_BROKER.get(name)
-            if topic_name is not None:
-                validate_topic_config(topic_name, raw)
+            value = validate_topic_config(topic_name, raw)
         except ConfigError as e:
-            msg = str(e) if str(e).startswith("Invalid value ") else (
-                f"Invalid value {raw} for configuration {name}"
-            )
+            msg = str(e).replace(f"for configuration {topic_name}:", f"for configuration {name}:")
             raise KafkaError(ErrorCode.INVALID_REQUEST, msg) from None
         formatted = format_config_value(kind, value)
-        out[name] = normalize_list(formatted) if kind == "list" and formatted else (formatted or raw)
+        out[name] = formatted if formatted is not None else raw
     return out

@@ -34,21 +34,27 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 
 
 def validate_topic_name(name: str) -> None:
+    """Kafka's ``Topic.validate`` with its 4.x messages (INVALID_TOPIC_EXCEPTION)."""
     if not name:
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            "Topic name is invalid: the empty string is not allowed",
+        )
     if name in (".", ".."):
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: '{name}' is not allowed"
+        )
     if len(name) > MAX_TOPIC_NAME_LENGTH:
         raise KafkaError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, "
-            f"topic name: {name}",
+            f"Topic name is invalid: the length of '{name}' is longer than the max allowed "
+            f"length {MAX_TOPIC_NAME_LENGTH}",
         )
     if not _LEGAL.match(name):
         raise KafkaError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
-            "alphanumerics, '.', '_' and '-'",
+            f"Topic name is invalid: '{name}' contains one or more characters other than "
+            "ASCII alphanumerics, '.', '_' and '-'",
         )
 
 
@@ -78,7 +84,8 @@ def assign_replicas(
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"Unable to replicate the partition {replication_factor} time(s): The target "
             f"replication factor of {replication_factor} cannot be reached because only "
-            f"{len(brokers)} broker(s) are registered.",
+            f"{len(brokers)} broker(s) are registered or some brokers have all their log "
+            "directories cordoned.",
         )
     n = len(brokers)
     return [

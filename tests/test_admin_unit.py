@@ -83,8 +83,10 @@ def test_registered_versions(key: int, lo: int, hi: int) -> None:
     ("segment.ms", "0", "Invalid value 0 for configuration segment.ms: Value must be at least 1"),
     ("retention.ms", "-2", "Invalid value -2 for configuration retention.ms: Value must be at "
                            "least -1"),
-    ("min.cleanable.dirty.ratio", "1.5", "Invalid value 1.5 for configuration "
-     "min.cleanable.dirty.ratio: Value must be no more than 1.0"),
+    ("min.cleanable.dirty.ratio", "2", "Invalid value 2.0 for configuration "
+     "min.cleanable.dirty.ratio: Value must be no more than 1"),
+    ("compression.gzip.level", "10", "Invalid value 10 for configuration compression.gzip.level: "
+     "Value must be between 1 and 9 or equal to -1"),
     ("cleanup.policy", "remove", "Invalid value remove for configuration cleanup.policy: String "
                                  "must be one of: compact, delete"),
     ("compression.type", "brotli", "Invalid value brotli for configuration compression.type: "
@@ -186,7 +188,8 @@ def test_broker_entries() -> None:
     assert npart.synonyms == (Synonym("num.partitions", "3", S.STATIC_BROKER_CONFIG),
                               Synonym("num.partitions", "1", S.DEFAULT_CONFIG))
     hours = entry(entries, "log.retention.hours")
-    assert (hours.value, hours.source, hours.read_only) == ("24", S.STATIC_BROKER_CONFIG, False)
+    assert (hours.value, hours.source, hours.read_only) == ("24", S.STATIC_BROKER_CONFIG, True)
+    assert not entry(entries, "log.retention.ms").read_only
     ms = entry(entries, "log.retention.ms")
     assert (ms.value, ms.source, ms.synonyms) == (None, S.DEFAULT_CONFIG, ())
     dflt = entry(entries, "delete.topic.enable")
@@ -210,10 +213,17 @@ def test_broker_dynamic_changes() -> None:
     with pytest.raises(KafkaError) as ei:
         validate_broker_changes({"num.partitions": "3", "log.dirs": "/x"})
     assert ei.value.code == ErrorCode.INVALID_REQUEST
-    assert ei.value.message == "Cannot update these configs dynamically: Set(log.dirs, num.partitions)"
+    assert ei.value.message == "Cannot update these configs dynamically: [log.dirs, num.partitions]"
     with pytest.raises(KafkaError) as ei:
         validate_broker_changes({"log.retention.ms": "x"})
-    assert ei.value.code == ErrorCode.INVALID_REQUEST
+    assert (ei.value.code, ei.value.message) == (
+        ErrorCode.INVALID_REQUEST,
+        "Invalid value x for configuration log.retention.ms: Not a number of type LONG")
+    with pytest.raises(KafkaError) as ei:
+        validate_broker_changes({"log.cleanup.policy": "foo"})
+    assert ei.value.message == ("Invalid value foo for configuration log.cleanup.policy: String "
+                                "must be one of: compact, delete")
+    assert "log.retention.hours" not in DYNAMIC_BROKER_CONFIGS
 
 
 # ---- IncrementalAlterConfigs operations ------------------------------------------------------
@@ -246,7 +256,7 @@ def test_incremental_duplicate_keys_and_unknown_ops() -> None:
                                                  "Error due to duplicate config keys")
     with pytest.raises(KafkaError) as ei:
         ops_of([C("a", 7)])
-    assert ei.value.code == ErrorCode.INVALID_REQUEST
+    assert ei.value.code == ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 # ---- CreateTopics planning ------------------------------------------------------------------
@@ -285,12 +295,16 @@ def test_plan_topic_defaults_and_configs() -> None:
      "Replication factor must be larger than 0, or -1 to use the default value."),
     (topic("a", 1, 3), ErrorCode.INVALID_REPLICATION_FACTOR,
      "Unable to replicate the partition 3 time(s): The target replication factor of 3 cannot be "
-     "reached because only 2 broker(s) are registered."),
-    (topic("..", 1, 1), ErrorCode.INVALID_TOPIC_EXCEPTION, 'Topic name cannot be "." or ".."'),
+     "reached because only 2 broker(s) are registered or some brokers have all their log "
+     "directories cordoned."),
+    (topic("..", 1, 1), ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: '..' is not allowed"),
+    (topic("a b"), ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: 'a b' contains one "
+     "or more characters other than ASCII alphanumerics, '.', '_' and '-'"),
     (topic("exists", 1, 1), ErrorCode.TOPIC_ALREADY_EXISTS, "Topic 'exists' already exists."),
     (topic("ex_ists", 1, 1), ErrorCode.INVALID_TOPIC_EXCEPTION,
      "Topic 'ex_ists' collides with existing topic: ex.ists"),
-    (topic(""), ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty"),
+    (topic(""), ErrorCode.INVALID_TOPIC_EXCEPTION,
+     "Topic name is invalid: the empty string is not allowed"),
     (topic("x", configs={"retention.ms": None}), ErrorCode.INVALID_CONFIG,
      "Null value not supported for topic configs: retention.ms"),
     (topic("x", configs={"nope": "1"}), ErrorCode.INVALID_CONFIG, "Unknown topic config name: nope"),

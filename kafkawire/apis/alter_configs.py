@@ -9,10 +9,10 @@
   configs of that resource. Only broker properties that are topic-config synonyms
   (``log.retention.ms``, ``log.cleanup.policy``, ``message.max.bytes``...) can change at run
   time; any other key fails the whole resource with INVALID_REQUEST "Cannot update these
-  configs dynamically: Set(...)". Another broker id: INVALID_REQUEST.
-- BROKER_LOGGER and other types: INVALID_REQUEST; an unknown type id: UNSUPPORTED_VERSION
-  "Unknown resource type N." (Kafka's controller). A resource named twice: INVALID_REQUEST
-  "Duplicate resource.".
+  configs dynamically: [...]". Another broker id: INVALID_REQUEST.
+- BROKER_LOGGER, unknown type ids: INVALID_REQUEST "Unknown resource type N"; CLIENT_METRICS
+  and GROUP: INVALID_REQUEST (not supported here). A resource named twice: INVALID_REQUEST
+  "Duplicate resource.". A null value: INVALID_REQUEST "Null value not supported for : x".
 - Changes are ConfigRecords through the metadata quorum (one batch per request);
   ``validate_only`` commits nothing. Once committed, the LogConfig of the affected topics'
   partition logs is re-derived (all topics for a broker change), so e.g. ``max.message.bytes``,
@@ -65,14 +65,14 @@ def check_topic_resource(image: MetadataImage, name: str) -> None:
         )
 
 
-def check_broker_resource(node_id: int, name: str) -> None:
-    if not name:
+def check_broker_resource(node_id: int, name: str, allow_default: bool = True) -> None:
+    if not name and allow_default:
         return
     try:
         broker_id = int(name)
     except ValueError:
         raise KafkaError(
-            ErrorCode.INVALID_REQUEST, "Unable to parse broker name as a base 10 number."
+            ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}"
         ) from None
     if broker_id < 0:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Invalid negative broker ID.")
@@ -81,6 +81,13 @@ def check_broker_resource(node_id: int, name: str) -> None:
             ErrorCode.INVALID_REQUEST,
             f"Unexpected broker id, expected {node_id}, but received {name}",
         )
+
+
+def refuse_nulls(configs: list[tuple[str, str | None]]) -> None:
+    """Kafka's broker-side check before a change goes to the controller."""
+    for name, value in configs:
+        if value is None:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}")
 
 
 def diff_records(
@@ -140,8 +147,8 @@ async def apply_outcomes(
         planned: list[Outcome] = []
         for rtype, rname, body in unique:
             if rtype not in KNOWN_RESOURCE_TYPES:
-                planned.append(Outcome(rtype, rname, ErrorCode.UNSUPPORTED_VERSION,
-                                       f"Unknown resource type {rtype}."))
+                planned.append(Outcome(rtype, rname, ErrorCode.INVALID_REQUEST,
+                                       f"Unknown resource type {rtype}"))
                 continue
             try:
                 planned.append(plan(image, rtype, rname, body))
@@ -162,12 +169,13 @@ async def apply_outcomes(
 def plan_legacy(broker: Broker) -> Callable[[MetadataImage, int, str, Any], Outcome]:
     def plan(image: MetadataImage, rtype: int, rname: str, body: Any) -> Outcome:
         configs: dict[str, str | None] = {c.name: c.value for c in body}
+        if rtype == RESOURCE_BROKER_LOGGER:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {rtype}")
+        refuse_nulls([(n, v) for n, v in configs.items()])
         if rtype == RESOURCE_TOPIC:
             return replace_topic_configs(image, rname, configs)
         if rtype == RESOURCE_BROKER:
             return replace_broker_configs(image, broker.node_id, rname, configs)
-        if rtype == RESOURCE_BROKER_LOGGER:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, "Unknown resource type BROKER_LOGGER")
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}.")
 
     return plan

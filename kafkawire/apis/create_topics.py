@@ -7,8 +7,8 @@
   ``num.partitions`` / ``default.replication.factor``. Manual assignments need both at -1
   (INVALID_REQUEST otherwise) and are validated like Kafka (INVALID_REPLICA_ASSIGNMENT).
 - A name given twice in one request: INVALID_REQUEST "Duplicate topic name." for it, appended
-  after the other results. ``__cluster_metadata``: TOPIC_AUTHORIZATION_FAILED (Kafka never
-  lets it be created).
+  after the other results. ``__cluster_metadata``: INVALID_REQUEST "Creation of internal topic
+  __cluster_metadata is prohibited." (Kafka 4.x).
 - All successful creations of one request are committed as one batch of metadata records
   (atomic, like Kafka's controller). ``validate_only`` runs every check and answers exactly as
   a real creation would (with a would-be topic id), committing nothing.
@@ -154,7 +154,8 @@ async def handle(
             if t.name == METADATA_TOPIC:
                 tail.append(
                     error_result(
-                        t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+                        t.name, ErrorCode.INVALID_REQUEST,
+                        f"Creation of internal topic {METADATA_TOPIC} is prohibited.",
                     )
                 )
                 continue

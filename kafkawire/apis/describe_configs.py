@@ -15,6 +15,7 @@
 - BROKER_LOGGER (8): this node's Python loggers with their levels in log4j names (source
   DYNAMIC_BROKER_LOGGER_CONFIG); the empty name or another id: INVALID_REQUEST.
 - Other types (CLIENT_METRICS, GROUP): INVALID_REQUEST "Unsupported resource type".
+- ``error_message`` is "" on success and for an unknown topic, as Kafka sends it.
 - ``configuration_keys`` null or empty = all; otherwise only those keys (unknown ones are
   simply absent, as in Kafka).
 - v3+: ``config_type`` (Kafka's ConfigType ids) and ``documentation`` (a short text of ours
@@ -161,12 +162,13 @@ async def handle(
             entries = describe_resource(broker, res, req.include_synonyms, include_docs)
         except KafkaError as e:
             results.append(Result(
-                error_code=e.code, error_message=e.message, resource_type=res.resource_type,
+                error_code=e.code, error_message=e.message if e.message is not None else "",
+                resource_type=res.resource_type,
                 resource_name=res.resource_name, configs=[],
             ))
             continue
         results.append(Result(
-            error_code=ErrorCode.NONE, error_message=None, resource_type=res.resource_type,
+            error_code=ErrorCode.NONE, error_message="", resource_type=res.resource_type,
             resource_name=res.resource_name, configs=[to_wire(e) for e in entries],
         ))
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)

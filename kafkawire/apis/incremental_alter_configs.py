@@ -5,16 +5,18 @@
   the default when there is none (``cleanup.policy`` APPEND ``compact`` on a default topic gives
   ``delete,compact``). APPEND/SUBTRACT on another type: INVALID_CONFIG "Can't APPEND to key x
   because its type is not LIST.". A key named twice in one resource: INVALID_REQUEST "Error due
-  to duplicate config keys"; an unknown operation: INVALID_REQUEST.
+  to duplicate config keys"; a null value for anything but DELETE: INVALID_REQUEST "Null value
+  not supported for : x"; an unknown operation: UNKNOWN_SERVER_ERROR (as Kafka).
 - TOPIC (2): the resulting overrides are validated as a whole (INVALID_CONFIG with Kafka's
   messages); name checks as in AlterConfigs.
 - BROKER (4): this node's id or the empty name (cluster-wide default); only broker properties
   that are topic-config synonyms may change (INVALID_REQUEST "Cannot update these configs
-  dynamically: Set(...)" otherwise).
+  dynamically: [...]" otherwise).
 - BROKER_LOGGER (8): SET/DELETE a Python logger's level (log4j level names; DELETE resets it to
   the root level), for this node only, applied at once and not persisted (as in Kafka).
 - A resource named twice: INVALID_REQUEST "Duplicate resource."; an unknown type id:
-  UNSUPPORTED_VERSION. ``validate_only`` commits nothing.
+  INVALID_REQUEST "Unknown resource type N"; CLIENT_METRICS and GROUP are not supported
+  (INVALID_REQUEST). ``validate_only`` commits nothing.
 - Changes are ConfigRecords through the metadata quorum; afterwards the affected partition
   logs get their new LogConfig (see AlterConfigs).
 """
@@ -31,6 +33,7 @@ from kafkawire.apis.alter_configs import (
     check_broker_resource,
     check_topic_resource,
     diff_records,
+    refuse_nulls,
 )
 from kafkawire.config import BROKER_CONFIGS, TOPIC_CONFIGS, format_config_value
 from kafkawire.config_entries import (
@@ -60,8 +63,8 @@ VERSIONS = (0, 1)
 Ops = list[tuple[str, int, str | None]]
 
 LOG4J_LEVELS = {
-    "TRACE": 5, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
-    "ERROR": logging.ERROR, "FATAL": logging.CRITICAL, "OFF": logging.CRITICAL + 10,
+    "DEBUG": logging.DEBUG, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL,
+    "INFO": logging.INFO, "TRACE": 5, "WARN": logging.WARNING,
 }
 
 
@@ -72,7 +75,8 @@ def ops_of(body: Any) -> Ops:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
     for _name, op, _v in ops:
         if op not in tuple(ConfigOp):
-            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown operation type {op}.")
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR)  # what Kafka answers
+    refuse_nulls([(n, v) for n, op, v in ops if op != ConfigOp.DELETE])
     return ops
 
 
@@ -100,9 +104,7 @@ def plan_broker(config: BrokerConfig, image: MetadataImage, name: str, ops: Ops)
 
 def apply_logger_ops(node_id: int, name: str, ops: Ops, validate_only: bool) -> None:
     """Set logger levels at once (never persisted, as Kafka's BROKER_LOGGER)."""
-    if not name:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
-    check_broker_resource(node_id, name)
+    check_broker_resource(node_id, name, allow_default=False)
     changes: list[tuple[logging.Logger, int | None]] = []
     known = logging.root.manager.loggerDict
     for logger_name, op, value in ops:
@@ -115,13 +117,13 @@ def apply_logger_ops(node_id: int, name: str, ops: Ops, validate_only: bool) -> 
                 raise KafkaError(
                     ErrorCode.INVALID_CONFIG,
                     f"Cannot set the log level of {logger_name} to {value} as it is not a "
-                    "supported log level. Valid log4j levels are "
+                    "supported log level. Valid log levels are "
                     + ", ".join(LOG4J_LEVELS),
                 )
             changes.append((lg, level))
         elif op == ConfigOp.DELETE:
             if logger_name == "root":
-                raise KafkaError(ErrorCode.INVALID_CONFIG, "Removing the log level of the root "
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Removing the log level of the root "
                                  "logger is not allowed")
             changes.append((lg, None))
         else:
