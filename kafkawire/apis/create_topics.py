@@ -28,6 +28,7 @@ from kraft import controller
 from kraft.image import MetadataImage
 from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.create_topics_response import CreateTopicsResponse
+from protocol._generated.partition_record import PartitionRecord
 from protocol._generated.topic_record import TopicRecord
 from protocol.errors import ErrorCode, KafkaError
 
@@ -115,7 +116,7 @@ def success_result(
     version: int,
 ) -> Result:
     topic_rec = next(r for r in records if isinstance(r, TopicRecord))
-    parts = [r for r in records if type(r).__name__ == "PartitionRecord"]
+    parts = [r for r in records if isinstance(r, PartitionRecord)]
     res = Result(name=name, topic_id=topic_rec.topic_id, error_code=0, error_message=None)
     if version >= 5:
         res.num_partitions = len(parts)
