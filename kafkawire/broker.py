@@ -157,6 +157,11 @@ class Broker:
 
     # ---- request dispatch ----------------------------------------------------------------
     async def dispatch(self, ctx: RequestContext, request: Any) -> Any:
+        if not self.started.is_set():
+            # The listeners open before this node's registration is committed (its endpoint
+            # needs the bound port); like Kafka, requests are processed only once it is, so
+            # nothing sees a cluster without brokers (CreateTopics: "0 broker(s) registered").
+            await self.started.wait()
         handler = REGISTRY[ctx.api_key]
         return await handler.handle(self, ctx, request)
 
