@@ -16,7 +16,8 @@ from typing import Any
 import trio
 
 from kafkawire.apis import REGISTRY
-from kafkawire.config import LONG_MAX, TOPIC_CONFIGS, BrokerConfig, parse_value
+from kafkawire.config import LONG_MAX, TOPIC_CONFIGS, BrokerConfig
+from kafkawire.config_entries import effective_topic_values
 from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum
 from kafkawire.purgatory import AppendNotifier
 from kafkawire.server import Connection, RequestContext, Server
@@ -88,14 +89,15 @@ class Broker:
         return pid
 
     def effective_topic_configs(self, topic: str) -> dict[str, Any]:
-        overrides = self.image.topic_config(topic)
-        out: dict[str, Any] = {}
-        for name, (kind, _d, _s) in TOPIC_CONFIGS.items():
-            if name in overrides:
-                out[name] = parse_value(kind, overrides[name], name)
-            else:
-                out[name] = self.config.topic_default(name)[0]
-        return out
+        """Typed topic configs: topic override, dynamic broker configs, server.properties."""
+        return effective_topic_values(self.config, self.image, self.image.topic_config(topic))
+
+    def refresh_log_configs(self, topics: list[str] | None = None) -> None:
+        """Re-derive the LogConfig of the local logs of ``topics`` (all when None)."""
+        assert self.logs is not None
+        names = {tp[0] for tp, _log in self.logs if tp[0] != "__cluster_metadata"}
+        for name in sorted(names if topics is None else names & set(topics)):
+            self.logs.update_config(name, self.topic_log_config(name))
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         assert self.logs is not None
@@ -155,6 +157,11 @@ class Broker:
 
     # ---- request dispatch ----------------------------------------------------------------
     async def dispatch(self, ctx: RequestContext, request: Any) -> Any:
+        if not self.started.is_set():
+            # The listeners open before this node's registration is committed (its endpoint
+            # needs the bound port); like Kafka, requests are processed only once it is, so
+            # nothing sees a cluster without brokers (CreateTopics: "0 broker(s) registered").
+            await self.started.wait()
         handler = REGISTRY[ctx.api_key]
         return await handler.handle(self, ctx, request)
 

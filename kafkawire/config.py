@@ -405,30 +405,104 @@ def format_config_value(kind: str, value: Any) -> str | None:
     return str(value)
 
 
+# Range checks of Kafka's LogConfig definitions: name -> (at least, at most or None).
+_TOPIC_RANGES: dict[str, tuple[float, float | None]] = {
+    "segment.bytes": (14, None),
+    "segment.ms": (1, None),
+    "segment.jitter.ms": (0, None),
+    "segment.index.bytes": (4, None),
+    "flush.messages": (1, None),
+    "flush.ms": (0, None),
+    "retention.ms": (-1, None),
+    "max.message.bytes": (0, None),
+    "index.interval.bytes": (0, None),
+    "delete.retention.ms": (0, None),
+    "min.compaction.lag.ms": (0, None),
+    "max.compaction.lag.ms": (1, None),
+    "file.delete.delay.ms": (0, None),
+    "min.cleanable.dirty.ratio": (0, 1),
+    "min.insync.replicas": (1, None),
+    "message.timestamp.before.max.ms": (0, None),
+    "message.timestamp.after.max.ms": (0, None),
+    "local.retention.ms": (-2, None),
+    "local.retention.bytes": (-2, None),
+    "compression.lz4.level": (1, 17),
+    "compression.zstd.level": (-131072, 22),
+}
+
+_TOPIC_CHOICES: dict[str, tuple[str, ...]] = {
+    "compression.type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    "message.timestamp.type": ("CreateTime", "LogAppendTime"),
+}
+
+_KIND_NAMES = {"int": "INT", "long": "LONG", "double": "DOUBLE", "short": "SHORT"}
+
+
+def _invalid(name: str, raw: str, reason: str) -> ConfigError:
+    return ConfigError(f"Invalid value {raw} for configuration {name}: {reason}")
+
+
+def normalize_list(raw: str) -> str:
+    """A LIST config value as Kafka prints it: items trimmed, joined by ','."""
+    return ",".join(p.strip() for p in raw.split(",") if p.strip())
+
+
 def validate_topic_config(name: str, raw: str | None) -> Any:
-    """Parse a topic config value; raises ConfigError for unknown names or bad values."""
+    """Parse a topic config value; raises ConfigError for unknown names or bad values.
+
+    The messages are Kafka's (``ConfigDef`` parsing and validators): ``Unknown topic config
+    name: x``, ``Invalid value abc for configuration retention.ms: Not a number of type LONG``,
+    ``... Value must be at least 1``, ``... String must be one of: ...``.
+    """
     if name not in TOPIC_CONFIGS:
         raise ConfigError(f"Unknown topic config name: {name}")
     kind, _default, _syn = TOPIC_CONFIGS[name]
     if raw is None:
         return None
-    value = parse_value(kind, raw, name)
+    text = raw.strip()
+    value: Any
+    if kind in ("int", "long"):
+        try:
+            value = int(text)
+        except ValueError:
+            raise _invalid(name, raw, f"Not a number of type {_KIND_NAMES[kind]}") from None
+        bits = 31 if kind == "int" else 63
+        if not -(1 << bits) <= value < (1 << bits):
+            raise _invalid(name, raw, f"Not a number of type {_KIND_NAMES[kind]}")
+    elif kind == "double":
+        try:
+            value = float(text)
+        except ValueError:
+            raise _invalid(name, raw, "Not a number of type DOUBLE") from None
+    elif kind == "boolean":
+        if text.lower() not in ("true", "false"):
+            raise _invalid(name, raw, "Expected value to be either true or false")
+        value = text.lower() == "true"
+    elif kind == "list":
+        value = normalize_list(text)
+    else:
+        value = text
     if name == "cleanup.policy":
-        parts = [p.strip() for p in str(value).split(",") if p.strip()]
-        if not parts or any(p not in ("delete", "compact") for p in parts):
-            raise ConfigError(f"Invalid value {raw} for configuration cleanup.policy")
-    if name == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
-        raise ConfigError(f"Invalid value {raw} for configuration message.timestamp.type")
-    if name == "compression.type" and value not in (
-        "producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"
-    ):
-        raise ConfigError(f"Invalid value {raw} for configuration compression.type")
-    if name == "min.cleanable.dirty.ratio" and not 0.0 <= float(value) <= 1.0:
-        raise ConfigError(f"Invalid value {raw} for configuration min.cleanable.dirty.ratio")
-    if kind in ("int", "long") and name in (
-        "segment.bytes", "max.message.bytes", "segment.index.bytes", "index.interval.bytes"
-    ) and int(value) < (14 if name == "segment.bytes" else 0):
-        raise ConfigError(f"Invalid value {raw} for configuration {name}")
-    if name == "min.insync.replicas" and int(value) < 1:
-        raise ConfigError(f"Invalid value {raw} for configuration min.insync.replicas")
+        parts = [p for p in str(value).split(",") if p]
+        bad = [p for p in parts if p not in ("delete", "compact")]
+        if bad:
+            raise _invalid(name, raw, "String must be one of: compact, delete")
+    choices = _TOPIC_CHOICES.get(name)
+    if choices is not None and value not in choices:
+        raise _invalid(name, raw, "String must be one of: " + ", ".join(choices))
+    if name == "compression.gzip.level" and value != -1 and not 1 <= value <= 9:
+        raise _invalid(name, raw, "Value must be between 1 and 9 or equal to -1")
+    bounds = _TOPIC_RANGES.get(name)
+    if bounds is not None:
+        lo, hi = bounds
+        # Kafka prints the parsed value (2 -> 2.0 for a DOUBLE) and the bound as declared.
+        shown = repr(float(value)) if kind == "double" else str(value)
+        if value < lo:
+            raise _invalid(name, shown, f"Value must be at least {_num(lo)}")
+        if hi is not None and value > hi:
+            raise _invalid(name, shown, f"Value must be no more than {_num(hi)}")
     return value
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else repr(float(v))

@@ -34,21 +34,27 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 
 
 def validate_topic_name(name: str) -> None:
+    """Kafka's ``Topic.validate`` with its 4.x messages (INVALID_TOPIC_EXCEPTION)."""
     if not name:
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            "Topic name is invalid: the empty string is not allowed",
+        )
     if name in (".", ".."):
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
+        raise KafkaError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name is invalid: '{name}' is not allowed"
+        )
     if len(name) > MAX_TOPIC_NAME_LENGTH:
         raise KafkaError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, "
-            f"topic name: {name}",
+            f"Topic name is invalid: the length of '{name}' is longer than the max allowed "
+            f"length {MAX_TOPIC_NAME_LENGTH}",
         )
     if not _LEGAL.match(name):
         raise KafkaError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"Topic name {name} is illegal, it contains a character other than ASCII "
-            "alphanumerics, '.', '_' and '-'",
+            f"Topic name is invalid: '{name}' contains one or more characters other than "
+            "ASCII alphanumerics, '.', '_' and '-'",
         )
 
 
@@ -78,7 +84,8 @@ def assign_replicas(
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"Unable to replicate the partition {replication_factor} time(s): The target "
             f"replication factor of {replication_factor} cannot be reached because only "
-            f"{len(brokers)} broker(s) are registered.",
+            f"{len(brokers)} broker(s) are registered or some brokers have all their log "
+            "directories cordoned.",
         )
     n = len(brokers)
     return [
@@ -103,32 +110,32 @@ def create_topic(
     check_topic_collision(image, name)
     brokers = live_brokers(image)
     if assignments:
+        rf: int | None = None
+        for p in assignments:  # request order, as Kafka reports "previous partitions"
+            validate_manual_assignment(image, assignments[p], rf)
+            rf = len(assignments[p])
+            if not any(b in brokers for b in assignments[p]):
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"All brokers specified in the manual partition assignment for partition "
+                    f"{p} are fenced or in controlled shutdown.",
+                )
         if sorted(assignments) != list(range(len(assignments))):
             raise KafkaError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                "Partitions should be consecutive starting from 0.",
+                "partitions should be a consecutive 0-based integer sequence",
             )
-        replicas = [assignments[p] for p in range(len(assignments))]
-        for reps in replicas:
-            if not reps or len(set(reps)) != len(reps):
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Invalid replica list.")
-            for b in reps:
-                if b not in image.brokers:
-                    raise KafkaError(
-                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                        f"The manual partition assignment includes broker {b}, but no broker "
-                        "with that id is registered.",
-                    )
+        replicas = [list(assignments[p]) for p in range(len(assignments))]
     else:
-        if num_partitions <= 0:
-            raise KafkaError(
-                ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid "
-                "non-positive value."
-            )
         if replication_factor <= 0:
             raise KafkaError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
                 "Replication factor must be larger than 0, or -1 to use the default value.",
+            )
+        if num_partitions <= 0:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid "
+                "non-positive value."
             )
         replicas = assign_replicas(brokers, num_partitions, replication_factor)
     topic_id = uuid_factory()
@@ -165,12 +172,45 @@ def delete_topic(image: MetadataImage, name: str) -> list[Any]:
     return [RemoveTopicRecord(topic_id=topic.topic_id)]
 
 
+def validate_manual_assignment(
+    image: MetadataImage, replicas: list[int], replication_factor: int | None
+) -> None:
+    """Kafka's checks of one manually assigned replica list (INVALID_REPLICA_ASSIGNMENT)."""
+    if not replicas:
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            "The manual partition assignment includes an empty replica list.",
+        )
+    previous: int | None = None
+    for b in sorted(replicas):
+        if b not in image.brokers:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes broker {b}, but no such broker is "
+                "registered.",
+            )
+        if b == previous:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes the broker {b} more than once.",
+            )
+        previous = b
+    if replication_factor is not None and len(replicas) != replication_factor:
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"The manual partition assignment includes a partition with {len(replicas)} "
+            f"replica(s), but this is not consistent with previous partitions, which have "
+            f"{replication_factor} replica(s).",
+        )
+
+
 def create_partitions(
     image: MetadataImage, name: str, new_total: int, assignments: list[list[int]] | None
 ) -> list[Any]:
+    """Records adding partitions to ``name`` up to ``new_total`` (Kafka's checks and messages)."""
     topic = image.topics.get(name)
     if topic is None:
-        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     cur = len(topic.partitions)
     if new_total < cur:
         raise KafkaError(
@@ -183,7 +223,7 @@ def create_partitions(
             ErrorCode.INVALID_PARTITIONS, f"Topic already has {cur} partition(s)."
         )
     brokers = live_brokers(image)
-    rf = len(topic.partitions[0].replicas) if topic.partitions else 1
+    rf = len(topic.partitions[0].replicas) if 0 in topic.partitions else 1
     if assignments is not None:
         if len(assignments) != new_total - cur:
             raise KafkaError(
@@ -191,10 +231,15 @@ def create_partitions(
                 f"Attempted to add {new_total - cur} additional partition(s), but only "
                 f"{len(assignments)} assignment(s) were specified.",
             )
-        for reps in assignments:
-            if len(reps) != rf or any(b not in image.brokers for b in reps):
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Invalid replica assignment.")
-        new_reps = assignments
+        for i, reps in enumerate(assignments):
+            validate_manual_assignment(image, reps, rf)
+            if not any(b in brokers for b in reps):
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"All brokers specified in the manual partition assignment for partition "
+                    f"{cur + i} are fenced or in controlled shutdown.",
+                )
+        new_reps = [list(r) for r in assignments]
     else:
         new_reps = assign_replicas(brokers, new_total - cur, rf, start=cur)
     return [

@@ -22,6 +22,15 @@ MODULES = [
     "list_offsets",
     "offset_for_leader_epoch",
     "init_producer_id",
+    "create_topics",
+    "delete_topics",
+    "create_partitions",
+    "describe_configs",
+    "alter_configs",
+    "incremental_alter_configs",
+    "describe_cluster",
+    "describe_topic_partitions",
+    "describe_log_dirs",
 ]
 
 

@@ -33,7 +33,9 @@ VERSIONS = (0, 13)
 AUTH_OPS_NOT_REQUESTED = -2147483648
 # READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (bit = op code)
 TOPIC_ALL_OPS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-CLUSTER_ALL_OPS = sum(1 << op for op in (4, 5, 7, 8, 9, 10, 11, 12))
+# CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE
+# (what Kafka 4.3 reports for the cluster resource: 8096)
+CLUSTER_ALL_OPS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 Topic = MetadataResponse.MetadataResponseTopic
 Partition = MetadataResponse.MetadataResponsePartition

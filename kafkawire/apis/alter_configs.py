@@ -1,0 +1,198 @@
+"""AlterConfigs (key 33), versions 0-2: the legacy, full-replacement config update.
+
+- TOPIC (2): the configs given become the topic's complete set of overrides; overrides not
+  named are removed (Kafka's legacy semantics). Every value is validated (INVALID_CONFIG with
+  Kafka's message; a null value: "Null value not supported for topic configs: x"). An empty
+  name: INVALID_REQUEST "Default topic resources are not allowed."; an illegal name:
+  INVALID_TOPIC_EXCEPTION; an unknown topic: UNKNOWN_TOPIC_OR_PARTITION.
+- BROKER (4): this node's id or the empty name (cluster-wide default) replaces the dynamic broker
+  configs of that resource. Only broker properties that are topic-config synonyms
+  (``log.retention.ms``, ``log.cleanup.policy``, ``message.max.bytes``...) can change at run
+  time; any other key fails the whole resource with INVALID_REQUEST "Cannot update these
+  configs dynamically: [...]". Another broker id: INVALID_REQUEST.
+- BROKER_LOGGER, unknown type ids: INVALID_REQUEST "Unknown resource type N"; CLIENT_METRICS
+  and GROUP: INVALID_REQUEST (not supported here). A resource named twice: INVALID_REQUEST
+  "Duplicate resource.". A null value: INVALID_REQUEST "Null value not supported for : x".
+- Changes are ConfigRecords through the metadata quorum (one batch per request);
+  ``validate_only`` commits nothing. Once committed, the LogConfig of the affected topics'
+  partition logs is re-derived (all topics for a broker change), so e.g. ``max.message.bytes``,
+  ``retention.ms`` and ``segment.bytes`` apply at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kafkawire.config_entries import validate_broker_changes, validate_topic_overrides
+from kraft import controller
+from kraft.image import RESOURCE_BROKER, RESOURCE_TOPIC, MetadataImage
+from protocol._generated.alter_configs_request import AlterConfigsRequest
+from protocol._generated.alter_configs_response import AlterConfigsResponse
+from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+    from kafkawire.server import RequestContext
+
+API_KEY = 33
+VERSIONS = (0, 2)
+
+KNOWN_RESOURCE_TYPES = {2, 4, 8, 16, 32}
+RESOURCE_BROKER_LOGGER = 8
+
+
+@dataclass
+class Outcome:
+    """One resource's result plus the records and log refresh it needs."""
+
+    resource_type: int
+    resource_name: str
+    error: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+    records: list[Any] = field(default_factory=list)
+    refresh: list[str] | None = None  # topics whose logs need a new LogConfig; None = all
+
+
+def check_topic_resource(image: MetadataImage, name: str) -> None:
+    if not name:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
+    controller.validate_topic_name(name)
+    if name not in image.topics:
+        raise KafkaError(
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+        )
+
+
+def check_broker_resource(node_id: int, name: str, allow_default: bool = True) -> None:
+    if not name and allow_default:
+        return
+    try:
+        broker_id = int(name)
+    except ValueError:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}"
+        ) from None
+    if broker_id < 0:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Invalid negative broker ID.")
+    if broker_id != node_id:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST,
+            f"Unexpected broker id, expected {node_id}, but received {name}",
+        )
+
+
+def refuse_nulls(configs: list[tuple[str, str | None]]) -> None:
+    """Kafka's broker-side check before a change goes to the controller."""
+    for name, value in configs:
+        if value is None:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}")
+
+
+def diff_records(
+    resource_type: int, resource_name: str, old: dict[str, str], new: dict[str, str]
+) -> list[Any]:
+    """ConfigRecords turning ``old`` into ``new`` (null value = delete)."""
+    changes: list[tuple[str, str | None]] = [(k, None) for k in sorted(old) if k not in new]
+    changes += [(k, v) for k, v in sorted(new.items()) if old.get(k) != v]
+    return controller.config_changes(resource_type, resource_name, changes)
+
+
+def replace_topic_configs(
+    image: MetadataImage, name: str, configs: dict[str, str | None]
+) -> Outcome:
+    check_topic_resource(image, name)
+    new = validate_topic_overrides(configs)
+    old = dict(image.topic_config(name))
+    return Outcome(RESOURCE_TOPIC, name, records=diff_records(RESOURCE_TOPIC, name, old, new),
+                   refresh=[name])
+
+
+def replace_broker_configs(
+    image: MetadataImage, node_id: int, name: str, configs: dict[str, str | None]
+) -> Outcome:
+    check_broker_resource(node_id, name)
+    new = validate_broker_changes(configs)
+    old = dict(image.configs.get((RESOURCE_BROKER, name), {}))
+    return Outcome(RESOURCE_BROKER, name, records=diff_records(RESOURCE_BROKER, name, old, new),
+                   refresh=None)
+
+
+def dedupe(
+    resources: list[tuple[int, str, Any]],
+) -> tuple[list[tuple[int, str, Any]], list[Outcome]]:
+    """(resources named once, INVALID_REQUEST outcomes for those named more than once)."""
+    seen: dict[tuple[int, str], int] = {}
+    for rtype, rname, _body in resources:
+        seen[(rtype, rname)] = seen.get((rtype, rname), 0) + 1
+    unique = [r for r in resources if seen[(r[0], r[1])] == 1]
+    dups = [
+        Outcome(t, n, ErrorCode.INVALID_REQUEST, "Duplicate resource.")
+        for (t, n), c in seen.items() if c > 1
+    ]
+    return unique, dups
+
+
+async def apply_outcomes(
+    broker: Broker,
+    resources: list[tuple[int, str, Any]],
+    plan: Callable[[MetadataImage, int, str, Any], Outcome],
+    validate_only: bool,
+) -> list[Outcome]:
+    """Plan every resource against one image, commit all records in one batch, refresh logs."""
+    unique, outcomes = dedupe(resources)
+    async with broker.metadata_lock:
+        image = broker.image
+        planned: list[Outcome] = []
+        for rtype, rname, body in unique:
+            if rtype not in KNOWN_RESOURCE_TYPES:
+                planned.append(Outcome(rtype, rname, ErrorCode.INVALID_REQUEST,
+                                       f"Unknown resource type {rtype}"))
+                continue
+            try:
+                planned.append(plan(image, rtype, rname, body))
+            except KafkaError as e:
+                planned.append(Outcome(rtype, rname, e.code, e.message))
+        records = [r for o in planned if o.error == ErrorCode.NONE for r in o.records]
+        if records and not validate_only:
+            await broker.commit_metadata(records)
+            if any(o.refresh is None for o in planned if o.records):
+                broker.refresh_log_configs(None)
+            else:
+                broker.refresh_log_configs(
+                    [t for o in planned if o.records and o.refresh for t in o.refresh]
+                )
+    return planned + outcomes
+
+
+def plan_legacy(broker: Broker) -> Callable[[MetadataImage, int, str, Any], Outcome]:
+    def plan(image: MetadataImage, rtype: int, rname: str, body: Any) -> Outcome:
+        configs: dict[str, str | None] = {c.name: c.value for c in body}
+        if rtype == RESOURCE_BROKER_LOGGER:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {rtype}")
+        refuse_nulls([(n, v) for n, v in configs.items()])
+        if rtype == RESOURCE_TOPIC:
+            return replace_topic_configs(image, rname, configs)
+        if rtype == RESOURCE_BROKER:
+            return replace_broker_configs(image, broker.node_id, rname, configs)
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}.")
+
+    return plan
+
+
+async def handle(
+    broker: Broker, ctx: RequestContext, req: AlterConfigsRequest
+) -> AlterConfigsResponse:
+    resources = [(r.resource_type, r.resource_name, r.configs) for r in req.resources]
+    outcomes = await apply_outcomes(broker, resources, plan_legacy(broker), req.validate_only)
+    return AlterConfigsResponse(
+        throttle_time_ms=0,
+        responses=[
+            AlterConfigsResponse.AlterConfigsResourceResponse(
+                error_code=o.error, error_message=o.message,
+                resource_type=o.resource_type, resource_name=o.resource_name,
+            )
+            for o in outcomes
+        ],
+    )

@@ -1,0 +1,62 @@
+"""CreatePartitions (key 37), versions 0-3.
+
+- ``count`` is the new total. Fewer than now: INVALID_PARTITIONS "The topic t currently has 3
+  partition(s); 2 would not be an increase."; the same: INVALID_PARTITIONS "Topic already has
+  3 partition(s)." (Kafka's controller messages). Unknown topic: UNKNOWN_TOPIC_OR_PARTITION.
+- ``assignments`` (one replica list per new partition) are checked like Kafka: their number
+  ("Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified."),
+  empty lists, unregistered or repeated brokers, and the topic's replication factor
+  (INVALID_REPLICA_ASSIGNMENT). Without assignments the new partitions are placed round-robin
+  over the live brokers with the topic's replication factor.
+- A topic named twice: INVALID_REQUEST "Duplicate topic name.", listed first as Kafka does.
+- Every result carries its topic name (the Tansu finding: one result per requested topic).
+- All additions of one request are one batch of PartitionRecords; ``validate_only`` commits
+  nothing. The new partitions' logs are created once the records are committed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kraft import controller
+from protocol._generated.create_partitions_request import CreatePartitionsRequest
+from protocol._generated.create_partitions_response import CreatePartitionsResponse
+from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+    from kafkawire.server import RequestContext
+
+API_KEY = 37
+VERSIONS = (0, 3)
+
+Result = CreatePartitionsResponse.CreatePartitionsTopicResult
+
+
+async def handle(
+    broker: Broker, ctx: RequestContext, req: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
+    names = [t.name for t in req.topics]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    results = [
+        Result(name=n, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic name.")
+        for n in duplicates
+    ]
+    async with broker.metadata_lock:
+        image = broker.image
+        records: list[Any] = []
+        for t in req.topics:
+            if t.name in duplicates:
+                continue
+            assignments = (
+                None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
+            )
+            try:
+                records.extend(controller.create_partitions(image, t.name, t.count, assignments))
+            except KafkaError as e:
+                results.append(Result(name=t.name, error_code=e.code, error_message=e.message))
+                continue
+            results.append(Result(name=t.name, error_code=ErrorCode.NONE, error_message=None))
+        if records and not req.validate_only:
+            await broker.commit_metadata(records)
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)

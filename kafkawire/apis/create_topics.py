@@ -1,0 +1,172 @@
+"""CreateTopics (key 19), versions 2-7.
+
+- Topics are checked in request order as Kafka's controller does: name (INVALID_TOPIC_EXCEPTION,
+  incl. collisions of '.' and '_'), existence (TOPIC_ALREADY_EXISTS, "Topic 'x' already
+  exists."), configs (INVALID_CONFIG with Kafka's ConfigDef message; null values refused), then
+  partitions and replicas. ``num_partitions``/``replication_factor`` -1 mean the broker's
+  ``num.partitions`` / ``default.replication.factor``. Manual assignments need both at -1
+  (INVALID_REQUEST otherwise) and are validated like Kafka (INVALID_REPLICA_ASSIGNMENT).
+- A name given twice in one request: INVALID_REQUEST "Duplicate topic name." for it, appended
+  after the other results. ``__cluster_metadata``: INVALID_REQUEST "Creation of internal topic
+  __cluster_metadata is prohibited." (Kafka 4.x).
+- All successful creations of one request are committed as one batch of metadata records
+  (atomic, like Kafka's controller). ``validate_only`` runs every check and answers exactly as
+  a real creation would (with a would-be topic id), committing nothing.
+- v5+: each created topic reports num_partitions, replication_factor and every topic config
+  with its value, source and flags (sorted by name); v7 adds the topic id. Failed topics keep
+  num_partitions/replication_factor at -1 and no configs.
+- ``timeout_ms`` is not waited on: creation completes before the response on a single node.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kafkawire.config_entries import topic_config_entries, validate_topic_overrides
+from kafkawire.metadata_log import METADATA_TOPIC
+from kraft import controller
+from kraft.image import MetadataImage
+from protocol._generated.create_topics_request import CreateTopicsRequest
+from protocol._generated.create_topics_response import CreateTopicsResponse
+from protocol._generated.partition_record import PartitionRecord
+from protocol._generated.topic_record import TopicRecord
+from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+    from kafkawire.config import BrokerConfig
+    from kafkawire.server import RequestContext
+
+API_KEY = 19
+VERSIONS = (2, 7)
+
+Result = CreateTopicsResponse.CreatableTopicResult
+ResultConfig = CreateTopicsResponse.CreatableTopicConfigs
+
+
+def error_result(name: str, code: ErrorCode, message: str | None) -> Result:
+    return Result(name=name, error_code=code, error_message=message)
+
+
+def plan_topic(
+    config: BrokerConfig, image: MetadataImage, topic: CreateTopicsRequest.CreatableTopic
+) -> tuple[list[Any], dict[str, str]]:
+    """(metadata records, normalized config overrides) creating ``topic``, or KafkaError."""
+    name = topic.name
+    controller.validate_topic_name(name)
+    if name in image.topics:
+        raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    controller.check_topic_collision(image, name)
+    requested: dict[str, str | None] = {}
+    for c in topic.configs:
+        requested[c.name] = c.value
+    configs = validate_topic_overrides(requested)
+    assignments: dict[int, list[int]] | None = None
+    if topic.assignments:
+        if topic.replication_factor != -1:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                "A manual partition assignment was specified, but replication factor was not "
+                "set to -1.",
+            )
+        if topic.num_partitions != -1:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                "A manual partition assignment was specified, but numPartitions was not set "
+                "to -1.",
+            )
+        assignments = {}
+        for a in topic.assignments:
+            if a.partition_index in assignments:
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    "Found multiple manual partition assignments for partition "
+                    f"{a.partition_index}",
+                )
+            assignments[a.partition_index] = list(a.broker_ids)
+        num_partitions, replication_factor = -1, -1
+    else:
+        rf = topic.replication_factor
+        if rf < -1 or rf == 0:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            )
+        if topic.num_partitions < -1 or topic.num_partitions == 0:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                "Number of partitions was set to an invalid non-positive value.",
+            )
+        num_partitions = (
+            config.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+        )
+        replication_factor = config.default_replication_factor if rf == -1 else rf
+    records = controller.create_topic(
+        image, name, num_partitions, replication_factor, configs, assignments=assignments
+    )
+    return records, configs
+
+
+def success_result(
+    config: BrokerConfig,
+    image: MetadataImage,
+    name: str,
+    records: list[Any],
+    configs: dict[str, str],
+    version: int,
+) -> Result:
+    topic_rec = next(r for r in records if isinstance(r, TopicRecord))
+    parts = [r for r in records if isinstance(r, PartitionRecord)]
+    res = Result(name=name, topic_id=topic_rec.topic_id, error_code=0, error_message=None)
+    if version >= 5:
+        res.num_partitions = len(parts)
+        res.replication_factor = len(parts[0].replicas) if parts else -1
+        res.configs = [
+            ResultConfig(
+                name=e.name,
+                value=None if e.is_sensitive else e.value,
+                read_only=e.read_only,
+                config_source=int(e.source),
+                is_sensitive=e.is_sensitive,
+            )
+            for e in topic_config_entries(config, image, configs)
+        ]
+    return res
+
+
+async def handle(
+    broker: Broker, ctx: RequestContext, req: CreateTopicsRequest
+) -> CreateTopicsResponse:
+    v = ctx.api_version
+    counts: dict[str, int] = {}
+    for t in req.topics:
+        counts[t.name] = counts.get(t.name, 0) + 1
+    duplicates = [n for n in counts if counts[n] > 1]
+    results: list[Result] = []
+    tail: list[Result] = [
+        error_result(n, ErrorCode.INVALID_REQUEST, "Duplicate topic name.") for n in duplicates
+    ]
+    async with broker.metadata_lock:
+        image = broker.image
+        all_records: list[Any] = []
+        for t in req.topics:
+            if counts[t.name] > 1:
+                continue
+            if t.name == METADATA_TOPIC:
+                tail.append(
+                    error_result(
+                        t.name, ErrorCode.INVALID_REQUEST,
+                        f"Creation of internal topic {METADATA_TOPIC} is prohibited.",
+                    )
+                )
+                continue
+            try:
+                records, configs = plan_topic(broker.config, image, t)
+            except KafkaError as e:
+                results.append(error_result(t.name, e.code, e.message))
+                continue
+            results.append(success_result(broker.config, image, t.name, records, configs, v))
+            all_records.extend(records)
+        if all_records and not req.validate_only:
+            await broker.commit_metadata(all_records)
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results + tail)

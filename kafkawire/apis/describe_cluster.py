@@ -1,0 +1,85 @@
+"""DescribeCluster (key 60), versions 0-2.
+
+- Answers as a Kafka broker: endpoint type BROKER (1). A request for CONTROLLER (2) endpoints:
+  MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST on v0), an unknown type: UNSUPPORTED_ENDPOINT_TYPE
+  (INVALID_REQUEST on v0), with Kafka's messages.
+- Brokers are the registered, unfenced brokers with their endpoint on the listener the request
+  came in on; v2 ``include_fenced_brokers`` adds fenced ones with ``is_fenced`` set.
+- ``controller_id`` is this node, the live broker Metadata also names as controller.
+- ``cluster_authorized_operations``: -2147483648 unless requested, then every cluster
+  operation (there is no authorizer).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkawire.apis.metadata import AUTH_OPS_NOT_REQUESTED, CLUSTER_ALL_OPS
+from protocol._generated.describe_cluster_request import DescribeClusterRequest
+from protocol._generated.describe_cluster_response import DescribeClusterResponse
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+    from kafkawire.server import RequestContext
+
+API_KEY = 60
+VERSIONS = (0, 2)
+
+ENDPOINT_BROKER = 1
+ENDPOINT_CONTROLLER = 2
+ENDPOINT_NAMES = {1: "BROKER", 2: "CONTROLLER"}
+
+
+def endpoint_error(version: int, endpoint_type: int) -> DescribeClusterResponse | None:
+    if endpoint_type == ENDPOINT_BROKER:
+        return None
+    if endpoint_type not in ENDPOINT_NAMES:
+        code = ErrorCode.INVALID_REQUEST if version == 0 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+        msg = f"Unsupported endpoint type {endpoint_type}"
+    else:
+        code = ErrorCode.INVALID_REQUEST if version == 0 else ErrorCode.MISMATCHED_ENDPOINT_TYPE
+        msg = (
+            "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of "
+            f"type {ENDPOINT_NAMES[endpoint_type]}"
+        )
+    return DescribeClusterResponse(
+        error_code=code, error_message=msg, endpoint_type=ENDPOINT_BROKER, cluster_id="",
+        controller_id=-1, brokers=[],
+    )
+
+
+async def handle(
+    broker: Broker, ctx: RequestContext, req: DescribeClusterRequest
+) -> DescribeClusterResponse:
+    v = ctx.api_version
+    endpoint_type = req.endpoint_type if v >= 1 else ENDPOINT_BROKER
+    failed = endpoint_error(v, endpoint_type)
+    if failed is not None:
+        return failed
+    include_fenced = v >= 2 and req.include_fenced_brokers
+    listener = ctx.connection.listener
+    brokers = []
+    for b in sorted(broker.image.brokers.values(), key=lambda b: b.broker_id):
+        if b.fenced and not include_fenced:
+            continue
+        ep = next((e for e in b.endpoints if e.listener == listener), None)
+        if ep is None:
+            continue
+        brokers.append(DescribeClusterResponse.DescribeClusterBroker(
+            broker_id=b.broker_id, host=ep.host, port=ep.port, rack=b.rack, is_fenced=b.fenced,
+        ))
+    controller_id = broker.node_id if any(b.broker_id == broker.node_id for b in brokers) else -1
+    return DescribeClusterResponse(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        endpoint_type=ENDPOINT_BROKER,
+        cluster_id=broker.cluster_id,
+        controller_id=controller_id,
+        brokers=brokers,
+        cluster_authorized_operations=(
+            CLUSTER_ALL_OPS if req.include_cluster_authorized_operations
+            else AUTH_OPS_NOT_REQUESTED
+        ),
+    )

@@ -1,0 +1,80 @@
+"""DescribeLogDirs (key 35), versions 1-5.
+
+- One result for the broker's log directory (absolute path), listing every partition log it
+  holds (``topics`` null) or only the requested partitions held here (others are simply
+  absent, as in Kafka). ``__cluster_metadata`` is the quorum's log, not a replica, and is not
+  listed (Kafka keeps it out of LogManager too).
+- Per partition: ``partition_size`` = bytes of all its segments, ``offset_lag`` 0 (a single
+  replica is never behind itself), ``is_future_key`` false (no replica movement between dirs).
+- v3+: top-level error NONE. v4+: ``total_bytes`` / ``usable_bytes`` of the file system holding
+  the directory (``os.statvfs``; -1 when it cannot be read). v5: ``is_cordoned`` false.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kafkawire.metadata_log import METADATA_TOPIC
+from protocol._generated.describe_log_dirs_request import DescribeLogDirsRequest
+from protocol._generated.describe_log_dirs_response import DescribeLogDirsResponse
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+    from kafkawire.server import RequestContext
+
+API_KEY = 35
+VERSIONS = (1, 5)
+
+Result = DescribeLogDirsResponse.DescribeLogDirsResult
+TopicResult = DescribeLogDirsResponse.DescribeLogDirsTopic
+PartitionResult = DescribeLogDirsResponse.DescribeLogDirsPartition
+
+
+def disk_space(path: Path) -> tuple[int, int]:
+    """(total bytes, usable bytes) of the file system holding ``path``; -1 when unknown."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return -1, -1
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+
+
+def select(
+    sizes: dict[tuple[str, int], int], topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None
+) -> list[TopicResult]:
+    """Topic results (sorted) for ``sizes`` of the local logs, filtered by the request."""
+    if topics is None:
+        wanted = set(sizes)
+    else:
+        wanted = {(t.topic, p) for t in topics for p in t.partitions} & set(sizes)
+    by_topic: dict[str, list[PartitionResult]] = {}
+    for topic, index in sorted(wanted):
+        by_topic.setdefault(topic, []).append(PartitionResult(
+            partition_index=index, partition_size=sizes[(topic, index)], offset_lag=0,
+            is_future_key=False,
+        ))
+    return [TopicResult(name=name, partitions=parts) for name, parts in by_topic.items()]
+
+
+async def handle(
+    broker: Broker, ctx: RequestContext, req: DescribeLogDirsRequest
+) -> DescribeLogDirsResponse:
+    assert broker.logs is not None
+    log_dir = Path(broker.logs.log_dir).resolve()
+    sizes = {tp: log.size_bytes for tp, log in broker.logs if tp[0] != METADATA_TOPIC}
+    total, usable = disk_space(log_dir)
+    return DescribeLogDirsResponse(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        results=[Result(
+            error_code=ErrorCode.NONE,
+            log_dir=str(log_dir),
+            topics=select(sizes, req.topics),
+            total_bytes=total,
+            usable_bytes=usable,
+            is_cordoned=False,
+        )],
+    )
