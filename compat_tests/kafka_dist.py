@@ -130,9 +130,14 @@ def fetch(version: str = "4.x", *, force: bool = False, quiet: bool = True) -> P
         started = time.monotonic()
         staging = Path(tempfile.mkdtemp(prefix=f".kafka-{ln.version}-", dir=cache_dir()))
         cmd = [
-            mvn, "-B", "-f", str(POM), f"-P{ln.profile}",
+            mvn,
+            "-B",
+            "-f",
+            str(POM),
+            f"-P{ln.profile}",
             f"-Dmaven.repo.local={cache_dir() / 'm2'}",
-            "dependency:copy-dependencies", "-DincludeScope=runtime",
+            "dependency:copy-dependencies",
+            "-DincludeScope=runtime",
             f"-DoutputDirectory={staging / 'libs'}",
         ]
         if quiet:
@@ -147,12 +152,17 @@ def fetch(version: str = "4.x", *, force: bool = False, quiet: bool = True) -> P
             shutil.rmtree(ln.home)
         staging.rename(ln.home)
         jars = sorted(p.name for p in ln.libs.glob("*.jar"))
-        ln.marker.write_text(json.dumps({
-            "version": ln.version,
-            "fetched_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "seconds": round(time.monotonic() - started, 1),
-            "jars": jars,
-        }, indent=1))
+        ln.marker.write_text(
+            json.dumps(
+                {
+                    "version": ln.version,
+                    "fetched_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "seconds": round(time.monotonic() - started, 1),
+                    "jars": jars,
+                },
+                indent=1,
+            )
+        )
     return ln.libs
 
 
@@ -183,16 +193,30 @@ log4j.appender.main.layout.ConversionPattern=[%d] %p %m (%c)%n
 def _write_log_configs(conf: Path) -> None:
     """Logging configs: tools log WARN to stderr; the broker logs INFO to ``$KAFKAWIRE_LOG``."""
     conf.mkdir(parents=True, exist_ok=True)
-    (conf / "tools-log4j2.properties").write_text(_LOG4J2_TEMPLATE.format(
-        kind="Console", target="appender.main.target = SYSTEM_ERR", level="WARN"))
-    (conf / "server-log4j2.properties").write_text(_LOG4J2_TEMPLATE.format(
-        kind="File", target="appender.main.fileName = ${sys:kafkawire.log.file}", level="INFO"))
-    (conf / "tools-log4j.properties").write_text(_LOG4J1_TEMPLATE.format(
-        level="WARN", appender="org.apache.log4j.ConsoleAppender",
-        target="log4j.appender.main.Target=System.err"))
-    (conf / "server-log4j.properties").write_text(_LOG4J1_TEMPLATE.format(
-        level="INFO", appender="org.apache.log4j.FileAppender",
-        target="log4j.appender.main.File=${kafkawire.log.file}"))
+    (conf / "tools-log4j2.properties").write_text(
+        _LOG4J2_TEMPLATE.format(
+            kind="Console", target="appender.main.target = SYSTEM_ERR", level="WARN"
+        )
+    )
+    (conf / "server-log4j2.properties").write_text(
+        _LOG4J2_TEMPLATE.format(
+            kind="File", target="appender.main.fileName = ${sys:kafkawire.log.file}", level="INFO"
+        )
+    )
+    (conf / "tools-log4j.properties").write_text(
+        _LOG4J1_TEMPLATE.format(
+            level="WARN",
+            appender="org.apache.log4j.ConsoleAppender",
+            target="log4j.appender.main.Target=System.err",
+        )
+    )
+    (conf / "server-log4j.properties").write_text(
+        _LOG4J1_TEMPLATE.format(
+            level="INFO",
+            appender="org.apache.log4j.FileAppender",
+            target="log4j.appender.main.File=${kafkawire.log.file}",
+        )
+    )
 
 
 def _log_opts(ln: Line, role: str, log_file: Path | None = None) -> list[str]:
@@ -220,21 +244,41 @@ def java_executable() -> str:
 
 
 def java_command(
-    main_class: str, args: Sequence[str], version: str = "4.x", *, heap: str = TOOL_HEAP,
-    role: str = "tools", log_file: Path | None = None, jvm_opts: Sequence[str] = (),
+    main_class: str,
+    args: Sequence[str],
+    version: str = "4.x",
+    *,
+    heap: str = TOOL_HEAP,
+    role: str = "tools",
+    log_file: Path | None = None,
+    jvm_opts: Sequence[str] = (),
 ) -> list[str]:
     ln = line_for(version)
     fetch(ln.name)
     extra = TOOL_JVM_OPTS if role == "tools" else []
     return [
-        java_executable(), f"-Xmx{heap}", *COMMON_JVM_OPTS, *extra, *_log_opts(ln, role, log_file),
-        *jvm_opts, "-cp", ln.classpath, main_class, *args,
+        java_executable(),
+        f"-Xmx{heap}",
+        *COMMON_JVM_OPTS,
+        *extra,
+        *_log_opts(ln, role, log_file),
+        *jvm_opts,
+        "-cp",
+        ln.classpath,
+        main_class,
+        *args,
     ]
 
 
 def run_java_tool(
-    main_class: str, args: Sequence[str] = (), version: str = "4.x", *, timeout: float = 300,
-    check: bool = True, input: str | None = None, heap: str = TOOL_HEAP,
+    main_class: str,
+    args: Sequence[str] = (),
+    version: str = "4.x",
+    *,
+    timeout: float = 300,
+    check: bool = True,
+    input: str | None = None,
+    heap: str = TOOL_HEAP,
     jvm_opts: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
     """Run a Kafka Java entry point (e.g. ``org.apache.kafka.tools.TopicCommand``) to completion.
@@ -303,12 +347,18 @@ class KafkaBroker:
     """A real single-node Apache Kafka (KRaft combined broker+controller) on loopback."""
 
     def __init__(
-        self, workdir: Path | None = None, *, version: str = "4.x",
-        overrides: dict[str, str] | None = None, heap: str = BROKER_HEAP,
+        self,
+        workdir: Path | None = None,
+        *,
+        version: str = "4.x",
+        overrides: dict[str, str] | None = None,
+        heap: str = BROKER_HEAP,
     ) -> None:
         self.line = line_for(version)
         self._own_workdir = workdir is None
-        self.workdir = Path(tempfile.mkdtemp(prefix="kafka-compat-")) if workdir is None else workdir
+        self.workdir = (
+            Path(tempfile.mkdtemp(prefix="kafka-compat-")) if workdir is None else workdir
+        )
         self.port = free_port()
         self.controller_port = free_port()
         self.heap = heap
@@ -317,7 +367,7 @@ class KafkaBroker:
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},"
-                         f"CONTROLLER://127.0.0.1:{self.controller_port}",
+            f"CONTROLLER://127.0.0.1:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
@@ -363,12 +413,20 @@ class KafkaBroker:
         t0 = time.monotonic()
         self.format_storage()
         cmd = java_command(
-            "kafka.Kafka", [str(self.config_file)], self.line.name, heap=self.heap,
-            role="server", log_file=self.log_file, jvm_opts=["-Xms64m"],
+            "kafka.Kafka",
+            [str(self.config_file)],
+            self.line.name,
+            heap=self.heap,
+            role="server",
+            log_file=self.log_file,
+            jvm_opts=["-Xms64m"],
         )
         out = open(self.workdir / "stdout.log", "wb")
         self.proc = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
         out.close()
@@ -390,7 +448,8 @@ class KafkaBroker:
             assert self.proc is not None
             if self.proc.poll() is not None:
                 raise KafkaDistError(
-                    f"Kafka exited with {self.proc.returncode} while starting\n{self.tail()}")
+                    f"Kafka exited with {self.proc.returncode} while starting\n{self.tail()}"
+                )
             try:
                 with Connection(self.bootstrap, timeout=5) as c:
                     md = c.request(MetadataRequest(topics=[]), 12)
@@ -405,7 +464,9 @@ class KafkaBroker:
         parts = []
         for f in (self.workdir / "stdout.log", self.log_file):
             if f.exists():
-                parts.append(f"--- {f}\n" + "\n".join(f.read_text(errors="replace").splitlines()[-n:]))
+                parts.append(
+                    f"--- {f}\n" + "\n".join(f.read_text(errors="replace").splitlines()[-n:])
+                )
         return "\n".join(parts)
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -440,7 +501,8 @@ def _stop_leftovers() -> None:
 
 @contextlib.contextmanager
 def running_kafka(
-    version: str = "4.x", overrides: dict[str, str] | None = None,
+    version: str = "4.x",
+    overrides: dict[str, str] | None = None,
 ) -> Iterator[str]:
     """Start a real Kafka (jar path; Docker image if ``KAFKAWIRE_KAFKA_DOCKER=1``), yield its
     bootstrap address, stop it afterwards."""
@@ -514,8 +576,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"Kafka {line_for(name).version}: {libs} ({state})")
     elif a.cmd == "start":
         with KafkaBroker(version=a.line) as b:
-            print(f"Kafka {b.line.version} on {b.bootstrap} (started in {b.start_seconds}s); "
-                  f"logs in {b.workdir}; Ctrl-C stops it", flush=True)
+            print(
+                f"Kafka {b.line.version} on {b.bootstrap} (started in {b.start_seconds}s); "
+                f"logs in {b.workdir}; Ctrl-C stops it",
+                flush=True,
+            )
             with contextlib.suppress(KeyboardInterrupt):
                 while b.proc is not None and b.proc.poll() is None:
                     time.sleep(0.5)

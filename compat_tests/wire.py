@@ -93,12 +93,20 @@ class Connection:
         return self._recv_exact(size)
 
     def encode_request(
-        self, msg: Any, version: int, *, api_key: int | None = None, correlation_id: int | None = None
+        self,
+        msg: Any,
+        version: int,
+        *,
+        api_key: int | None = None,
+        correlation_id: int | None = None,
     ) -> tuple[int, bytes]:
         key = msg.API_KEY if api_key is None else api_key
         cid = self.next_correlation() if correlation_id is None else correlation_id
         header = RequestHeader(
-            request_api_key=key, request_api_version=version, correlation_id=cid, client_id=CLIENT_ID
+            request_api_key=key,
+            request_api_version=version,
+            correlation_id=cid,
+            client_id=CLIENT_ID,
         )
         body = msg.encode(version)
         return cid, header.encode(request_header_version(key, version)) + body
@@ -131,7 +139,9 @@ class Connection:
         """Send a hand-made body; returns the raw answer frame (header included)."""
         cid = self.next_correlation()
         header = RequestHeader(
-            request_api_key=api_key, request_api_version=version, correlation_id=cid,
+            request_api_key=api_key,
+            request_api_version=version,
+            correlation_id=cid,
             client_id=CLIENT_ID,
         )
         self.send_frame(header.encode(header_version) + body)
@@ -253,8 +263,15 @@ def build_batch(
         raise ValueError("only none and gzip are built here")
     attributes = compression | (0x10 if transactional else 0)
     tail = struct.pack(
-        ">hiqqqhii", attributes, len(records) - 1, base_timestamp, max_ts, producer_id,
-        producer_epoch, base_sequence, len(records),
+        ">hiqqqhii",
+        attributes,
+        len(records) - 1,
+        base_timestamp,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
     ) + bytes(body)
     crc = crc32c.crc32c(tail)
     if corrupt_crc:
@@ -271,8 +288,21 @@ def parse_batches(data: bytes | None) -> list[dict[str, Any]]:
     data = bytes(data)
     pos = 0
     while len(data) - pos >= 61:
-        (base_offset, length, leader_epoch, magic, crc, attributes, last_delta, base_ts, max_ts,
-         pid, epoch, base_seq, count) = _BATCH_HEAD.unpack_from(data, pos)
+        (
+            base_offset,
+            length,
+            leader_epoch,
+            magic,
+            crc,
+            attributes,
+            last_delta,
+            base_ts,
+            max_ts,
+            pid,
+            epoch,
+            base_seq,
+            count,
+        ) = _BATCH_HEAD.unpack_from(data, pos)
         end = pos + 12 + length
         if end > len(data):
             out.append({"partial_batch_bytes": len(data) - pos})
@@ -328,12 +358,14 @@ def _parse_records(buf: bytes, count: int, base_offset: int, base_ts: int) -> li
             hv = None if hvl < 0 else buf[pos : pos + hvl].decode("latin-1")
             pos += max(hvl, 0)
             headers.append([hk, hv])
-        recs.append({
-            "offset": base_offset + off_delta,
-            "timestamp": base_ts + ts_delta,
-            "key": None if key is None else key.decode("latin-1"),
-            "value": None if value is None else value.decode("latin-1"),
-            "headers": headers,
-        })
+        recs.append(
+            {
+                "offset": base_offset + off_delta,
+                "timestamp": base_ts + ts_delta,
+                "key": None if key is None else key.decode("latin-1"),
+                "value": None if value is None else value.decode("latin-1"),
+                "headers": headers,
+            }
+        )
         pos = end
     return recs
