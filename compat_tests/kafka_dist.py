@@ -575,6 +575,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             state = "cached" if cached else f"fetched in {time.monotonic() - t0:.1f}s"
             print(f"Kafka {line_for(name).version}: {libs} ({state})")
     elif a.cmd == "start":
+
+        def interrupt(signum: int, frame: object) -> None:
+            raise KeyboardInterrupt
+
+        # Also when started in the background (SIGINT ignored) or stopped with kill.
+        signal.signal(signal.SIGINT, interrupt)
+        signal.signal(signal.SIGTERM, interrupt)
         with KafkaBroker(version=a.line) as b:
             print(
                 f"Kafka {b.line.version} on {b.bootstrap} (started in {b.start_seconds}s); "

@@ -12,6 +12,7 @@ import gzip
 import importlib
 import socket
 import struct
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -221,7 +222,7 @@ _BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")
 def build_batch(
     records: list[Rec],
     *,
-    base_timestamp: int = 1_700_000_000_000,
+    base_timestamp: int | None = None,
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
@@ -230,7 +231,13 @@ def build_batch(
     base_offset: int = 0,
     corrupt_crc: bool = False,
 ) -> bytes:
-    """An uncompressed (or gzip, ``compression=1``) magic-2 batch with a correct CRC-32C."""
+    """An uncompressed (or gzip, ``compression=1``) magic-2 batch with a correct CRC-32C.
+
+    ``base_timestamp`` defaults to the first record's timestamp, else the current time.
+    """
+    if base_timestamp is None:
+        first = records[0].timestamp if records else None
+        base_timestamp = int(time.time() * 1000) if first is None else first
     body = bytearray()
     max_ts = -1
     for i, rec in enumerate(records):
