@@ -160,13 +160,16 @@ def metadata(c: Connection, topics: list[str] | None, *, auto_create: bool = Fal
     return c.request(req, version)
 
 
-def wait_for_leaders(c: Connection, topic: str, timeout: float = 15.0) -> Any:
-    """Poll Metadata until every partition of ``topic`` has a leader."""
+def wait_for_leaders(c: Connection, topic: str, partitions: int | None = None,
+                     timeout: float = 15.0) -> Any:
+    """Poll Metadata until ``topic`` has ``partitions`` (default: any) partitions, all led."""
     deadline = time.monotonic() + timeout
     while True:
         md = metadata(c, [topic])
         t = md.topics[0]
-        if t.error_code == 0 and t.partitions and all(p.leader_id >= 0 for p in t.partitions):
+        if (t.error_code == 0 and t.partitions
+                and (partitions is None or len(t.partitions) == partitions)
+                and all(p.leader_id >= 0 for p in t.partitions)):
             # Metadata can show a leader a moment before the replica serves requests; wait
             # until every partition answers ListOffsets.
             ready = True
@@ -202,7 +205,7 @@ def create_topic(
     if res.error_code != 0:
         raise AssertionError(f"create {name}: {err(res.error_code)} {res.error_message}")
     if wait:
-        wait_for_leaders(c, name)
+        wait_for_leaders(c, name, partitions)
     return res
 
 
@@ -679,7 +682,7 @@ def partitions_and_delete(bootstrap: str) -> Outcome:
 
         out["to_5_validate_only"] = cp("partitions_and_delete", 5, validate_only=True)
         out["to_5"] = cp("partitions_and_delete", 5)
-        out["partitions_after"] = len(wait_for_leaders(c, "partitions_and_delete").partitions)
+        out["partitions_after"] = len(wait_for_leaders(c, "partitions_and_delete", 5).partitions)
         out["to_3_decrease"] = cp("partitions_and_delete", 3)
         out["to_5_same"] = cp("partitions_and_delete", 5)
         out["unknown_topic"] = cp("partitions_and_delete-nope", 3)
