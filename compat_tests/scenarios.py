@@ -15,6 +15,8 @@ topics and can run in any order against a fresh broker. Run one by hand with
 from __future__ import annotations
 
 import json
+import re
+import struct
 import sys
 import time
 import uuid
@@ -120,6 +122,8 @@ def batches_summary(records: Any, *, log_append_time: bool = False) -> list[dict
     """Decoded batches; with ``log_append_time`` the broker-set stamps become ``"<broker time>"``."""
     out = parse_batches(records)
     for b in out:
+        if isinstance(b.get("producer_id"), int) and b["producer_id"] >= 0:
+            b["producer_id"] = "<pid>"
         if log_append_time and b.get("attributes", 0) & 0x08:
             b["max_timestamp"] = "<broker time>"
     return out
@@ -127,6 +131,8 @@ def batches_summary(records: Any, *, log_append_time: bool = False) -> list[dict
 
 def fetch_partition_outcome(p: Any, *, log_append_time: bool = False) -> dict[str, Any]:
     d = norm(p, frozenset({"records"}))
+    for a in d.get("aborted_transactions") or []:
+        a["producer_id"] = "<pid>"
     d["batches"] = batches_summary(p.records, log_append_time=log_append_time)
     return d
 
@@ -158,6 +164,16 @@ def metadata(c: Connection, topics: list[str] | None, *, auto_create: bool = Fal
     if topics is None:
         req.topics = None  # type: ignore[assignment]  # null = every topic
     return c.request(req, version)
+
+
+def eventually(fn: Callable[[], Any], ok: Callable[[Any], bool], timeout: float = 15.0) -> Any:
+    """Call ``fn`` until ``ok(result)`` (metadata propagates asynchronously in KRaft)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = fn()
+        if ok(r) or time.monotonic() > deadline:
+            return r
+        time.sleep(0.05)
 
 
 def wait_for_leaders(c: Connection, topic: str, partitions: int | None = None,
@@ -742,8 +758,8 @@ def admin_confluent(bootstrap: str) -> Outcome:
     out["bad_rf"] = result(admin.create_topics([NewTopic("admin_confluent-rf", 1, 3)]))
     out["bad_config"] = result(admin.create_topics(
         [NewTopic("admin_confluent-c", 1, 1, config={"cleanup.policy": "sideways"})]))
-    time.sleep(0.5)
-    md = admin.list_topics(timeout=10)
+    md = eventually(lambda: admin.list_topics(timeout=10),
+                    lambda m: "admin_confluent-a" in m.topics and "admin_confluent-b" in m.topics)
     out["listed"] = sorted(t for t in md.topics if t.startswith("admin_confluent"))
     out["partitions"] = {t: len(md.topics[t].partitions) for t in out["listed"]}
     out["create_partitions"] = result(admin.create_partitions(
@@ -937,6 +953,599 @@ def client_confluent(bootstrap: str) -> Outcome:
     out["offsets_for_times"] = sorted([tp.partition, tp.offset] for tp in consumer.offsets_for_times(
         [TopicPartition(topic, 0, T0 + 1), TopicPartition(topic, 1, T0 + 100)], timeout=10))
     consumer.close()
+    return out
+
+
+# --- scenarios: fetch sessions, epochs, cluster -------------------------------------------------
+
+
+@scenario
+def fetch_sessions(bootstrap: str) -> Outcome:
+    """KIP-227 sessions. A broker may decline them (session id 0); Kafka creates them."""
+    out: dict[str, Any] = {}
+    topic = "fetch_sessions"
+    with connect(bootstrap) as c:
+        create_topic(c, topic, 2)
+        produce_partition(c, topic, build_batch(simple_records(2)))
+
+        def req(session_id: int, epoch: int, parts: dict[int, int]) -> Any:
+            topics = [FetchRequest.FetchTopic(topic=topic, partitions=[
+                FetchRequest.FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 20)
+                for p, o in parts.items()])] if parts else []
+            return c.request(FetchRequest(max_wait_ms=100, min_bytes=1, max_bytes=50 << 20,
+                                          session_id=session_id, session_epoch=epoch,
+                                          topics=topics), 12)
+
+        def summary(r: Any) -> dict[str, Any]:
+            return {"error_code": err(r.error_code), "session_id_set": r.session_id != 0,
+                    "partitions": sorted(
+                        [p.partition_index, err(p.error_code), p.high_watermark,
+                         [b["base_offset"] for b in parse_batches(p.records)]]
+                        for t in r.responses for p in t.partitions)}
+
+        full = req(0, 0, {0: 0, 1: 0})
+        out["new_session"] = summary(full)
+        sid = full.session_id
+        if sid:
+            out["incremental_nothing_new"] = summary(req(sid, 1, {0: 2}))
+            produce_partition(c, topic, build_batch(simple_records(1, "p1")), partition=1)
+            out["incremental_new_data_p1"] = summary(req(sid, 2, {}))
+            out["wrong_epoch"] = summary(req(sid, 7, {}))
+            out["unknown_session"] = summary(req(sid ^ 0x5A5A5A5A or 1, 1, {}))
+            out["close_session"] = summary(req(sid, -1, {0: 0}))
+        out["sessionless"] = summary(req(0, -1, {0: 0, 1: 0}))
+    return out
+
+
+@scenario
+def epochs_and_cluster(bootstrap: str) -> Outcome:
+    """OffsetForLeaderEpoch (KIP-320), DescribeCluster, DescribeTopicPartitions."""
+    from protocol._generated.describe_cluster_request import DescribeClusterRequest
+    from protocol._generated.describe_topic_partitions_request import (
+        DescribeTopicPartitionsRequest,
+    )
+    from protocol._generated.offset_for_leader_epoch_request import OffsetForLeaderEpochRequest
+
+    out: dict[str, Any] = {}
+    topic = "epochs_and_cluster"
+    with connect(bootstrap) as c:
+        create_topic(c, topic, 2)
+        produce_partition(c, topic, build_batch(simple_records(3)))
+
+        def ofle(epochs: list[tuple[int, int, int]], version: int = 4) -> Any:
+            req = OffsetForLeaderEpochRequest(replica_id=-1, topics=[
+                OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=topic, partitions=[
+                    OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
+                        partition=p, current_leader_epoch=cur, leader_epoch=ep)
+                    for p, cur, ep in epochs])])
+            return norm(c.request(req, version).topics)
+
+        out["ofle_epoch0"] = ofle([(0, 0, 0), (1, -1, 0)])
+        out["ofle_future_epoch"] = ofle([(0, -1, 5)])
+        out["ofle_fenced_current"] = ofle([(0, 3, 0)])
+        out["ofle_stale_current"] = ofle([(0, -2, 0)])
+        out["ofle_unknown_partition"] = ofle([(9, -1, 0)])
+        out["ofle_v2"] = ofle([(0, -1, 0)], version=2)
+        for v in (0, 1, 2):
+            d = norm(c.request(DescribeClusterRequest(), v))
+            for b in d.get("brokers", []):
+                b["port"] = "<port>"
+            out[f"describe_cluster_v{v}"] = d
+        dtp = c.request(DescribeTopicPartitionsRequest(
+            topics=[DescribeTopicPartitionsRequest.TopicRequest(name=topic),
+                    DescribeTopicPartitionsRequest.TopicRequest(name="epochs_and_cluster-nope")],
+            response_partition_limit=1), 0)
+        out["describe_topic_partitions"] = norm(dtp)
+    return out
+
+
+# --- scenarios: groups and offsets (raw classic protocol) ---------------------------------------
+
+
+def consumer_subscription(topics: list[str]) -> bytes:
+    """ConsumerProtocolSubscription v0: version, topics, null user data."""
+    b = struct.pack(">hi", 0, len(topics))
+    for t in topics:
+        b += struct.pack(">h", len(t)) + t.encode()
+    return b + struct.pack(">i", -1)
+
+
+def consumer_assignment(topic: str, partitions: list[int]) -> bytes:
+    b = struct.pack(">hi", 0, 1) + struct.pack(">h", len(topic)) + topic.encode()
+    b += struct.pack(">i", len(partitions)) + b"".join(struct.pack(">i", p) for p in partitions)
+    return b + struct.pack(">i", -1)
+
+
+class MemberIds:
+    """Names broker-generated member ids by order of appearance (``<member-1>``)."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def __call__(self, mid: str) -> str:
+        if not mid:
+            return mid
+        if mid not in self.names:
+            self.names[mid] = f"<member-{len(self.names) + 1}>"
+        return self.names[mid]
+
+    def scrub(self, obj: Any) -> Any:
+        if isinstance(obj, dict):
+            return {k: (self(v) if k in ("member_id", "leader") and isinstance(v, str)
+                        else self.scrub(v)) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [self.scrub(x) for x in obj]
+        return obj
+
+
+@scenario
+def classic_group_protocol(bootstrap: str) -> Outcome:
+    from protocol._generated.delete_groups_request import DeleteGroupsRequest
+    from protocol._generated.describe_groups_request import DescribeGroupsRequest
+    from protocol._generated.find_coordinator_request import FindCoordinatorRequest
+    from protocol._generated.heartbeat_request import HeartbeatRequest
+    from protocol._generated.join_group_request import JoinGroupRequest
+    from protocol._generated.leave_group_request import LeaveGroupRequest
+    from protocol._generated.list_groups_request import ListGroupsRequest
+    from protocol._generated.offset_commit_request import OffsetCommitRequest
+    from protocol._generated.offset_fetch_request import OffsetFetchRequest
+    from protocol._generated.sync_group_request import SyncGroupRequest
+
+    out: dict[str, Any] = {}
+    topic = "classic_group_protocol"
+    g = "classic_group_protocol-g"
+    ids = MemberIds()
+
+    def n(obj: Any) -> Any:
+        d = ids.scrub(norm(obj, frozenset({"host", "port", "client_host"})))
+        return d
+
+    with connect(bootstrap) as c:
+        create_topic(c, topic, 2)
+        deadline = time.monotonic() + 30
+        while True:
+            fc = c.request(FindCoordinatorRequest(key=g, key_type=0), 3)
+            if fc.error_code == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        out["find_coordinator_v3"] = n(fc)
+        out["find_coordinator_v4"] = n(c.request(
+            FindCoordinatorRequest(key_type=0, coordinator_keys=[g, "classic_group_protocol-h"]), 4))
+        out["find_coordinator_bad_type"] = n(c.request(
+            FindCoordinatorRequest(key=g, key_type=5), 3))
+
+        def join(member_id: str = "", version: int = 9, session: int = 10000,
+                 ptype: str = "consumer") -> Any:
+            return c.request(JoinGroupRequest(
+                group_id=g, session_timeout_ms=session, rebalance_timeout_ms=10000,
+                member_id=member_id, protocol_type=ptype, protocols=[
+                    JoinGroupRequest.JoinGroupRequestProtocol(
+                        name="range", metadata=consumer_subscription([topic]))],
+                reason="compat"), version)
+
+        first = join()
+        out["join_without_member_id"] = n(first)
+        mid = first.member_id
+        out["member_id_has_client_id_prefix"] = mid.startswith("kafkawire-compat-")
+        joined = join(mid)
+        out["join"] = n(joined)
+        gen = joined.generation_id
+        out["join_bad_session_timeout"] = n(join("", session=1))
+        sync = c.request(SyncGroupRequest(
+            group_id=g, generation_id=gen, member_id=mid, protocol_type="consumer",
+            protocol_name="range", assignments=[SyncGroupRequest.SyncGroupRequestAssignment(
+                member_id=mid, assignment=consumer_assignment(topic, [0, 1]))]), 5)
+        out["sync"] = n(sync)
+        out["sync_assignment_roundtrip"] = sync.assignment == consumer_assignment(topic, [0, 1])
+        out["sync_bad_protocol"] = n(c.request(SyncGroupRequest(
+            group_id=g, generation_id=gen, member_id=mid, protocol_type="consumer",
+            protocol_name="roundrobin", assignments=[]), 5))
+        hb = {"ok": (gen, mid), "bad_generation": (gen + 5, mid), "unknown_member": (gen, "nobody")}
+        for label, (gen_, mid_) in hb.items():
+            out[f"heartbeat_{label}"] = n(c.request(HeartbeatRequest(
+                group_id=g, generation_id=gen_, member_id=mid_), 4))
+        out["heartbeat_unknown_group"] = n(c.request(HeartbeatRequest(
+            group_id="classic_group_protocol-none", generation_id=1, member_id="x"), 4))
+
+        def commit(generation: int, member: str, offsets: dict[int, int], group: str = g,
+                   version: int = 9) -> Any:
+            return n(c.request(OffsetCommitRequest(
+                group_id=group, generation_id_or_member_epoch=generation, member_id=member,
+                topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=[
+                    OffsetCommitRequest.OffsetCommitRequestPartition(
+                        partition_index=p, committed_offset=o, committed_leader_epoch=0,
+                        committed_metadata=f"m{p}") for p, o in offsets.items()])]), version))
+
+        out["commit"] = commit(gen, mid, {0: 5, 1: 7})
+        out["commit_bad_generation"] = commit(gen + 1, mid, {0: 6})
+        out["commit_unknown_member"] = commit(gen, "nobody", {0: 6})
+        out["commit_unknown_partition"] = commit(gen, mid, {9: 1})
+        out["commit_simple_to_active_group"] = commit(-1, "", {0: 6})
+
+        def fetch_offsets(group: str, parts: list[int] | None, version: int = 8) -> Any:
+            if version >= 8:
+                grp = OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group)
+                grp.topics = None  # type: ignore[assignment]  # null = every partition
+                if parts is not None:
+                    grp.topics = [OffsetFetchRequest.OffsetFetchRequestTopics(
+                        name=topic, partition_indexes=parts)]
+                return n(c.request(OffsetFetchRequest(groups=[grp]), version))
+            req = OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequest.OffsetFetchRequestTopic(
+                name=topic, partition_indexes=parts or [])])
+            return n(c.request(req, version))
+
+        out["offset_fetch_v8"] = fetch_offsets(g, [0, 1, 5])
+        out["offset_fetch_v8_all"] = fetch_offsets(g, None)
+        out["offset_fetch_v5"] = fetch_offsets(g, [0, 1], version=5)
+        out["offset_fetch_v1"] = fetch_offsets(g, [0, 1], version=1)
+        out["offset_fetch_unknown_group"] = fetch_offsets("classic_group_protocol-none", [0])
+
+        def describe(version: int = 5) -> Any:
+            d = n(c.request(DescribeGroupsRequest(groups=[g, "classic_group_protocol-none"]),
+                            version))
+            for grp in d["groups"]:
+                for m in grp["members"]:
+                    m["member_metadata_ok"] = m.pop("member_metadata") == {
+                        "bytes": len(consumer_subscription([topic]))}
+                    m["member_assignment_ok"] = m.pop("member_assignment") == {
+                        "bytes": len(consumer_assignment(topic, [0, 1]))}
+            return d
+
+        out["describe_stable"] = describe()
+        out["describe_v0"] = describe(0)
+
+        def list_groups(states: list[str] | None = None, version: int = 5) -> Any:
+            r = c.request(ListGroupsRequest(states_filter=states or []), version)
+            return {"error_code": err(r.error_code), "groups": sorted(
+                [x.group_id, x.protocol_type, x.group_state, x.group_type] for x in r.groups
+                if x.group_id.startswith("classic_group_protocol"))}
+
+        out["list_groups"] = list_groups()
+        out["list_groups_stable"] = list_groups(["Stable"])
+        out["list_groups_empty_filter"] = list_groups(["Empty"])
+        out["list_groups_v0"] = list_groups(version=0)
+        out["delete_non_empty"] = n(c.request(DeleteGroupsRequest(groups_names=[g]), 2))
+        out["leave"] = n(c.request(LeaveGroupRequest(group_id=g, members=[
+            LeaveGroupRequest.MemberIdentity(member_id=mid, reason="bye")]), 5))
+        out["leave_again"] = n(c.request(LeaveGroupRequest(group_id=g, members=[
+            LeaveGroupRequest.MemberIdentity(member_id=mid)]), 5))
+        out["describe_after_leave"] = describe()
+        out["commit_simple_to_empty_group"] = commit(-1, "", {0: 8})
+        out["offset_fetch_after_leave"] = fetch_offsets(g, [0, 1])
+        out["join_other_protocol_type"] = n(join("", ptype="connect"))
+        out["delete"] = n(c.request(DeleteGroupsRequest(
+            groups_names=[g, "classic_group_protocol-none"]), 2))
+        out["describe_after_delete"] = describe()
+        out["offset_fetch_after_delete"] = fetch_offsets(g, [0, 1])
+        s = "classic_group_protocol-simple"
+        out["simple_commit_new_group"] = commit(-1, "", {0: 3}, group=s)
+        out["simple_commit_v2"] = commit(-1, "", {1: 4}, group=s, version=2)
+        out["simple_fetch"] = fetch_offsets(s, None)
+        out["simple_describe"] = n(c.request(DescribeGroupsRequest(groups=[s]), 5))
+    return out
+
+
+# --- scenarios: configs changes -----------------------------------------------------------------
+
+
+@scenario
+def alter_configs(bootstrap: str) -> Outcome:
+    from protocol._generated.alter_configs_request import AlterConfigsRequest
+    from protocol._generated.incremental_alter_configs_request import (
+        IncrementalAlterConfigsRequest as IAC,
+    )
+
+    out: dict[str, Any] = {}
+    topic = "alter_configs"
+    keys = ["retention.ms", "segment.ms", "cleanup.policy", "max.message.bytes", "retention.bytes"]
+    with connect(bootstrap) as c:
+        create_topic(c, topic, configs={"retention.ms": "1000", "retention.bytes": "99999"})
+
+        def incremental(ops: list[tuple[str, int, str | None]], validate_only: bool = False,
+                        name: str = topic, rtype: int = TOPIC_RESOURCE) -> Any:
+            req = IAC(resources=[IAC.AlterConfigsResource(
+                resource_type=rtype, resource_name=name,
+                configs=[IAC.AlterableConfig(name=k, config_operation=op, value=v)
+                         for k, op, v in ops])],
+                validate_only=validate_only)
+            return norm(c.request(req, 1).responses)
+
+        SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+        out["validate_only"] = incremental([("segment.ms", SET, "3600000")], validate_only=True)
+        out["after_validate_only"] = _describe(c, [(TOPIC_RESOURCE, topic, keys)])
+        out["set_delete_append"] = incremental([
+            ("segment.ms", SET, "3600000"), ("retention.ms", DELETE, None),
+            ("cleanup.policy", APPEND, "compact")])
+        def value(key: str) -> Callable[[Any], Any]:
+            return lambda r: r[0]["configs"][key]["value"]
+
+        out["after"] = eventually(
+            lambda: _describe(c, [(TOPIC_RESOURCE, topic, keys)], synonyms=True),
+            lambda r: value("segment.ms")(r) == "3600000")
+        out["subtract"] = incremental([("cleanup.policy", SUBTRACT, "delete")])
+        out["invalid_value"] = incremental([("retention.ms", SET, "soon")])
+        out["unknown_key"] = incremental([("no.such.config", SET, "1")])
+        out["append_to_non_list"] = incremental([("retention.ms", APPEND, "5")])
+        out["unknown_topic"] = incremental([("retention.ms", SET, "5")], name="alter_configs-nope")
+        out["same_key_twice"] = incremental([("segment.ms", SET, "1"), ("segment.ms", SET, "2")])
+        out["after_errors"] = eventually(lambda: _describe(c, [(TOPIC_RESOURCE, topic, keys)]),
+                                         lambda r: value("cleanup.policy")(r) == "compact")
+        # Legacy AlterConfigs replaces the whole set of overrides.
+        req = AlterConfigsRequest(resources=[AlterConfigsRequest.AlterConfigsResource(
+            resource_type=TOPIC_RESOURCE, resource_name=topic,
+            configs=[AlterConfigsRequest.AlterableConfig(name="max.message.bytes",
+                                                        value="500000")])])
+        out["legacy_alter"] = norm(c.request(req, 2).responses)
+        out["after_legacy"] = eventually(lambda: _describe(c, [(TOPIC_RESOURCE, topic, keys)]),
+                                         lambda r: value("max.message.bytes")(r) == "500000")
+    return out
+
+
+# --- scenarios: transactions --------------------------------------------------------------------
+
+
+@scenario
+def transactions_confluent(bootstrap: str) -> Outcome:
+    """Commit, abort and an open transaction: LSO, aborted list, control batches, consumers."""
+    from confluent_kafka import Consumer, Producer
+
+    out: dict[str, Any] = {}
+    topic = "transactions_confluent"
+    with connect(bootstrap) as c:
+        create_topic(c, topic)
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "transactions_confluent-tx",
+                  "linger.ms": 0})
+    p.init_transactions(60)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, value=f"c{i}", timestamp=T0 + i)
+    p.commit_transaction(60)
+    p.begin_transaction()
+    for i in range(2):
+        p.produce(topic, value=f"a{i}", timestamp=T0 + 10 + i)
+    p.flush(30)
+    p.abort_transaction(60)
+    p.begin_transaction()
+    p.produce(topic, value="o0", timestamp=T0 + 20)
+    p.flush(30)
+
+    def batches(isolation: int) -> dict[str, Any]:
+        with connect(bootstrap) as c:
+            part = fetch(c, topic, 0, isolation_level=isolation).responses[0].partitions[0]
+            d = fetch_partition_outcome(part)
+            d["batches"] = [
+                {"base_offset": b["base_offset"], "count": b["records_count"],
+                 "attributes": b["attributes"], "producer_id": b["producer_id"],
+                 "values": [r.get("control_type") or r["value"] for r in b.get("records", [])]}
+                for b in d["batches"]]
+            return d
+
+    with connect(bootstrap) as c:
+        out["open_read_uncommitted"] = eventually(lambda: batches(0),
+                                                  lambda d: d["high_watermark"] == 8)
+        out["open_read_committed"] = batches(1)
+        out["open_list_offsets_committed"] = list_offsets(c, topic, [-1, -2], isolation_level=1)
+        out["open_list_offsets_uncommitted"] = list_offsets(c, topic, [-1], isolation_level=0)
+    p.commit_transaction(60)
+    with connect(bootstrap) as c:
+        # The coordinator writes the markers after EndTxn is answered: wait for the last one.
+        out["closed_read_committed"] = eventually(
+            lambda: batches(1), lambda d: d["last_stable_offset"] == 9)
+        out["closed_list_offsets_committed"] = list_offsets(c, topic, [-1], isolation_level=1)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "transactions_confluent-g",
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer.subscribe([topic])
+    got: list[str] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 4 and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value().decode())
+    consumer.close()
+    out["read_committed_consumer"] = got
+    return out
+
+
+# --- scenarios: aiokafka ------------------------------------------------------------------------
+
+
+@scenario
+def client_aiokafka(bootstrap: str) -> Outcome:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    topic = "client_aiokafka"
+
+    async def main() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(topic, 2, 1)])
+        finally:
+            await admin.close()
+        await asyncio.sleep(0.5)
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True,
+                                    compression_type="gzip")
+        await producer.start()
+        try:
+            sent = []
+            for i in range(4):
+                md = await producer.send_and_wait(topic, f"v{i}".encode(), key=f"k{i}".encode(),
+                                                  partition=i % 2, timestamp_ms=T0 + i)
+                sent.append([md.partition, md.offset, md.timestamp])
+            out["sent"] = sent
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id="client_aiokafka-g",
+                                    auto_offset_reset="earliest", enable_auto_commit=False)
+        await consumer.start()
+        try:
+            got: list[list[Any]] = []
+            async with asyncio.timeout(30):
+                while len(got) < 4:
+                    batch = await consumer.getmany(timeout_ms=500)
+                    for tp, msgs in batch.items():
+                        got += [[tp.partition, m.offset, m.value.decode(), m.timestamp]
+                                for m in msgs]
+            out["consumed"] = sorted(got)
+            await consumer.commit()
+            tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+            out["committed"] = [await consumer.committed(tp) for tp in tps]
+            out["end_offsets"] = sorted((await consumer.end_offsets(tps)).values())
+            out["beginning_offsets"] = sorted((await consumer.beginning_offsets(tps)).values())
+        finally:
+            await consumer.stop()
+        return out
+
+    return asyncio.run(main())
+
+
+# --- scenarios: Kafka's Java tools ---------------------------------------------------------------
+
+
+def _java(main_class: str, args: list[str], version: str = "4.x",
+          stdin: str | None = None) -> tuple[int, str, str]:
+    from compat_tests.kafka_dist import run_java_tool
+
+    p = run_java_tool(main_class, args, version, check=False, input=stdin, timeout=180)
+    return p.returncode, p.stdout, p.stderr
+
+
+def _last_error_line(stderr: str) -> str | None:
+    lines = [ln for ln in stderr.splitlines() if "ERROR" in ln or "Exception" in ln]
+    return lines[-1][:300] if lines else None
+
+
+@scenario
+def java_topic_command(bootstrap: str) -> Outcome:
+    """kafka-topics (TopicCommand) from 4.x and 3.9."""
+    out: dict[str, Any] = {}
+    tc = "org.apache.kafka.tools.TopicCommand"
+    for version in ("4.x", "3.9"):
+        t = f"java_topic_command-{version.replace('.', '')}"
+        base = ["--bootstrap-server", bootstrap]
+        res: dict[str, Any] = {}
+        rc, so, se = _java(tc, base + ["--create", "--topic", t, "--partitions", "2",
+                                       "--config", "retention.ms=123456"], version)
+        res["create"] = [rc, so.strip()]
+        rc, so, se = _java(tc, base + ["--create", "--topic", t, "--partitions", "2"], version)
+        res["create_again"] = [rc, "already exists" in (so + se)]
+        rc, so, se = _java(tc, base + ["--list", "--topic", "java_topic_command.*"], version)
+        res["list"] = [rc, sorted(so.split())]
+        rc, so, se = _java(tc, base + ["--describe", "--topic", t], version)
+        res["describe"] = [rc, [re.sub(r"TopicId: \S+", "TopicId: <id>", ln).split()
+                                for ln in so.strip().splitlines()]]
+        rc, so, se = _java(tc, base + ["--alter", "--topic", t, "--partitions", "3"], version)
+        res["alter"] = [rc, _last_error_line(se)]
+        rc, so, se = _java(tc, base + ["--delete", "--topic", t], version)
+        res["delete"] = [rc, _last_error_line(se)]
+        out[version] = res
+    return out
+
+
+@scenario
+def java_console_roundtrip(bootstrap: str) -> Outcome:
+    """ConsoleProducer (4.x) then ConsoleConsumer (4.x and 3.9), keys and headers parsed."""
+    from compat_tests.kafka_dist import run_java_tool
+
+    topic = "java_console_roundtrip"
+    with connect(bootstrap) as c:
+        create_topic(c, topic)
+    out: dict[str, Any] = {}
+    lines = "".join(f"k{i}:v{i}\n" for i in range(5))
+    rc, so, se = _java("org.apache.kafka.tools.ConsoleProducer",
+                       ["--bootstrap-server", bootstrap, "--topic", topic,
+                        "--reader-property", "parse.key=true", "--reader-property", "key.separator=:"],
+                       stdin=lines)
+    out["produce"] = [rc, _last_error_line(se)]
+    rc, so, se = _java("kafka.tools.ConsoleProducer",
+                       ["--bootstrap-server", bootstrap, "--topic", topic,
+                        "--property", "parse.key=true", "--property", "key.separator=:"],
+                       version="3.9", stdin="k5:v5\n")
+    out["produce_39"] = [rc, _last_error_line(se)]
+    for version in ("4.x", "3.9"):
+        prop = "--formatter-property" if version == "4.x" else "--property"
+        p = run_java_tool("org.apache.kafka.tools.consumer.ConsoleConsumer", [
+            "--bootstrap-server", bootstrap, "--topic", topic, "--from-beginning",
+            "--max-messages", "6", "--timeout-ms", "30000",
+            prop, "print.key=true", prop, "print.offset=true", prop, "print.partition=true",
+            "--group", f"java_console_roundtrip-{version}"],
+            version, check=False, timeout=180)
+        out[f"consume_{version}"] = [p.returncode, p.stdout.strip().splitlines()]
+    rc, so, se = _java("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+                       ["--bootstrap-server", bootstrap, "--describe", "--group",
+                        "java_console_roundtrip-4.x"])
+    rows = [ln.split() for ln in so.strip().splitlines() if ln.strip()]
+    out["group_describe"] = [rc, [r[:6] for r in rows]]
+    rc, so, se = _java("org.apache.kafka.tools.GetOffsetShell",
+                       ["--bootstrap-server", bootstrap, "--topic", topic, "--time", "-1"])
+    out["get_offset_shell_latest"] = [rc, so.split()]
+    rc, so, se = _java("org.apache.kafka.tools.GetOffsetShell",
+                       ["--bootstrap-server", bootstrap, "--topic", topic, "--time", "-3"])
+    out["get_offset_shell_max_timestamp"] = [rc, so.split()]
+    return out
+
+
+def _delete_and_wait(topic: str, bootstrap: str, timeout: float = 15.0) -> None:
+    with connect(bootstrap) as c:
+        c.request(DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(name=topic)],
+                                      timeout_ms=30000), 6)
+        deadline = time.monotonic() + timeout
+        while metadata(c, [topic]).topics[0].error_code == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+@scenario
+def java_client_compatibility(bootstrap: str) -> Outcome:
+    """Kafka's ClientCompatibilityTest (the system tests' client/broker check), 4.x and 3.9."""
+    out: dict[str, Any] = {}
+    for version in ("4.x", "3.9"):
+        args = [
+            "--bootstrap-server", bootstrap, "--topic", f"java_client_compatibility-{version}",
+            "--offsets-for-times-supported", "true", "--cluster-id-supported", "true",
+            "--expect-record-too-large-exception", "false", "--num-cluster-nodes", "1",
+            "--create-topics-supported", "true", "--describe-acls-supported", "true",
+            "--describe-configs-supported", "true", "--idempotent-producer-supported", "true",
+        ]
+        _delete_and_wait("newtopic", bootstrap)  # the tool always creates "newtopic"
+        rc, so, se = _java("org.apache.kafka.tools.ClientCompatibilityTest", args, version)
+        _delete_and_wait("newtopic", bootstrap)
+        failed = [ln.strip() for ln in (so + se).splitlines()
+                  if "FAILED" in ln or "error:" in ln]
+        out[version] = {"exit_code": rc, "failed": failed[:3]}
+    return out
+
+
+@scenario
+def java_producer_performance(bootstrap: str) -> Outcome:
+    """ProducerPerformance (acks=all, idempotent), then VerifiableProducer from 3.9."""
+    out: dict[str, Any] = {}
+    topic = "java_producer_performance"
+    with connect(bootstrap) as c:
+        create_topic(c, topic)
+    rc, so, se = _java("org.apache.kafka.tools.ProducerPerformance", [
+        "--topic", topic, "--num-records", "2000", "--record-size", "100",
+        "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all",
+        "linger.ms=5", "compression.type=lz4"])
+    last = [ln for ln in so.splitlines() if "records sent" in ln]
+    out["producer_performance"] = [rc, last[-1].split(" records sent")[0] if last else None,
+                                   _last_error_line(se)]
+    rc, so, se = _java("org.apache.kafka.tools.VerifiableProducer", [
+        "--bootstrap-server", bootstrap, "--topic", topic, "--max-messages", "50",
+        "--acks", "-1"], version="3.9")
+    events = [json.loads(ln) for ln in so.splitlines() if ln.startswith("{")]
+    acked = [e for e in events if e.get("name") == "producer_send_success"]
+    out["verifiable_producer_39"] = {
+        "exit_code": rc, "acked": len(acked),
+        "errors": sorted({e.get("exception", "") for e in events
+                          if e.get("name") == "producer_send_error"}),
+        "offsets": [acked[0]["offset"], acked[-1]["offset"]] if acked else None,
+    }
+    with connect(bootstrap) as c:
+        out["end_offset"] = list_offsets(c, topic, [-1])[0]["offset"]
     return out
 
 

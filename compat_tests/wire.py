@@ -216,6 +216,9 @@ class Rec:
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
 
 
+CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
+                 4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
+
 _BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")
 
 
@@ -334,7 +337,13 @@ def parse_batches(data: bytes | None) -> list[dict[str, Any]]:
         if codec == 1:
             payload = gzip.decompress(payload)
         if codec in (0, 1):
-            batch["records"] = _parse_records(payload, count, base_offset, base_ts)
+            recs = _parse_records(payload, count, base_offset, base_ts)
+            if attributes & 0x20:  # control batch: key = int16 version, int16 type
+                for r in recs:
+                    key = (r["key"] or "").encode("latin-1")
+                    ctype = struct.unpack(">h", key[2:4])[0] if len(key) >= 4 else None
+                    r["control_type"] = CONTROL_TYPES.get(ctype, ctype)  # type: ignore[arg-type]
+            batch["records"] = recs
         out.append(batch)
         pos = end
     return out
