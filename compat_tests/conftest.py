@@ -39,8 +39,9 @@ def kafkawire_compat_broker() -> Iterator[str]:
     except Exception as e:  # pragma: no cover - depends on the state of the tree
         pytest.fail(f"kafkawire.testing is not importable: {e!r}")
     with tempfile.TemporaryDirectory(prefix="kafkawire-compat-") as tmp:
-        proc = BrokerProcess(Path(tmp) / "data", overrides=KAFKAWIRE_OVERRIDES,
-                             log_file=Path(tmp) / "broker.log")
+        proc = BrokerProcess(
+            Path(tmp) / "data", overrides=KAFKAWIRE_OVERRIDES, log_file=Path(tmp) / "broker.log"
+        )
         try:
             proc.start(timeout_s=60)
         except Exception as e:

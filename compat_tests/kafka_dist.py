@@ -11,8 +11,8 @@
 * ``kafka_broker`` is a session-scoped pytest fixture yielding the bootstrap address.
 
 Command line: ``python -m compat_tests.kafka_dist fetch|start|tool|classes`` (see README.md).
-No Docker engine is needed. When one is reachable, ``KAFKAWIRE_KAFKA_DOCKER=1`` makes
-:func:`running_kafka` use the official ``apache/kafka`` image through testcontainers instead.
+No Docker engine is needed. Where one is reachable, ``KAFKAWIRE_KAFKA_DOCKER=1`` (or ``auto``)
+makes :func:`running_kafka` use the official ``apache/kafka`` image through testcontainers.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -343,6 +343,24 @@ DEFAULT_BROKER_PROPS: dict[str, str] = {
 }
 
 
+def _wait_metadata(bootstrap: str, deadline: float, check: Callable[[], None]) -> None:
+    """Wait until Metadata lists a broker (the broker is registered and unfenced)."""
+    from compat_tests.wire import Connection
+    from protocol._generated.metadata_request import MetadataRequest
+
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        check()
+        try:
+            with Connection(bootstrap, timeout=5) as c:
+                if c.request(MetadataRequest(topics=[]), 12).brokers:
+                    return
+        except (OSError, ConnectionError) as e:
+            last = e
+        time.sleep(0.2)
+    raise TimeoutError(f"Kafka on {bootstrap} not ready in time (last error {last!r})")
+
+
 class KafkaBroker:
     """A real single-node Apache Kafka (KRaft combined broker+controller) on loopback."""
 
@@ -440,25 +458,17 @@ class KafkaBroker:
         return self.bootstrap
 
     def _wait_ready(self, deadline: float) -> None:
-        from compat_tests.wire import Connection
-        from protocol._generated.metadata_request import MetadataRequest
-
-        last: Exception | None = None
-        while time.monotonic() < deadline:
+        def check_alive() -> None:
             assert self.proc is not None
             if self.proc.poll() is not None:
                 raise KafkaDistError(
                     f"Kafka exited with {self.proc.returncode} while starting\n{self.tail()}"
                 )
-            try:
-                with Connection(self.bootstrap, timeout=5) as c:
-                    md = c.request(MetadataRequest(topics=[]), 12)
-                    if md.brokers:
-                        return
-            except OSError as e:
-                last = e
-            time.sleep(0.2)
-        raise KafkaDistError(f"Kafka not ready in time (last error {last!r})\n{self.tail()}")
+
+        try:
+            _wait_metadata(self.bootstrap, deadline, check_alive)
+        except TimeoutError as e:
+            raise KafkaDistError(f"{e}\n{self.tail()}") from None
 
     def tail(self, n: int = 40) -> str:
         parts = []
@@ -504,9 +514,17 @@ def running_kafka(
     version: str = "4.x",
     overrides: dict[str, str] | None = None,
 ) -> Iterator[str]:
-    """Start a real Kafka (jar path; Docker image if ``KAFKAWIRE_KAFKA_DOCKER=1``), yield its
-    bootstrap address, stop it afterwards."""
-    if os.environ.get("KAFKAWIRE_KAFKA_DOCKER") == "1":
+    """Start a real Kafka, yield its bootstrap address, stop it afterwards.
+
+    The jar path (Maven Central + local Java) is the default. ``KAFKAWIRE_KAFKA_DOCKER=1`` uses
+    the official image instead; ``=auto`` does so only when Java or Maven is missing and a
+    Docker engine answers.
+    """
+    mode = os.environ.get("KAFKAWIRE_KAFKA_DOCKER", "0")
+    if mode == "auto":
+        no_jars = shutil.which("mvn") is None and not is_fetched(version)
+        mode = "1" if (no_jars or shutil.which("java") is None) and docker_available() else "0"
+    if mode == "1":
         with _docker_kafka(overrides) as bootstrap:
             yield bootstrap
         return
@@ -514,16 +532,49 @@ def running_kafka(
         yield broker.bootstrap
 
 
+def docker_available() -> bool:
+    """True when a Docker engine answers (testcontainers' docker client)."""
+    try:
+        import docker
+
+        docker.from_env(timeout=3).ping()
+        return True
+    except Exception:
+        return False
+
+
+def _docker_env_name(prop: str) -> str:
+    # The apache/kafka image maps KAFKA_* variables to properties; the properties used here
+    # contain only dots, which every documented convention maps to single underscores.
+    assert "_" not in prop and "-" not in prop, prop
+    return "KAFKA_" + prop.upper().replace(".", "_")
+
+
 @contextlib.contextmanager
 def _docker_kafka(overrides: dict[str, str] | None) -> Iterator[str]:
-    """The official image through testcontainers (only where a Docker engine is reachable)."""
-    from testcontainers.kafka import KafkaContainer
+    """The official ``apache/kafka`` image (only where a Docker engine is reachable; this path
+    is not exercised on machines without Docker)."""
+    from testcontainers.core.container import DockerContainer
 
-    container = KafkaContainer(f"apache/kafka:{KAFKA4_VERSION}").with_kraft()
-    for k, v in {**DEFAULT_BROKER_PROPS, **(overrides or {})}.items():
-        container.with_env("KAFKA_" + k.upper().replace(".", "_"), v)
-    with container as kc:
-        yield kc.get_bootstrap_server()
+    port = free_port()
+    props = {
+        "node.id": "1",
+        "process.roles": "broker,controller",
+        "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "controller.quorum.voters": "1@localhost:9093",
+        **DEFAULT_BROKER_PROPS,
+        **(overrides or {}),
+    }
+    container = DockerContainer(f"apache/kafka:{KAFKA4_VERSION}").with_bind_ports(9092, port)
+    for k, v in props.items():
+        container.with_env(_docker_env_name(k), v)
+    with container:
+        bootstrap = f"127.0.0.1:{port}"
+        _wait_metadata(bootstrap, time.monotonic() + 120, lambda: None)
+        yield bootstrap
 
 
 # --- pytest fixture -----------------------------------------------------------------------------

@@ -97,13 +97,28 @@ def _norm(obj: Any, drop: frozenset[str]) -> Any:
 
 
 CONFIG_SOURCES = {
-    -1: "UNKNOWN", 0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
-    3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
-    6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG",
+    -1: "UNKNOWN",
+    0: "UNKNOWN",
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+    7: "CLIENT_METRICS_CONFIG",
+    8: "GROUP_CONFIG",
 }
 CONFIG_TYPES = {
-    0: "UNKNOWN", 1: "BOOLEAN", 2: "STRING", 3: "INT", 4: "SHORT", 5: "LONG", 6: "DOUBLE",
-    7: "LIST", 8: "CLASS", 9: "PASSWORD",
+    0: "UNKNOWN",
+    1: "BOOLEAN",
+    2: "STRING",
+    3: "INT",
+    4: "SHORT",
+    5: "LONG",
+    6: "DOUBLE",
+    7: "LIST",
+    8: "CLASS",
+    9: "PASSWORD",
 }
 
 
@@ -130,7 +145,7 @@ def batches_summary(records: Any, *, log_append_time: bool = False) -> list[dict
 
 
 def fetch_partition_outcome(p: Any, *, log_append_time: bool = False) -> dict[str, Any]:
-    d = norm(p, frozenset({"records"}))
+    d: dict[str, Any] = norm(p, frozenset({"records"}))
     for a in d.get("aborted_transactions") or []:
         a["producer_id"] = "<pid>"
     d["batches"] = batches_summary(p.records, log_append_time=log_append_time)
@@ -155,14 +170,15 @@ def connect(bootstrap: str) -> Iterator[Connection]:
         c.close()
 
 
-def metadata(c: Connection, topics: list[str] | None, *, auto_create: bool = False,
-             version: int = 12) -> Any:
+def metadata(
+    c: Connection, topics: list[str] | None, *, auto_create: bool = False, version: int = 12
+) -> Any:
     req = MetadataRequest(
         topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics or []],
         allow_auto_topic_creation=auto_create,
     )
     if topics is None:
-        req.topics = None  # type: ignore[assignment]  # null = every topic
+        req.topics = None  # null = every topic
     return c.request(req, version)
 
 
@@ -176,23 +192,37 @@ def eventually(fn: Callable[[], Any], ok: Callable[[Any], bool], timeout: float 
         time.sleep(0.05)
 
 
-def wait_for_leaders(c: Connection, topic: str, partitions: int | None = None,
-                     timeout: float = 15.0) -> Any:
+def wait_for_leaders(
+    c: Connection, topic: str, partitions: int | None = None, timeout: float = 15.0
+) -> Any:
     """Poll Metadata until ``topic`` has ``partitions`` (default: any) partitions, all led."""
     deadline = time.monotonic() + timeout
     while True:
         md = metadata(c, [topic])
         t = md.topics[0]
-        if (t.error_code == 0 and t.partitions
-                and (partitions is None or len(t.partitions) == partitions)
-                and all(p.leader_id >= 0 for p in t.partitions)):
+        if (
+            t.error_code == 0
+            and t.partitions
+            and (partitions is None or len(t.partitions) == partitions)
+            and all(p.leader_id >= 0 for p in t.partitions)
+        ):
             # Metadata can show a leader a moment before the replica serves requests; wait
             # until every partition answers ListOffsets.
             ready = True
             for p in t.partitions:
-                req = ListOffsetsRequest(replica_id=-1, topics=[ListOffsetsRequest.ListOffsetsTopic(
-                    name=topic, partitions=[ListOffsetsRequest.ListOffsetsPartition(
-                        partition_index=p.partition_index, timestamp=-1)])])
+                req = ListOffsetsRequest(
+                    replica_id=-1,
+                    topics=[
+                        ListOffsetsRequest.ListOffsetsTopic(
+                            name=topic,
+                            partitions=[
+                                ListOffsetsRequest.ListOffsetsPartition(
+                                    partition_index=p.partition_index, timestamp=-1
+                                )
+                            ],
+                        )
+                    ],
+                )
                 if c.request(req, 7).topics[0].partitions[0].error_code != 0:
                     ready = False
                     break
@@ -204,15 +234,23 @@ def wait_for_leaders(c: Connection, topic: str, partitions: int | None = None,
 
 
 def create_topic(
-    c: Connection, name: str, partitions: int = 1, configs: dict[str, str] | None = None,
-    *, wait: bool = True,
+    c: Connection,
+    name: str,
+    partitions: int = 1,
+    configs: dict[str, str] | None = None,
+    *,
+    wait: bool = True,
 ) -> Any:
     req = CreateTopicsRequest(
         topics=[
             CreateTopicsRequest.CreatableTopic(
-                name=name, num_partitions=partitions, replication_factor=1,
-                configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
-                         for k, v in (configs or {}).items()],
+                name=name,
+                num_partitions=partitions,
+                replication_factor=1,
+                configs=[
+                    CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
+                    for k, v in (configs or {}).items()
+                ],
             )
         ],
         timeout_ms=30000,
@@ -226,40 +264,71 @@ def create_topic(
 
 
 def produce(
-    c: Connection, topic: str, batch: bytes | None, *, partition: int = 0, acks: int = -1,
-    version: int = 9, transactional_id: str | None = None,
+    c: Connection,
+    topic: str,
+    batch: bytes | None,
+    *,
+    partition: int = 0,
+    acks: int = -1,
+    version: int = 9,
+    transactional_id: str | None = None,
 ) -> Any:
     req = ProduceRequest(
-        transactional_id=transactional_id, acks=acks, timeout_ms=30000,
-        topic_data=[ProduceRequest.TopicProduceData(
-            name=topic,
-            partition_data=[ProduceRequest.PartitionProduceData(index=partition, records=batch)],
-        )],
+        transactional_id=transactional_id,
+        acks=acks,
+        timeout_ms=30000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name=topic,
+                partition_data=[
+                    ProduceRequest.PartitionProduceData(index=partition, records=batch)
+                ],
+            )
+        ],
     )
     return c.request(req, version)
 
 
 def produce_partition(c: Connection, topic: str, batch: bytes, **kw: Any) -> dict[str, Any]:
     r = produce(c, topic, batch, **kw)
-    return norm(r.responses[0].partition_responses[0], frozenset({"current_leader"}))
+    out: dict[str, Any] = norm(r.responses[0].partition_responses[0], frozenset({"current_leader"}))
+    return out
 
 
 def fetch(
-    c: Connection, topic: str, offset: int, *, partition: int = 0, partition_max_bytes: int = 1 << 20,
-    max_bytes: int = 50 << 20, version: int = 12, max_wait_ms: int = 50, min_bytes: int = 1,
-    isolation_level: int = 0, topic_id: uuid.UUID | None = None,
+    c: Connection,
+    topic: str,
+    offset: int,
+    *,
+    partition: int = 0,
+    partition_max_bytes: int = 1 << 20,
+    max_bytes: int = 50 << 20,
+    version: int = 12,
+    max_wait_ms: int = 50,
+    min_bytes: int = 1,
+    isolation_level: int = 0,
+    topic_id: uuid.UUID | None = None,
 ) -> Any:
     ft = FetchRequest.FetchTopic(
         topic=topic,
-        partitions=[FetchRequest.FetchPartition(
-            partition=partition, fetch_offset=offset, partition_max_bytes=partition_max_bytes,
-        )],
+        partitions=[
+            FetchRequest.FetchPartition(
+                partition=partition,
+                fetch_offset=offset,
+                partition_max_bytes=partition_max_bytes,
+            )
+        ],
     )
     if topic_id is not None:
         ft.topic_id = topic_id
     req = FetchRequest(
-        max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
-        isolation_level=isolation_level, session_id=0, session_epoch=-1, topics=[ft],
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=isolation_level,
+        session_id=0,
+        session_epoch=-1,
+        topics=[ft],
     )
     return c.request(req, version)
 
@@ -273,43 +342,63 @@ def fetch_one(c: Connection, topic: str, offset: int, **kw: Any) -> dict[str, An
 
 
 def list_offsets(
-    c: Connection, topic: str, timestamps: list[int], *, partition: int = 0, version: int = 9,
+    c: Connection,
+    topic: str,
+    timestamps: list[int],
+    *,
+    partition: int = 0,
+    version: int = 9,
     isolation_level: int = 0,
 ) -> list[dict[str, Any]]:
     out = []
     for ts in timestamps:
         req = ListOffsetsRequest(
-            replica_id=-1, isolation_level=isolation_level,
-            topics=[ListOffsetsRequest.ListOffsetsTopic(
-                name=topic,
-                partitions=[ListOffsetsRequest.ListOffsetsPartition(
-                    partition_index=partition, timestamp=ts)],
-            )],
+            replica_id=-1,
+            isolation_level=isolation_level,
+            topics=[
+                ListOffsetsRequest.ListOffsetsTopic(
+                    name=topic,
+                    partitions=[
+                        ListOffsetsRequest.ListOffsetsPartition(
+                            partition_index=partition, timestamp=ts
+                        )
+                    ],
+                )
+            ],
         )
         p = c.request(req, version).topics[0].partitions[0]
         out.append({"query": ts, **norm(p)})
     return out
 
 
-RETRIABLE = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
-             ErrorCode.NOT_COORDINATOR, ErrorCode.REQUEST_TIMED_OUT}
+RETRIABLE = {
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.REQUEST_TIMED_OUT,
+}
 
 
-def init_producer_id(c: Connection, transactional_id: str | None = None, timeout: float = 30.0,
-                     version: int = 4) -> Any:
+def init_producer_id(
+    c: Connection, transactional_id: str | None = None, timeout: float = 30.0, version: int = 4
+) -> Any:
     """InitProducerId, retried while the broker is still loading (as clients do)."""
     deadline = time.monotonic() + timeout
     while True:
-        r = c.request(InitProducerIdRequest(transactional_id=transactional_id,
-                                            transaction_timeout_ms=60000), version)
+        r = c.request(
+            InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=60000),
+            version,
+        )
         if r.error_code not in RETRIABLE or time.monotonic() > deadline:
             return r
         time.sleep(0.1)
 
 
 def simple_records(n: int, prefix: str = "v", ts_step: int = 1) -> list[Rec]:
-    return [Rec(value=f"{prefix}{i}".encode(), key=f"k{i}".encode(), timestamp=T0 + i * ts_step)
-            for i in range(n)]
+    return [
+        Rec(value=f"{prefix}{i}".encode(), key=f"k{i}".encode(), timestamp=T0 + i * ts_step)
+        for i in range(n)
+    ]
 
 
 # --- scenarios: versions and metadata -----------------------------------------------------------
@@ -354,15 +443,25 @@ def api_versions(bootstrap: str) -> Outcome:
 def unsupported_versions_close(bootstrap: str) -> Outcome:
     """A request below a 4.x broker's minimum (Produce v2, Fetch v3, ListOffsets v0...) closes
     the connection without an answer; a supported one on a fresh connection still works."""
-    cases = {"Produce v2": (0, 2), "Fetch v3": (1, 3), "ListOffsets v0": (2, 0),
-             "CreateTopics v1": (19, 1), "Metadata v14": (3, 14), "unknown key 999": (999, 0)}
+    cases = {
+        "Produce v2": (0, 2),
+        "Fetch v3": (1, 3),
+        "ListOffsets v0": (2, 0),
+        "CreateTopics v1": (19, 1),
+        "Metadata v14": (3, 14),
+        "unknown key 999": (999, 0),
+    }
     out: dict[str, Any] = {}
     for label, (key, version) in cases.items():
         with connect(bootstrap) as c:
             from protocol._generated.request_header import RequestHeader
 
-            hdr = RequestHeader(request_api_key=key, request_api_version=version,
-                                correlation_id=7, client_id="compat").encode(1)
+            hdr = RequestHeader(
+                request_api_key=key,
+                request_api_version=version,
+                correlation_id=7,
+                client_id="compat",
+            ).encode(1)
             out[label] = "closed" if c.closes_after(hdr + b"\x00" * 16) else "answered"
     with connect(bootstrap) as c:
         md = metadata(c, ["unsupported_versions_close-none"], version=0)
@@ -377,8 +476,10 @@ def metadata_auto_create(bootstrap: str) -> Outcome:
         t = metadata(c, ["metadata_auto_create-off"], auto_create=False).topics[0]
         out["auto_create_false"] = err(t.error_code)
         first = metadata(c, ["metadata_auto_create-on"], auto_create=True).topics[0]
-        out["first_answer"] = {"error_code": err(first.error_code),
-                               "partitions": len(first.partitions)}
+        out["first_answer"] = {
+            "error_code": err(first.error_code),
+            "partitions": len(first.partitions),
+        }
         t = wait_for_leaders(c, "metadata_auto_create-on")
         out["after_creation"] = norm(t)
         bad = metadata(c, ["metadata auto create bad"], auto_create=True).topics[0]
@@ -424,12 +525,21 @@ def produce_basics(bootstrap: str) -> Outcome:
         out["unknown_partition"] = produce_partition(c, topic, batch, partition=7)
         out["unknown_topic"] = produce_partition(c, "produce_basics-nope", batch)
         out["corrupt_crc"] = produce_partition(
-            c, topic, build_batch(simple_records(2), corrupt_crc=True))
+            c, topic, build_batch(simple_records(2), corrupt_crc=True)
+        )
         out["acks_2"] = produce_partition(c, topic, batch, acks=2)
         out["acks_1"] = produce_partition(c, topic, batch, acks=1)
         # acks=0: no answer; the next request on the connection is answered normally.
-        req = ProduceRequest(acks=0, timeout_ms=1000, topic_data=[ProduceRequest.TopicProduceData(
-            name=topic, partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)])])
+        req = ProduceRequest(
+            acks=0,
+            timeout_ms=1000,
+            topic_data=[
+                ProduceRequest.TopicProduceData(
+                    name=topic,
+                    partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)],
+                )
+            ],
+        )
         c.send_only(req, 9)
         out["after_acks_0"] = produce_partition(c, topic, batch)
         big = build_batch([Rec(value=b"x" * (1024 * 1024 + 100))])
@@ -437,8 +547,15 @@ def produce_basics(bootstrap: str) -> Outcome:
         gz = build_batch(simple_records(4, "gz"), compression=1)
         out["gzip"] = produce_partition(c, topic, gz)
         f = fetch(c, topic, 0).responses[0].partitions[0]
-        out["log"] = [[b["base_offset"], b["records_count"], b["attributes"],
-                       [r["value"] for r in b.get("records", [])]] for b in parse_batches(f.records)]
+        out["log"] = [
+            [
+                b["base_offset"],
+                b["records_count"],
+                b["attributes"],
+                [r["value"] for r in b.get("records", [])],
+            ]
+            for b in parse_batches(f.records)
+        ]
         out["high_watermark"] = f.high_watermark
     return out
 
@@ -502,8 +619,9 @@ def log_append_time(bootstrap: str) -> Outcome:
         f = fetch(c, topic, 0)
         part = f.responses[0].partitions[0]
         batches = parse_batches(part.records)
-        out["fetched_max_timestamp_equals_append_time"] = [b["max_timestamp"] == lat
-                                                           for b in batches]
+        out["fetched_max_timestamp_equals_append_time"] = [
+            b["max_timestamp"] == lat for b in batches
+        ]
         out["fetch"] = fetch_partition_outcome(part, log_append_time=True)
         lo = list_offsets(c, topic, [-1, -2, -3, 0])
         for e in lo:
@@ -521,14 +639,37 @@ def list_offsets_by_time(bootstrap: str) -> Outcome:
         create_topic(c, topic)
         create_topic(c, "list_offsets_by_time-empty")
         # batch 1: offsets 0-2 at T0+1000, +2000, +3000; batch 2: offsets 3-4 at +5000, +4000.
-        b1 = build_batch([Rec(value=b"a", timestamp=T0 + 1000), Rec(value=b"b", timestamp=T0 + 2000),
-                          Rec(value=b"c", timestamp=T0 + 3000)], base_timestamp=T0 + 1000)
-        b2 = build_batch([Rec(value=b"d", timestamp=T0 + 5000), Rec(value=b"e", timestamp=T0 + 4000)],
-                         base_timestamp=T0 + 5000)
+        b1 = build_batch(
+            [
+                Rec(value=b"a", timestamp=T0 + 1000),
+                Rec(value=b"b", timestamp=T0 + 2000),
+                Rec(value=b"c", timestamp=T0 + 3000),
+            ],
+            base_timestamp=T0 + 1000,
+        )
+        b2 = build_batch(
+            [Rec(value=b"d", timestamp=T0 + 5000), Rec(value=b"e", timestamp=T0 + 4000)],
+            base_timestamp=T0 + 5000,
+        )
         produce_partition(c, topic, b1)
         produce_partition(c, topic, b2)
-        queries = [T0, T0 + 1000, T0 + 1500, T0 + 3000, T0 + 3500, T0 + 4000, T0 + 4500,
-                   T0 + 5000, T0 + 5001, 0, -1, -2, -3, -4, -5]
+        queries = [
+            T0,
+            T0 + 1000,
+            T0 + 1500,
+            T0 + 3000,
+            T0 + 3500,
+            T0 + 4000,
+            T0 + 4500,
+            T0 + 5000,
+            T0 + 5001,
+            0,
+            -1,
+            -2,
+            -3,
+            -4,
+            -5,
+        ]
         for v in (1, 4, 6, 7, 8, 9, 10, 11):
             qs = [q for q in queries if (q != -3 or v >= 7) and (q not in (-4, -5) or v >= 8)]
             out[f"v{v}"] = list_offsets(c, topic, qs, version=v)
@@ -553,8 +694,9 @@ def idempotent_duplicate(bootstrap: str) -> Outcome:
         out["producer_id_assigned"] = pid >= 0
 
         def batch(seq: int, n: int, prefix: str, ep: int = epoch) -> bytes:
-            return build_batch(simple_records(n, prefix), producer_id=pid, producer_epoch=ep,
-                               base_sequence=seq)
+            return build_batch(
+                simple_records(n, prefix), producer_id=pid, producer_epoch=ep, base_sequence=seq
+            )
 
         b0 = batch(0, 3, "a")
         out["seq0"] = produce_partition(c, topic, b0)
@@ -569,14 +711,19 @@ def idempotent_duplicate(bootstrap: str) -> Outcome:
         out["old_epoch_after_bump"] = produce_partition(c, topic, batch(6, 1, "e", ep=epoch))
         out["newer_epoch_seq5"] = produce_partition(c, topic, batch(5, 1, "g", ep=epoch + 2))
         out["new_epoch_seq1"] = produce_partition(c, topic, batch(1, 1, "h", ep=epoch + 1))
-        unknown = build_batch(simple_records(1, "u"), producer_id=pid + 1000,
-                              producer_epoch=0, base_sequence=7)
+        unknown = build_batch(
+            simple_records(1, "u"), producer_id=pid + 1000, producer_epoch=0, base_sequence=7
+        )
         out["unknown_pid_seq7"] = produce_partition(c, topic, unknown)
         f = fetch(c, topic, 0).responses[0].partitions[0]
         out["log"] = [
-            {"base_offset": b["base_offset"], "count": b["records_count"],
-             "producer_epoch": b["producer_epoch"], "base_sequence": b["base_sequence"],
-             "pid_is_ours": b["producer_id"] == pid}
+            {
+                "base_offset": b["base_offset"],
+                "count": b["records_count"],
+                "producer_epoch": b["producer_epoch"],
+                "base_sequence": b["base_sequence"],
+                "pid_is_ours": b["producer_id"] == pid,
+            }
             for b in parse_batches(f.records)
         ]
         out["high_watermark"] = f.high_watermark
@@ -593,9 +740,19 @@ def delete_records(bootstrap: str) -> Outcome:
         produce_partition(c, topic, build_batch(simple_records(3, "w")))
 
         def dr(offset: int, partition: int = 0, name: str = topic) -> Any:
-            req = DeleteRecordsRequest(topics=[DeleteRecordsRequest.DeleteRecordsTopic(
-                name=name, partitions=[DeleteRecordsRequest.DeleteRecordsPartition(
-                    partition_index=partition, offset=offset)])], timeout_ms=30000)
+            req = DeleteRecordsRequest(
+                topics=[
+                    DeleteRecordsRequest.DeleteRecordsTopic(
+                        name=name,
+                        partitions=[
+                            DeleteRecordsRequest.DeleteRecordsPartition(
+                                partition_index=partition, offset=offset
+                            )
+                        ],
+                    )
+                ],
+                timeout_ms=30000,
+            )
             return norm(c.request(req, 2).topics[0].partitions[0])
 
         out["to_1"] = dr(1)
@@ -616,29 +773,45 @@ def delete_records(bootstrap: str) -> Outcome:
 # --- scenarios: topic administration ------------------------------------------------------------
 
 
-def _create_raw(c: Connection, topics: list[CreateTopicsRequest.CreatableTopic],
-                validate_only: bool = False, version: int = 7) -> list[dict[str, Any]]:
+def _create_raw(
+    c: Connection,
+    topics: list[CreateTopicsRequest.CreatableTopic],
+    validate_only: bool = False,
+    version: int = 7,
+) -> list[dict[str, Any]]:
     req = CreateTopicsRequest(topics=topics, timeout_ms=30000, validate_only=validate_only)
     res = c.request(req, version)
     out = []
     for t in res.topics:
         d = norm(t)
         if d.get("configs") is not None:
-            d["configs"] = {x.pop("name"): name_config_entry(x)
-                            for x in sorted(d["configs"], key=lambda x: x["name"])}
+            d["configs"] = {
+                x.pop("name"): name_config_entry(x)
+                for x in sorted(d["configs"], key=lambda x: x["name"])
+            }
         out.append(d)
     return out
 
 
-def _ct(name: str, partitions: int = 1, rf: int = 1, configs: dict[str, str | None] | None = None,
-        assignments: dict[int, list[int]] | None = None) -> CreateTopicsRequest.CreatableTopic:
+def _ct(
+    name: str,
+    partitions: int = 1,
+    rf: int = 1,
+    configs: dict[str, str | None] | None = None,
+    assignments: dict[int, list[int]] | None = None,
+) -> CreateTopicsRequest.CreatableTopic:
     return CreateTopicsRequest.CreatableTopic(
-        name=name, num_partitions=partitions, replication_factor=rf,
-        configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
-                 for k, v in (configs or {}).items()],
-        assignments=[CreateTopicsRequest.CreatableReplicaAssignment(partition_index=p,
-                                                                    broker_ids=ids)
-                     for p, ids in (assignments or {}).items()],
+        name=name,
+        num_partitions=partitions,
+        replication_factor=rf,
+        configs=[
+            CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
+            for k, v in (configs or {}).items()
+        ],
+        assignments=[
+            CreateTopicsRequest.CreatableReplicaAssignment(partition_index=p, broker_ids=ids)
+            for p, ids in (assignments or {}).items()
+        ],
     )
 
 
@@ -647,20 +820,37 @@ def create_topics_raw(bootstrap: str) -> Outcome:
     """CreateTopics v7 answers: errors per topic, and the full config list of a new topic."""
     out: dict[str, Any] = {}
     with connect(bootstrap) as c:
-        out["with_configs"] = _create_raw(c, [_ct(
-            "create_topics_raw-a", 3,
-            configs={"cleanup.policy": "compact", "retention.ms": "12345",
-                     "max.message.bytes": "2000000"})])
+        out["with_configs"] = _create_raw(
+            c,
+            [
+                _ct(
+                    "create_topics_raw-a",
+                    3,
+                    configs={
+                        "cleanup.policy": "compact",
+                        "retention.ms": "12345",
+                        "max.message.bytes": "2000000",
+                    },
+                )
+            ],
+        )
         out["validate_only"] = _create_raw(c, [_ct("create_topics_raw-v", 2)], validate_only=True)
         out["validate_only_left_nothing"] = err(
-            metadata(c, ["create_topics_raw-v"]).topics[0].error_code)
+            metadata(c, ["create_topics_raw-v"]).topics[0].error_code
+        )
         out["duplicate"] = _create_raw(c, [_ct("create_topics_raw-a")])
-        out["duplicate_validate_only"] = _create_raw(c, [_ct("create_topics_raw-a")],
-                                                     validate_only=True)
+        out["duplicate_validate_only"] = _create_raw(
+            c, [_ct("create_topics_raw-a")], validate_only=True
+        )
         out["defaults_-1"] = _create_raw(c, [_ct("create_topics_raw-d", -1, -1)])
-        for label, name in {"space": "create_topics_raw bad", "dot": ".", "dotdot": "..",
-                            "too_long": "create_topics_raw-" + "x" * 240, "empty": "",
-                            "slash": "create_topics_raw/x"}.items():
+        for label, name in {
+            "space": "create_topics_raw bad",
+            "dot": ".",
+            "dotdot": "..",
+            "too_long": "create_topics_raw-" + "x" * 240,
+            "empty": "",
+            "slash": "create_topics_raw/x",
+        }.items():
             out[f"name_{label}"] = [
                 {"name_ok": t["name"] == name, "error_code": t["error_code"]}
                 for t in _create_raw(c, [_ct(name)])
@@ -670,15 +860,20 @@ def create_topics_raw(bootstrap: str) -> Outcome:
         out["rf_0"] = _create_raw(c, [_ct("create_topics_raw-rf0", 1, 0)])
         out["unknown_config"] = _create_raw(c, [_ct("create_topics_raw-uc", configs={"nope": "1"})])
         out["bad_config_value"] = _create_raw(
-            c, [_ct("create_topics_raw-bv", configs={"retention.ms": "abc"})])
+            c, [_ct("create_topics_raw-bv", configs={"retention.ms": "abc"})]
+        )
         out["null_config_value"] = _create_raw(
-            c, [_ct("create_topics_raw-nv", configs={"retention.ms": None})])
+            c, [_ct("create_topics_raw-nv", configs={"retention.ms": None})]
+        )
         out["assignment"] = _create_raw(
-            c, [_ct("create_topics_raw-as", -1, -1, assignments={0: [1], 1: [1]})])
+            c, [_ct("create_topics_raw-as", -1, -1, assignments={0: [1], 1: [1]})]
+        )
         out["assignment_bad_broker"] = _create_raw(
-            c, [_ct("create_topics_raw-ab", -1, -1, assignments={0: [42]})])
+            c, [_ct("create_topics_raw-ab", -1, -1, assignments={0: [42]})]
+        )
         out["same_name_twice_in_request"] = _create_raw(
-            c, [_ct("create_topics_raw-tw"), _ct("create_topics_raw-tw")])
+            c, [_ct("create_topics_raw-tw"), _ct("create_topics_raw-tw")]
+        )
         out["v2"] = _create_raw(c, [_ct("create_topics_raw-old")], version=2)
         out["v4_duplicate"] = _create_raw(c, [_ct("create_topics_raw-old")], version=4)
     return out
@@ -692,7 +887,7 @@ def partitions_and_delete(bootstrap: str) -> Outcome:
 
         def cp(name: str, count: int, validate_only: bool = False) -> Any:
             t = CreatePartitionsRequest.CreatePartitionsTopic(name=name, count=count)
-            t.assignments = None  # type: ignore[assignment]  # null = let the broker place them
+            t.assignments = None  # null = let the broker place them
             req = CreatePartitionsRequest(topics=[t], timeout_ms=30000, validate_only=validate_only)
             return norm(c.request(req, 3).results)
 
@@ -707,7 +902,8 @@ def partitions_and_delete(bootstrap: str) -> Outcome:
             if version >= 6:
                 req = DeleteTopicsRequest(
                     topics=[DeleteTopicsRequest.DeleteTopicState(name=n) for n in names],
-                    timeout_ms=30000)
+                    timeout_ms=30000,
+                )
             else:
                 req = DeleteTopicsRequest(topic_names=names, timeout_ms=30000)
             return norm(c.request(req, version).responses)
@@ -732,7 +928,11 @@ def partitions_and_delete(bootstrap: str) -> Outcome:
 def admin_confluent(bootstrap: str) -> Outcome:
     """Topic administration through librdkafka's AdminClient (what error codes surface)."""
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AdminClient,
+        NewPartitions,
+        NewTopic,
+    )
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     out: dict[str, Any] = {}
@@ -747,27 +947,41 @@ def admin_confluent(bootstrap: str) -> Outcome:
                 res[k] = e.args[0].name()
         return res
 
-    out["create"] = result(admin.create_topics([
-        NewTopic("admin_confluent-a", 2, 1, config={"retention.ms": "60000"}),
-        NewTopic("admin_confluent-b", 1, 1),
-    ], operation_timeout=30))
+    out["create"] = result(
+        admin.create_topics(
+            [
+                NewTopic("admin_confluent-a", 2, 1, config={"retention.ms": "60000"}),
+                NewTopic("admin_confluent-b", 1, 1),
+            ],
+            operation_timeout=30,
+        )
+    )
     out["duplicate"] = result(admin.create_topics([NewTopic("admin_confluent-a", 2, 1)]))
-    out["validate_only"] = result(admin.create_topics([NewTopic("admin_confluent-v", 1, 1)],
-                                                      validate_only=True))
+    out["validate_only"] = result(
+        admin.create_topics([NewTopic("admin_confluent-v", 1, 1)], validate_only=True)
+    )
     out["invalid_name"] = result(admin.create_topics([NewTopic("admin confluent", 1, 1)]))
     out["bad_rf"] = result(admin.create_topics([NewTopic("admin_confluent-rf", 1, 3)]))
-    out["bad_config"] = result(admin.create_topics(
-        [NewTopic("admin_confluent-c", 1, 1, config={"cleanup.policy": "sideways"})]))
-    md = eventually(lambda: admin.list_topics(timeout=10),
-                    lambda m: "admin_confluent-a" in m.topics and "admin_confluent-b" in m.topics)
+    out["bad_config"] = result(
+        admin.create_topics(
+            [NewTopic("admin_confluent-c", 1, 1, config={"cleanup.policy": "sideways"})]
+        )
+    )
+    md = eventually(
+        lambda: admin.list_topics(timeout=10),
+        lambda m: "admin_confluent-a" in m.topics and "admin_confluent-b" in m.topics,
+    )
     out["listed"] = sorted(t for t in md.topics if t.startswith("admin_confluent"))
     out["partitions"] = {t: len(md.topics[t].partitions) for t in out["listed"]}
-    out["create_partitions"] = result(admin.create_partitions(
-        [NewPartitions("admin_confluent-a", 4)]))
-    out["shrink_partitions"] = result(admin.create_partitions(
-        [NewPartitions("admin_confluent-a", 1)]))
-    out["delete"] = result(admin.delete_topics(["admin_confluent-a", "admin_confluent-b"],
-                                               operation_timeout=30))
+    out["create_partitions"] = result(
+        admin.create_partitions([NewPartitions("admin_confluent-a", 4)])
+    )
+    out["shrink_partitions"] = result(
+        admin.create_partitions([NewPartitions("admin_confluent-a", 1)])
+    )
+    out["delete"] = result(
+        admin.delete_topics(["admin_confluent-a", "admin_confluent-b"], operation_timeout=30)
+    )
     out["delete_unknown"] = result(admin.delete_topics(["admin_confluent-nope"]))
     return out
 
@@ -778,21 +992,34 @@ TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 
 
-def _describe(c: Connection, resources: list[tuple[int, str, list[str] | None]], *,
-              synonyms: bool = False, version: int = 4) -> list[dict[str, Any]]:
+def _describe(
+    c: Connection,
+    resources: list[tuple[int, str, list[str] | None]],
+    *,
+    synonyms: bool = False,
+    version: int = 4,
+) -> list[dict[str, Any]]:
     req = DescribeConfigsRequest(
-        resources=[DescribeConfigsRequest.DescribeConfigsResource(
-            resource_type=t, resource_name=n, configuration_keys=keys) for t, n, keys in resources],
-        include_synonyms=synonyms, include_documentation=False)
+        resources=[
+            DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=t, resource_name=n, configuration_keys=keys
+            )
+            for t, n, keys in resources
+        ],
+        include_synonyms=synonyms,
+        include_documentation=False,
+    )
     for r, (_, _, keys) in zip(req.resources, resources, strict=True):
         if keys is None:
-            r.configuration_keys = None  # type: ignore[assignment]  # null = all
+            r.configuration_keys = None  # null = all
     res = c.request(req, version)
     out = []
     for r in res.results:
         d = norm(r)
-        d["configs"] = {x.pop("name"): name_config_entry(x)
-                        for x in sorted(d["configs"], key=lambda x: x["name"])}
+        d["configs"] = {
+            x.pop("name"): name_config_entry(x)
+            for x in sorted(d["configs"], key=lambda x: x["name"])
+        }
         out.append(d)
     return out
 
@@ -802,14 +1029,23 @@ def describe_configs_topic(bootstrap: str) -> Outcome:
     out: dict[str, Any] = {}
     topic = "describe_configs_topic"
     with connect(bootstrap) as c:
-        create_topic(c, topic, configs={"retention.ms": "86400000", "cleanup.policy": "compact",
-                                        "min.insync.replicas": "1"})
+        create_topic(
+            c,
+            topic,
+            configs={
+                "retention.ms": "86400000",
+                "cleanup.policy": "compact",
+                "min.insync.replicas": "1",
+            },
+        )
         out["all_v4_synonyms"] = _describe(c, [(TOPIC_RESOURCE, topic, None)], synonyms=True)
         out["all_v1"] = _describe(c, [(TOPIC_RESOURCE, topic, None)], version=1)
         out["all_v3_no_synonyms"] = _describe(c, [(TOPIC_RESOURCE, topic, None)], version=3)
         out["some_keys"] = _describe(
-            c, [(TOPIC_RESOURCE, topic, ["retention.ms", "segment.bytes", "no.such.key"])],
-            synonyms=True)
+            c,
+            [(TOPIC_RESOURCE, topic, ["retention.ms", "segment.bytes", "no.such.key"])],
+            synonyms=True,
+        )
         out["unknown_topic"] = _describe(c, [(TOPIC_RESOURCE, "describe_configs_topic-nope", None)])
         out["empty_name"] = _describe(c, [(TOPIC_RESOURCE, "", None)])
     return out
@@ -817,14 +1053,32 @@ def describe_configs_topic(bootstrap: str) -> Outcome:
 
 # Broker configs whose values do not depend on ports, paths or the host.
 BROKER_KEYS = [
-    "num.partitions", "default.replication.factor", "auto.create.topics.enable",
-    "log.retention.hours", "log.retention.ms", "log.segment.bytes", "message.max.bytes",
-    "log.cleanup.policy", "compression.type", "log.message.timestamp.type",
-    "offsets.topic.replication.factor", "offsets.retention.minutes", "group.initial.rebalance.delay.ms",
-    "transaction.state.log.replication.factor", "min.insync.replicas", "delete.topic.enable",
-    "node.id", "broker.id", "process.roles", "log.retention.check.interval.ms",
-    "socket.request.max.bytes", "replica.fetch.max.bytes", "fetch.max.bytes",
-    "group.min.session.timeout.ms", "group.max.session.timeout.ms", "sasl.jaas.config",
+    "num.partitions",
+    "default.replication.factor",
+    "auto.create.topics.enable",
+    "log.retention.hours",
+    "log.retention.ms",
+    "log.segment.bytes",
+    "message.max.bytes",
+    "log.cleanup.policy",
+    "compression.type",
+    "log.message.timestamp.type",
+    "offsets.topic.replication.factor",
+    "offsets.retention.minutes",
+    "group.initial.rebalance.delay.ms",
+    "transaction.state.log.replication.factor",
+    "min.insync.replicas",
+    "delete.topic.enable",
+    "node.id",
+    "broker.id",
+    "process.roles",
+    "log.retention.check.interval.ms",
+    "socket.request.max.bytes",
+    "replica.fetch.max.bytes",
+    "fetch.max.bytes",
+    "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms",
+    "sasl.jaas.config",
 ]
 
 
@@ -860,50 +1114,88 @@ def client_kafka_python(bootstrap: str) -> Outcome:
 
         admin.create_topics([NewTopic(topic, 2, 1)])
         producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
-        metas = [producer.send(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 2,
-                               timestamp_ms=T0 + i).get(30) for i in range(6)]
+        metas = [
+            producer.send(
+                topic,
+                key=f"k{i}".encode(),
+                value=f"v{i}".encode(),
+                partition=i % 2,
+                timestamp_ms=T0 + i,
+            ).get(30)
+            for i in range(6)
+        ]
         producer.close()
         out["produced"] = [[m.partition, m.offset, m.timestamp] for m in metas]
-        consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id="client_kafka_python-g",
-                                 client_id="compat-consumer",
-                                 auto_offset_reset="earliest", enable_auto_commit=False,
-                                 consumer_timeout_ms=15000)
+        consumer = KafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id="client_kafka_python-g",
+            client_id="compat-consumer",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            consumer_timeout_ms=15000,
+        )
         got = []
         for msg in consumer:
-            got.append([msg.partition, msg.offset, msg.key.decode(), msg.value.decode(),
-                        msg.timestamp, msg.timestamp_type])
+            got.append(
+                [
+                    msg.partition,
+                    msg.offset,
+                    msg.key.decode(),
+                    msg.value.decode(),
+                    msg.timestamp,
+                    msg.timestamp_type,
+                ]
+            )
             if len(got) == 6:
                 break
         out["consumed"] = sorted(got)
         consumer.commit()
         out["committed"] = {p: consumer.committed(TopicPartition(topic, p)) for p in (0, 1)}
-        out["end_offsets"] = {tp.partition: o for tp, o in consumer.end_offsets(
-            [TopicPartition(topic, 0), TopicPartition(topic, 1)]).items()}
+        out["end_offsets"] = {
+            tp.partition: o
+            for tp, o in consumer.end_offsets(
+                [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+            ).items()
+        }
         out["offsets_for_times"] = {
             tp.partition: (None if o is None else [o.offset, o.timestamp])
             for tp, o in consumer.offsets_for_times(
-                {TopicPartition(topic, 0): T0 + 1, TopicPartition(topic, 1): T0 + 100}).items()}
+                {TopicPartition(topic, 0): T0 + 1, TopicPartition(topic, 1): T0 + 100}
+            ).items()
+        }
         g = "client_kafka_python-g"
 
         def describe() -> dict[str, Any]:
             d = admin.describe_groups([g])[g]
-            members = [{k: m.get(k) for k in ("client_id", "group_instance_id")}
-                       for m in d["members"]]
-            return {"state": d["group_state"], "protocol_type": d["protocol_type"],
-                    "protocol": d["protocol_data"], "members": members, "error": d["error"]}
+            members = [
+                {k: m.get(k) for k in ("client_id", "group_instance_id")} for m in d["members"]
+            ]
+            return {
+                "state": d["group_state"],
+                "protocol_type": d["protocol_type"],
+                "protocol": d["protocol_data"],
+                "members": members,
+                "error": d["error"],
+            }
 
         out["group_while_member"] = describe()
         consumer.close()
         out["group_after_close"] = describe()
-        out["listed"] = sorted([x["group_id"], x["protocol_type"], x["group_state"],
-                                x.get("group_type")] for x in admin.list_groups()
-                               if x["group_id"].startswith("client_kafka_python"))
+        out["listed"] = sorted(
+            [x["group_id"], x["protocol_type"], x["group_state"], x.get("group_type")]
+            for x in admin.list_groups()
+            if x["group_id"].startswith("client_kafka_python")
+        )
         offs = admin.list_group_offsets(g)[g]
-        out["group_offsets"] = sorted([tp.partition, om.offset, om.metadata, om.leader_epoch]
-                                      for tp, om in offs.items())
+        out["group_offsets"] = sorted(
+            [tp.partition, om.offset, om.metadata, om.leader_epoch] for tp, om in offs.items()
+        )
         unknown = admin.describe_groups(["client_kafka_python-nope"])["client_kafka_python-nope"]
-        out["unknown_group"] = {"state": unknown["group_state"],
-                                "error": (unknown["error"] or "").split(":")[0]}
+        out["unknown_group"] = {
+            "state": unknown["group_state"],
+            "error": (unknown["error"] or "").split(":")[0],
+        }
     finally:
         admin.close()
     return out
@@ -913,28 +1205,42 @@ def client_kafka_python(bootstrap: str) -> Outcome:
 def client_confluent(bootstrap: str) -> Outcome:
     """librdkafka idempotent producer + group consumer, offsets and watermarks."""
     from confluent_kafka import Consumer, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     topic = "client_confluent"
     out: dict[str, Any] = {}
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
     time.sleep(0.5)
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                         "linger.ms": 5, "compression.type": "lz4"})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "compression.type": "lz4",
+        }
+    )
     delivered: list[list[Any]] = []
 
     def cb(e: Any, m: Any) -> None:
-        delivered.append([None if e is None else e.name(), m.partition(), m.offset(),
-                          m.timestamp()[1]])
+        delivered.append(
+            [None if e is None else e.name(), m.partition(), m.offset(), m.timestamp()[1]]
+        )
 
     for i in range(6):
-        producer.produce(topic, key=f"k{i}", value=f"v{i}", partition=i % 2, timestamp=T0 + i,
-                         on_delivery=cb)
+        producer.produce(
+            topic, key=f"k{i}", value=f"v{i}", partition=i % 2, timestamp=T0 + i, on_delivery=cb
+        )
     producer.flush(30)
     out["delivered"] = sorted(delivered)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "client_confluent-g",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "client_confluent-g",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.subscribe([topic])
     got: list[list[Any]] = []
     deadline = time.monotonic() + 30
@@ -942,16 +1248,32 @@ def client_confluent(bootstrap: str) -> Outcome:
         m = consumer.poll(1.0)
         if m is None or m.error():
             continue
-        got.append([m.partition(), m.offset(), m.key().decode(), m.value().decode(),
-                    list(m.timestamp())])
+        got.append(
+            [
+                m.partition(),
+                m.offset(),
+                (m.key() or b"").decode(),
+                (m.value() or b"").decode(),
+                list(m.timestamp()),
+            ]
+        )
     out["consumed"] = sorted(got)
     consumer.commit(asynchronous=False)
-    out["committed"] = sorted([tp.partition, tp.offset] for tp in consumer.committed(
-        [TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10))
-    out["watermarks"] = [list(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10))
-                         for p in (0, 1)]
-    out["offsets_for_times"] = sorted([tp.partition, tp.offset] for tp in consumer.offsets_for_times(
-        [TopicPartition(topic, 0, T0 + 1), TopicPartition(topic, 1, T0 + 100)], timeout=10))
+    out["committed"] = sorted(
+        [tp.partition, tp.offset]
+        for tp in consumer.committed(
+            [TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10
+        )
+    )
+    out["watermarks"] = [
+        list(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)) for p in (0, 1)
+    ]
+    out["offsets_for_times"] = sorted(
+        [tp.partition, tp.offset]
+        for tp in consumer.offsets_for_times(
+            [TopicPartition(topic, 0, T0 + 1), TopicPartition(topic, 1, T0 + 100)], timeout=10
+        )
+    )
     consumer.close()
     return out
 
@@ -969,19 +1291,48 @@ def fetch_sessions(bootstrap: str) -> Outcome:
         produce_partition(c, topic, build_batch(simple_records(2)))
 
         def req(session_id: int, epoch: int, parts: dict[int, int]) -> Any:
-            topics = [FetchRequest.FetchTopic(topic=topic, partitions=[
-                FetchRequest.FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 20)
-                for p, o in parts.items()])] if parts else []
-            return c.request(FetchRequest(max_wait_ms=100, min_bytes=1, max_bytes=50 << 20,
-                                          session_id=session_id, session_epoch=epoch,
-                                          topics=topics), 12)
+            topics = (
+                [
+                    FetchRequest.FetchTopic(
+                        topic=topic,
+                        partitions=[
+                            FetchRequest.FetchPartition(
+                                partition=p, fetch_offset=o, partition_max_bytes=1 << 20
+                            )
+                            for p, o in parts.items()
+                        ],
+                    )
+                ]
+                if parts
+                else []
+            )
+            return c.request(
+                FetchRequest(
+                    max_wait_ms=100,
+                    min_bytes=1,
+                    max_bytes=50 << 20,
+                    session_id=session_id,
+                    session_epoch=epoch,
+                    topics=topics,
+                ),
+                12,
+            )
 
         def summary(r: Any) -> dict[str, Any]:
-            return {"error_code": err(r.error_code), "session_id_set": r.session_id != 0,
-                    "partitions": sorted(
-                        [p.partition_index, err(p.error_code), p.high_watermark,
-                         [b["base_offset"] for b in parse_batches(p.records)]]
-                        for t in r.responses for p in t.partitions)}
+            return {
+                "error_code": err(r.error_code),
+                "session_id_set": r.session_id != 0,
+                "partitions": sorted(
+                    [
+                        p.partition_index,
+                        err(p.error_code),
+                        p.high_watermark,
+                        [b["base_offset"] for b in parse_batches(p.records)],
+                    ]
+                    for t in r.responses
+                    for p in t.partitions
+                ),
+            }
 
         full = req(0, 0, {0: 0, 1: 0})
         out["new_session"] = summary(full)
@@ -1013,11 +1364,20 @@ def epochs_and_cluster(bootstrap: str) -> Outcome:
         produce_partition(c, topic, build_batch(simple_records(3)))
 
         def ofle(epochs: list[tuple[int, int, int]], version: int = 4) -> Any:
-            req = OffsetForLeaderEpochRequest(replica_id=-1, topics=[
-                OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=topic, partitions=[
-                    OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
-                        partition=p, current_leader_epoch=cur, leader_epoch=ep)
-                    for p, cur, ep in epochs])])
+            req = OffsetForLeaderEpochRequest(
+                replica_id=-1,
+                topics=[
+                    OffsetForLeaderEpochRequest.OffsetForLeaderTopic(
+                        topic=topic,
+                        partitions=[
+                            OffsetForLeaderEpochRequest.OffsetForLeaderPartition(
+                                partition=p, current_leader_epoch=cur, leader_epoch=ep
+                            )
+                            for p, cur, ep in epochs
+                        ],
+                    )
+                ],
+            )
             return norm(c.request(req, version).topics)
 
         out["ofle_epoch0"] = ofle([(0, 0, 0), (1, -1, 0)])
@@ -1031,10 +1391,16 @@ def epochs_and_cluster(bootstrap: str) -> Outcome:
             for b in d.get("brokers", []):
                 b["port"] = "<port>"
             out[f"describe_cluster_v{v}"] = d
-        dtp = c.request(DescribeTopicPartitionsRequest(
-            topics=[DescribeTopicPartitionsRequest.TopicRequest(name=topic),
-                    DescribeTopicPartitionsRequest.TopicRequest(name="epochs_and_cluster-nope")],
-            response_partition_limit=1), 0)
+        dtp = c.request(
+            DescribeTopicPartitionsRequest(
+                topics=[
+                    DescribeTopicPartitionsRequest.TopicRequest(name=topic),
+                    DescribeTopicPartitionsRequest.TopicRequest(name="epochs_and_cluster-nope"),
+                ],
+                response_partition_limit=1,
+            ),
+            0,
+        )
         out["describe_topic_partitions"] = norm(dtp)
     return out
 
@@ -1071,8 +1437,14 @@ class MemberIds:
 
     def scrub(self, obj: Any) -> Any:
         if isinstance(obj, dict):
-            return {k: (self(v) if k in ("member_id", "leader") and isinstance(v, str)
-                        else self.scrub(v)) for k, v in obj.items()}
+            return {
+                k: (
+                    self(v)
+                    if k in ("member_id", "leader") and isinstance(v, str)
+                    else self.scrub(v)
+                )
+                for k, v in obj.items()
+            }
         if isinstance(obj, list):
             return [self.scrub(x) for x in obj]
         return obj
@@ -1109,19 +1481,37 @@ def classic_group_protocol(bootstrap: str) -> Outcome:
                 break
             time.sleep(0.1)
         out["find_coordinator_v3"] = n(fc)
-        out["find_coordinator_v4"] = n(c.request(
-            FindCoordinatorRequest(key_type=0, coordinator_keys=[g, "classic_group_protocol-h"]), 4))
-        out["find_coordinator_bad_type"] = n(c.request(
-            FindCoordinatorRequest(key=g, key_type=5), 3))
+        out["find_coordinator_v4"] = n(
+            c.request(
+                FindCoordinatorRequest(
+                    key_type=0, coordinator_keys=[g, "classic_group_protocol-h"]
+                ),
+                4,
+            )
+        )
+        out["find_coordinator_bad_type"] = n(
+            c.request(FindCoordinatorRequest(key=g, key_type=5), 3)
+        )
 
-        def join(member_id: str = "", version: int = 9, session: int = 10000,
-                 ptype: str = "consumer") -> Any:
-            return c.request(JoinGroupRequest(
-                group_id=g, session_timeout_ms=session, rebalance_timeout_ms=10000,
-                member_id=member_id, protocol_type=ptype, protocols=[
-                    JoinGroupRequest.JoinGroupRequestProtocol(
-                        name="range", metadata=consumer_subscription([topic]))],
-                reason="compat"), version)
+        def join(
+            member_id: str = "", version: int = 9, session: int = 10000, ptype: str = "consumer"
+        ) -> Any:
+            return c.request(
+                JoinGroupRequest(
+                    group_id=g,
+                    session_timeout_ms=session,
+                    rebalance_timeout_ms=10000,
+                    member_id=member_id,
+                    protocol_type=ptype,
+                    protocols=[
+                        JoinGroupRequest.JoinGroupRequestProtocol(
+                            name="range", metadata=consumer_subscription([topic])
+                        )
+                    ],
+                    reason="compat",
+                ),
+                version,
+            )
 
         first = join()
         out["join_without_member_id"] = n(first)
@@ -1131,30 +1521,77 @@ def classic_group_protocol(bootstrap: str) -> Outcome:
         out["join"] = n(joined)
         gen = joined.generation_id
         out["join_bad_session_timeout"] = n(join("", session=1))
-        sync = c.request(SyncGroupRequest(
-            group_id=g, generation_id=gen, member_id=mid, protocol_type="consumer",
-            protocol_name="range", assignments=[SyncGroupRequest.SyncGroupRequestAssignment(
-                member_id=mid, assignment=consumer_assignment(topic, [0, 1]))]), 5)
+        sync = c.request(
+            SyncGroupRequest(
+                group_id=g,
+                generation_id=gen,
+                member_id=mid,
+                protocol_type="consumer",
+                protocol_name="range",
+                assignments=[
+                    SyncGroupRequest.SyncGroupRequestAssignment(
+                        member_id=mid, assignment=consumer_assignment(topic, [0, 1])
+                    )
+                ],
+            ),
+            5,
+        )
         out["sync"] = n(sync)
         out["sync_assignment_roundtrip"] = sync.assignment == consumer_assignment(topic, [0, 1])
-        out["sync_bad_protocol"] = n(c.request(SyncGroupRequest(
-            group_id=g, generation_id=gen, member_id=mid, protocol_type="consumer",
-            protocol_name="roundrobin", assignments=[]), 5))
+        out["sync_bad_protocol"] = n(
+            c.request(
+                SyncGroupRequest(
+                    group_id=g,
+                    generation_id=gen,
+                    member_id=mid,
+                    protocol_type="consumer",
+                    protocol_name="roundrobin",
+                    assignments=[],
+                ),
+                5,
+            )
+        )
         hb = {"ok": (gen, mid), "bad_generation": (gen + 5, mid), "unknown_member": (gen, "nobody")}
         for label, (gen_, mid_) in hb.items():
-            out[f"heartbeat_{label}"] = n(c.request(HeartbeatRequest(
-                group_id=g, generation_id=gen_, member_id=mid_), 4))
-        out["heartbeat_unknown_group"] = n(c.request(HeartbeatRequest(
-            group_id="classic_group_protocol-none", generation_id=1, member_id="x"), 4))
+            out[f"heartbeat_{label}"] = n(
+                c.request(HeartbeatRequest(group_id=g, generation_id=gen_, member_id=mid_), 4)
+            )
+        out["heartbeat_unknown_group"] = n(
+            c.request(
+                HeartbeatRequest(
+                    group_id="classic_group_protocol-none", generation_id=1, member_id="x"
+                ),
+                4,
+            )
+        )
 
-        def commit(generation: int, member: str, offsets: dict[int, int], group: str = g,
-                   version: int = 9) -> Any:
-            return n(c.request(OffsetCommitRequest(
-                group_id=group, generation_id_or_member_epoch=generation, member_id=member,
-                topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=[
-                    OffsetCommitRequest.OffsetCommitRequestPartition(
-                        partition_index=p, committed_offset=o, committed_leader_epoch=0,
-                        committed_metadata=f"m{p}") for p, o in offsets.items()])]), version))
+        def commit(
+            generation: int, member: str, offsets: dict[int, int], group: str = g, version: int = 9
+        ) -> Any:
+            return n(
+                c.request(
+                    OffsetCommitRequest(
+                        group_id=group,
+                        generation_id_or_member_epoch=generation,
+                        member_id=member,
+                        topics=[
+                            OffsetCommitRequest.OffsetCommitRequestTopic(
+                                name=topic,
+                                partitions=[
+                                    OffsetCommitRequest.OffsetCommitRequestPartition(
+                                        partition_index=p,
+                                        committed_offset=o,
+                                        committed_leader_epoch=0,
+                                        committed_metadata=f"m{p}",
+                                    )
+                                    for p, o in offsets.items()
+                                ],
+                            )
+                        ],
+                    ),
+                    version,
+                )
+            )
 
         out["commit"] = commit(gen, mid, {0: 5, 1: 7})
         out["commit_bad_generation"] = commit(gen + 1, mid, {0: 6})
@@ -1165,13 +1602,22 @@ def classic_group_protocol(bootstrap: str) -> Outcome:
         def fetch_offsets(group: str, parts: list[int] | None, version: int = 8) -> Any:
             if version >= 8:
                 grp = OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group)
-                grp.topics = None  # type: ignore[assignment]  # null = every partition
+                grp.topics = None  # null = every partition
                 if parts is not None:
-                    grp.topics = [OffsetFetchRequest.OffsetFetchRequestTopics(
-                        name=topic, partition_indexes=parts)]
+                    grp.topics = [
+                        OffsetFetchRequest.OffsetFetchRequestTopics(
+                            name=topic, partition_indexes=parts
+                        )
+                    ]
                 return n(c.request(OffsetFetchRequest(groups=[grp]), version))
-            req = OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequest.OffsetFetchRequestTopic(
-                name=topic, partition_indexes=parts or [])])
+            req = OffsetFetchRequest(
+                group_id=group,
+                topics=[
+                    OffsetFetchRequest.OffsetFetchRequestTopic(
+                        name=topic, partition_indexes=parts or []
+                    )
+                ],
+            )
             return n(c.request(req, version))
 
         out["offset_fetch_v8"] = fetch_offsets(g, [0, 1, 5])
@@ -1181,14 +1627,17 @@ def classic_group_protocol(bootstrap: str) -> Outcome:
         out["offset_fetch_unknown_group"] = fetch_offsets("classic_group_protocol-none", [0])
 
         def describe(version: int = 5) -> Any:
-            d = n(c.request(DescribeGroupsRequest(groups=[g, "classic_group_protocol-none"]),
-                            version))
+            d = n(
+                c.request(DescribeGroupsRequest(groups=[g, "classic_group_protocol-none"]), version)
+            )
             for grp in d["groups"]:
                 for m in grp["members"]:
                     m["member_metadata_ok"] = m.pop("member_metadata") == {
-                        "bytes": len(consumer_subscription([topic]))}
+                        "bytes": len(consumer_subscription([topic]))
+                    }
                     m["member_assignment_ok"] = m.pop("member_assignment") == {
-                        "bytes": len(consumer_assignment(topic, [0, 1]))}
+                        "bytes": len(consumer_assignment(topic, [0, 1]))
+                    }
             return d
 
         out["describe_stable"] = describe()
@@ -1196,25 +1645,44 @@ def classic_group_protocol(bootstrap: str) -> Outcome:
 
         def list_groups(states: list[str] | None = None, version: int = 5) -> Any:
             r = c.request(ListGroupsRequest(states_filter=states or []), version)
-            return {"error_code": err(r.error_code), "groups": sorted(
-                [x.group_id, x.protocol_type, x.group_state, x.group_type] for x in r.groups
-                if x.group_id.startswith("classic_group_protocol"))}
+            return {
+                "error_code": err(r.error_code),
+                "groups": sorted(
+                    [x.group_id, x.protocol_type, x.group_state, x.group_type]
+                    for x in r.groups
+                    if x.group_id.startswith("classic_group_protocol")
+                ),
+            }
 
         out["list_groups"] = list_groups()
         out["list_groups_stable"] = list_groups(["Stable"])
         out["list_groups_empty_filter"] = list_groups(["Empty"])
         out["list_groups_v0"] = list_groups(version=0)
         out["delete_non_empty"] = n(c.request(DeleteGroupsRequest(groups_names=[g]), 2))
-        out["leave"] = n(c.request(LeaveGroupRequest(group_id=g, members=[
-            LeaveGroupRequest.MemberIdentity(member_id=mid, reason="bye")]), 5))
-        out["leave_again"] = n(c.request(LeaveGroupRequest(group_id=g, members=[
-            LeaveGroupRequest.MemberIdentity(member_id=mid)]), 5))
+        out["leave"] = n(
+            c.request(
+                LeaveGroupRequest(
+                    group_id=g,
+                    members=[LeaveGroupRequest.MemberIdentity(member_id=mid, reason="bye")],
+                ),
+                5,
+            )
+        )
+        out["leave_again"] = n(
+            c.request(
+                LeaveGroupRequest(
+                    group_id=g, members=[LeaveGroupRequest.MemberIdentity(member_id=mid)]
+                ),
+                5,
+            )
+        )
         out["describe_after_leave"] = describe()
         out["commit_simple_to_empty_group"] = commit(-1, "", {0: 8})
         out["offset_fetch_after_leave"] = fetch_offsets(g, [0, 1])
         out["join_other_protocol_type"] = n(join("", ptype="connect"))
-        out["delete"] = n(c.request(DeleteGroupsRequest(
-            groups_names=[g, "classic_group_protocol-none"]), 2))
+        out["delete"] = n(
+            c.request(DeleteGroupsRequest(groups_names=[g, "classic_group_protocol-none"]), 2)
+        )
         out["describe_after_delete"] = describe()
         out["offset_fetch_after_delete"] = fetch_offsets(g, [0, 1])
         s = "classic_group_protocol-simple"
@@ -1241,43 +1709,74 @@ def alter_configs(bootstrap: str) -> Outcome:
     with connect(bootstrap) as c:
         create_topic(c, topic, configs={"retention.ms": "1000", "retention.bytes": "99999"})
 
-        def incremental(ops: list[tuple[str, int, str | None]], validate_only: bool = False,
-                        name: str = topic, rtype: int = TOPIC_RESOURCE) -> Any:
-            req = IAC(resources=[IAC.AlterConfigsResource(
-                resource_type=rtype, resource_name=name,
-                configs=[IAC.AlterableConfig(name=k, config_operation=op, value=v)
-                         for k, op, v in ops])],
-                validate_only=validate_only)
+        def incremental(
+            ops: list[tuple[str, int, str | None]],
+            validate_only: bool = False,
+            name: str = topic,
+            rtype: int = TOPIC_RESOURCE,
+        ) -> Any:
+            req = IAC(
+                resources=[
+                    IAC.AlterConfigsResource(
+                        resource_type=rtype,
+                        resource_name=name,
+                        configs=[
+                            IAC.AlterableConfig(name=k, config_operation=op, value=v)
+                            for k, op, v in ops
+                        ],
+                    )
+                ],
+                validate_only=validate_only,
+            )
             return norm(c.request(req, 1).responses)
 
         SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
         out["validate_only"] = incremental([("segment.ms", SET, "3600000")], validate_only=True)
         out["after_validate_only"] = _describe(c, [(TOPIC_RESOURCE, topic, keys)])
-        out["set_delete_append"] = incremental([
-            ("segment.ms", SET, "3600000"), ("retention.ms", DELETE, None),
-            ("cleanup.policy", APPEND, "compact")])
+        out["set_delete_append"] = incremental(
+            [
+                ("segment.ms", SET, "3600000"),
+                ("retention.ms", DELETE, None),
+                ("cleanup.policy", APPEND, "compact"),
+            ]
+        )
+
         def value(key: str) -> Callable[[Any], Any]:
             return lambda r: r[0]["configs"][key]["value"]
 
         out["after"] = eventually(
             lambda: _describe(c, [(TOPIC_RESOURCE, topic, keys)], synonyms=True),
-            lambda r: value("segment.ms")(r) == "3600000")
+            lambda r: value("segment.ms")(r) == "3600000",
+        )
         out["subtract"] = incremental([("cleanup.policy", SUBTRACT, "delete")])
         out["invalid_value"] = incremental([("retention.ms", SET, "soon")])
         out["unknown_key"] = incremental([("no.such.config", SET, "1")])
         out["append_to_non_list"] = incremental([("retention.ms", APPEND, "5")])
         out["unknown_topic"] = incremental([("retention.ms", SET, "5")], name="alter_configs-nope")
         out["same_key_twice"] = incremental([("segment.ms", SET, "1"), ("segment.ms", SET, "2")])
-        out["after_errors"] = eventually(lambda: _describe(c, [(TOPIC_RESOURCE, topic, keys)]),
-                                         lambda r: value("cleanup.policy")(r) == "compact")
+        out["after_errors"] = eventually(
+            lambda: _describe(c, [(TOPIC_RESOURCE, topic, keys)]),
+            lambda r: value("cleanup.policy")(r) == "compact",
+        )
         # Legacy AlterConfigs replaces the whole set of overrides.
-        req = AlterConfigsRequest(resources=[AlterConfigsRequest.AlterConfigsResource(
-            resource_type=TOPIC_RESOURCE, resource_name=topic,
-            configs=[AlterConfigsRequest.AlterableConfig(name="max.message.bytes",
-                                                        value="500000")])])
+        req = AlterConfigsRequest(
+            resources=[
+                AlterConfigsRequest.AlterConfigsResource(
+                    resource_type=TOPIC_RESOURCE,
+                    resource_name=topic,
+                    configs=[
+                        AlterConfigsRequest.AlterableConfig(
+                            name="max.message.bytes", value="500000"
+                        )
+                    ],
+                )
+            ]
+        )
         out["legacy_alter"] = norm(c.request(req, 2).responses)
-        out["after_legacy"] = eventually(lambda: _describe(c, [(TOPIC_RESOURCE, topic, keys)]),
-                                         lambda r: value("max.message.bytes")(r) == "500000")
+        out["after_legacy"] = eventually(
+            lambda: _describe(c, [(TOPIC_RESOURCE, topic, keys)]),
+            lambda r: value("max.message.bytes")(r) == "500000",
+        )
     return out
 
 
@@ -1293,8 +1792,13 @@ def transactions_confluent(bootstrap: str) -> Outcome:
     topic = "transactions_confluent"
     with connect(bootstrap) as c:
         create_topic(c, topic)
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "transactions_confluent-tx",
-                  "linger.ms": 0})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": "transactions_confluent-tx",
+            "linger.ms": 0,
+        }
+    )
     p.init_transactions(60)
     p.begin_transaction()
     for i in range(3):
@@ -1314,15 +1818,21 @@ def transactions_confluent(bootstrap: str) -> Outcome:
             part = fetch(c, topic, 0, isolation_level=isolation).responses[0].partitions[0]
             d = fetch_partition_outcome(part)
             d["batches"] = [
-                {"base_offset": b["base_offset"], "count": b["records_count"],
-                 "attributes": b["attributes"], "producer_id": b["producer_id"],
-                 "values": [r.get("control_type") or r["value"] for r in b.get("records", [])]}
-                for b in d["batches"]]
+                {
+                    "base_offset": b["base_offset"],
+                    "count": b["records_count"],
+                    "attributes": b["attributes"],
+                    "producer_id": b["producer_id"],
+                    "values": [r.get("control_type") or r["value"] for r in b.get("records", [])],
+                }
+                for b in d["batches"]
+            ]
             return d
 
     with connect(bootstrap) as c:
-        out["open_read_uncommitted"] = eventually(lambda: batches(0),
-                                                  lambda d: d["high_watermark"] == 8)
+        out["open_read_uncommitted"] = eventually(
+            lambda: batches(0), lambda d: d["high_watermark"] == 8
+        )
         out["open_read_committed"] = batches(1)
         out["open_list_offsets_committed"] = list_offsets(c, topic, [-1, -2], isolation_level=1)
         out["open_list_offsets_uncommitted"] = list_offsets(c, topic, [-1], isolation_level=0)
@@ -1330,17 +1840,24 @@ def transactions_confluent(bootstrap: str) -> Outcome:
     with connect(bootstrap) as c:
         # The coordinator writes the markers after EndTxn is answered: wait for the last one.
         out["closed_read_committed"] = eventually(
-            lambda: batches(1), lambda d: d["last_stable_offset"] == 9)
+            lambda: batches(1), lambda d: d["last_stable_offset"] == 9
+        )
         out["closed_list_offsets_committed"] = list_offsets(c, topic, [-1], isolation_level=1)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "transactions_confluent-g",
-                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "transactions_confluent-g",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
     consumer.subscribe([topic])
     got: list[str] = []
     deadline = time.monotonic() + 30
     while len(got) < 4 and time.monotonic() < deadline:
         m = consumer.poll(0.5)
         if m is not None and not m.error():
-            got.append(m.value().decode())
+            got.append((m.value() or b"").decode())
     consumer.close()
     out["read_committed_consumer"] = got
     return out
@@ -1367,20 +1884,31 @@ def client_aiokafka(bootstrap: str) -> Outcome:
         finally:
             await admin.close()
         await asyncio.sleep(0.5)
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True,
-                                    compression_type="gzip")
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, enable_idempotence=True, compression_type="gzip"
+        )
         await producer.start()
         try:
             sent = []
             for i in range(4):
-                md = await producer.send_and_wait(topic, f"v{i}".encode(), key=f"k{i}".encode(),
-                                                  partition=i % 2, timestamp_ms=T0 + i)
+                md = await producer.send_and_wait(
+                    topic,
+                    f"v{i}".encode(),
+                    key=f"k{i}".encode(),
+                    partition=i % 2,
+                    timestamp_ms=T0 + i,
+                )
                 sent.append([md.partition, md.offset, md.timestamp])
             out["sent"] = sent
         finally:
             await producer.stop()
-        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id="client_aiokafka-g",
-                                    auto_offset_reset="earliest", enable_auto_commit=False)
+        consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id="client_aiokafka-g",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
         await consumer.start()
         try:
             got: list[list[Any]] = []
@@ -1388,8 +1916,9 @@ def client_aiokafka(bootstrap: str) -> Outcome:
                 while len(got) < 4:
                     batch = await consumer.getmany(timeout_ms=500)
                     for tp, msgs in batch.items():
-                        got += [[tp.partition, m.offset, m.value.decode(), m.timestamp]
-                                for m in msgs]
+                        got += [
+                            [tp.partition, m.offset, m.value.decode(), m.timestamp] for m in msgs
+                        ]
             out["consumed"] = sorted(got)
             await consumer.commit()
             tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
@@ -1406,8 +1935,9 @@ def client_aiokafka(bootstrap: str) -> Outcome:
 # --- scenarios: Kafka's Java tools ---------------------------------------------------------------
 
 
-def _java(main_class: str, args: list[str], version: str = "4.x",
-          stdin: str | None = None) -> tuple[int, str, str]:
+def _java(
+    main_class: str, args: list[str], version: str = "4.x", stdin: str | None = None
+) -> tuple[int, str, str]:
     from compat_tests.kafka_dist import run_java_tool
 
     p = run_java_tool(main_class, args, version, check=False, input=stdin, timeout=180)
@@ -1428,16 +1958,25 @@ def java_topic_command(bootstrap: str) -> Outcome:
         t = f"java_topic_command-{version.replace('.', '')}"
         base = ["--bootstrap-server", bootstrap]
         res: dict[str, Any] = {}
-        rc, so, se = _java(tc, base + ["--create", "--topic", t, "--partitions", "2",
-                                       "--config", "retention.ms=123456"], version)
+        rc, so, se = _java(
+            tc,
+            base
+            + ["--create", "--topic", t, "--partitions", "2", "--config", "retention.ms=123456"],
+            version,
+        )
         res["create"] = [rc, so.strip()]
         rc, so, se = _java(tc, base + ["--create", "--topic", t, "--partitions", "2"], version)
         res["create_again"] = [rc, "already exists" in (so + se)]
         rc, so, se = _java(tc, base + ["--list", "--topic", "java_topic_command.*"], version)
         res["list"] = [rc, sorted(so.split())]
         rc, so, se = _java(tc, base + ["--describe", "--topic", t], version)
-        res["describe"] = [rc, [re.sub(r"TopicId: \S+", "TopicId: <id>", ln).split()
-                                for ln in so.strip().splitlines()]]
+        res["describe"] = [
+            rc,
+            [
+                re.sub(r"TopicId: \S+", "TopicId: <id>", ln).split()
+                for ln in so.strip().splitlines()
+            ],
+        ]
         rc, so, se = _java(tc, base + ["--alter", "--topic", t, "--partitions", "3"], version)
         res["alter"] = [rc, _last_error_line(se)]
         rc, so, se = _java(tc, base + ["--delete", "--topic", t], version)
@@ -1456,43 +1995,92 @@ def java_console_roundtrip(bootstrap: str) -> Outcome:
         create_topic(c, topic)
     out: dict[str, Any] = {}
     lines = "".join(f"k{i}:v{i}\n" for i in range(5))
-    rc, so, se = _java("org.apache.kafka.tools.ConsoleProducer",
-                       ["--bootstrap-server", bootstrap, "--topic", topic,
-                        "--reader-property", "parse.key=true", "--reader-property", "key.separator=:"],
-                       stdin=lines)
+    rc, so, se = _java(
+        "org.apache.kafka.tools.ConsoleProducer",
+        [
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--reader-property",
+            "parse.key=true",
+            "--reader-property",
+            "key.separator=:",
+        ],
+        stdin=lines,
+    )
     out["produce"] = [rc, _last_error_line(se)]
-    rc, so, se = _java("kafka.tools.ConsoleProducer",
-                       ["--bootstrap-server", bootstrap, "--topic", topic,
-                        "--property", "parse.key=true", "--property", "key.separator=:"],
-                       version="3.9", stdin="k5:v5\n")
+    rc, so, se = _java(
+        "kafka.tools.ConsoleProducer",
+        [
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--property",
+            "parse.key=true",
+            "--property",
+            "key.separator=:",
+        ],
+        version="3.9",
+        stdin="k5:v5\n",
+    )
     out["produce_39"] = [rc, _last_error_line(se)]
     for version in ("4.x", "3.9"):
         prop = "--formatter-property" if version == "4.x" else "--property"
-        p = run_java_tool("org.apache.kafka.tools.consumer.ConsoleConsumer", [
-            "--bootstrap-server", bootstrap, "--topic", topic, "--from-beginning",
-            "--max-messages", "6", "--timeout-ms", "30000",
-            prop, "print.key=true", prop, "print.offset=true", prop, "print.partition=true",
-            "--group", f"java_console_roundtrip-{version}"],
-            version, check=False, timeout=180)
+        p = run_java_tool(
+            "org.apache.kafka.tools.consumer.ConsoleConsumer",
+            [
+                "--bootstrap-server",
+                bootstrap,
+                "--topic",
+                topic,
+                "--from-beginning",
+                "--max-messages",
+                "6",
+                "--timeout-ms",
+                "30000",
+                prop,
+                "print.key=true",
+                prop,
+                "print.offset=true",
+                prop,
+                "print.partition=true",
+                "--group",
+                f"java_console_roundtrip-{version}",
+            ],
+            version,
+            check=False,
+            timeout=180,
+        )
         out[f"consume_{version}"] = [p.returncode, p.stdout.strip().splitlines()]
-    rc, so, se = _java("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-                       ["--bootstrap-server", bootstrap, "--describe", "--group",
-                        "java_console_roundtrip-4.x"])
+    rc, so, se = _java(
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        ["--bootstrap-server", bootstrap, "--describe", "--group", "java_console_roundtrip-4.x"],
+    )
     rows = [ln.split() for ln in so.strip().splitlines() if ln.strip()]
     out["group_describe"] = [rc, [r[:6] for r in rows]]
-    rc, so, se = _java("org.apache.kafka.tools.GetOffsetShell",
-                       ["--bootstrap-server", bootstrap, "--topic", topic, "--time", "-1"])
+    rc, so, se = _java(
+        "org.apache.kafka.tools.GetOffsetShell",
+        ["--bootstrap-server", bootstrap, "--topic", topic, "--time", "-1"],
+    )
     out["get_offset_shell_latest"] = [rc, so.split()]
-    rc, so, se = _java("org.apache.kafka.tools.GetOffsetShell",
-                       ["--bootstrap-server", bootstrap, "--topic", topic, "--time", "-3"])
+    rc, so, se = _java(
+        "org.apache.kafka.tools.GetOffsetShell",
+        ["--bootstrap-server", bootstrap, "--topic", topic, "--time", "-3"],
+    )
     out["get_offset_shell_max_timestamp"] = [rc, so.split()]
     return out
 
 
 def _delete_and_wait(topic: str, bootstrap: str, timeout: float = 15.0) -> None:
     with connect(bootstrap) as c:
-        c.request(DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(name=topic)],
-                                      timeout_ms=30000), 6)
+        c.request(
+            DeleteTopicsRequest(
+                topics=[DeleteTopicsRequest.DeleteTopicState(name=topic)], timeout_ms=30000
+            ),
+            6,
+        )
         deadline = time.monotonic() + timeout
         while metadata(c, [topic]).topics[0].error_code == 0 and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -1504,17 +2092,31 @@ def java_client_compatibility(bootstrap: str) -> Outcome:
     out: dict[str, Any] = {}
     for version in ("4.x", "3.9"):
         args = [
-            "--bootstrap-server", bootstrap, "--topic", f"java_client_compatibility-{version}",
-            "--offsets-for-times-supported", "true", "--cluster-id-supported", "true",
-            "--expect-record-too-large-exception", "false", "--num-cluster-nodes", "1",
-            "--create-topics-supported", "true", "--describe-acls-supported", "true",
-            "--describe-configs-supported", "true", "--idempotent-producer-supported", "true",
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            f"java_client_compatibility-{version}",
+            "--offsets-for-times-supported",
+            "true",
+            "--cluster-id-supported",
+            "true",
+            "--expect-record-too-large-exception",
+            "false",
+            "--num-cluster-nodes",
+            "1",
+            "--create-topics-supported",
+            "true",
+            "--describe-acls-supported",
+            "true",
+            "--describe-configs-supported",
+            "true",
+            "--idempotent-producer-supported",
+            "true",
         ]
         _delete_and_wait("newtopic", bootstrap)  # the tool always creates "newtopic"
         rc, so, se = _java("org.apache.kafka.tools.ClientCompatibilityTest", args, version)
         _delete_and_wait("newtopic", bootstrap)
-        failed = [ln.strip() for ln in (so + se).splitlines()
-                  if "FAILED" in ln or "error:" in ln]
+        failed = [ln.strip() for ln in (so + se).splitlines() if "FAILED" in ln or "error:" in ln]
         out[version] = {"exit_code": rc, "failed": failed[:3]}
     return out
 
@@ -1526,22 +2128,43 @@ def java_producer_performance(bootstrap: str) -> Outcome:
     topic = "java_producer_performance"
     with connect(bootstrap) as c:
         create_topic(c, topic)
-    rc, so, se = _java("org.apache.kafka.tools.ProducerPerformance", [
-        "--topic", topic, "--num-records", "2000", "--record-size", "100",
-        "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all",
-        "linger.ms=5", "compression.type=lz4"])
+    rc, so, se = _java(
+        "org.apache.kafka.tools.ProducerPerformance",
+        [
+            "--topic",
+            topic,
+            "--num-records",
+            "2000",
+            "--record-size",
+            "100",
+            "--throughput",
+            "-1",
+            "--producer-props",
+            f"bootstrap.servers={bootstrap}",
+            "acks=all",
+            "linger.ms=5",
+            "compression.type=lz4",
+        ],
+    )
     last = [ln for ln in so.splitlines() if "records sent" in ln]
-    out["producer_performance"] = [rc, last[-1].split(" records sent")[0] if last else None,
-                                   _last_error_line(se)]
-    rc, so, se = _java("org.apache.kafka.tools.VerifiableProducer", [
-        "--bootstrap-server", bootstrap, "--topic", topic, "--max-messages", "50",
-        "--acks", "-1"], version="3.9")
+    out["producer_performance"] = [
+        rc,
+        last[-1].split(" records sent")[0] if last else None,
+        _last_error_line(se),
+    ]
+    rc, so, se = _java(
+        "org.apache.kafka.tools.VerifiableProducer",
+        ["--bootstrap-server", bootstrap, "--topic", topic, "--max-messages", "50", "--acks", "-1"],
+        version="3.9",
+    )
     events = [json.loads(ln) for ln in so.splitlines() if ln.startswith("{")]
     acked = [e for e in events if e.get("name") == "producer_send_success"]
     out["verifiable_producer_39"] = {
-        "exit_code": rc, "acked": len(acked),
-        "errors": sorted({e.get("exception", "") for e in events
-                          if e.get("name") == "producer_send_error"}),
+        "exit_code": rc,
+        "acked": len(acked),
+        "errors": sorted(
+            {e.get("exception", "") for e in events if e.get("name") == "producer_send_error"}
+        ),
         "offsets": [acked[0]["offset"], acked[-1]["offset"]] if acked else None,
     }
     with connect(bootstrap) as c:

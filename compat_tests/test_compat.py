@@ -63,9 +63,15 @@ def differences(a: Any, b: Any, path: str = "") -> list[str]:
 
 def report(name: str, ref_label: str, ref: Any, target: str, got: Any) -> str:
     diffs = differences(ref, got)
-    udiff = "".join(difflib.unified_diff(
-        dumps(ref).splitlines(keepends=True), dumps(got).splitlines(keepends=True),
-        fromfile=f"{ref_label}/{name}", tofile=f"{target}/{name}", n=2))
+    udiff = "".join(
+        difflib.unified_diff(
+            dumps(ref).splitlines(keepends=True),
+            dumps(got).splitlines(keepends=True),
+            fromfile=f"{ref_label}/{name}",
+            tofile=f"{target}/{name}",
+            n=2,
+        )
+    )
     lines = [f"{name}: {target} differs from {ref_label} in {len(diffs)} place(s):"]
     lines += ["  " + d for d in diffs[:60]]
     if len(diffs) > 60:
@@ -84,17 +90,18 @@ def live_outcomes() -> dict[tuple[str, str], Any]:
 @pytest.mark.parametrize("target", selected_targets())
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_scenario(
-    name: str, target: str, request: pytest.FixtureRequest,
+    name: str,
+    target: str,
+    request: pytest.FixtureRequest,
     live_outcomes: dict[tuple[str, str], Any],
 ) -> None:
     bootstrap = request.getfixturevalue(FIXTURES[target])
+    raised: str | None = None
     try:
         got = run_scenario(name, bootstrap)
     except Exception:
         got = {"scenario_raised": traceback.format_exc().strip().splitlines()[-1]}
         raised = traceback.format_exc()
-    else:
-        raised = None
     live_outcomes[(target, name)] = got
     out_file = RESULTS / target / f"{name}.json"
     out_file.parent.mkdir(parents=True, exist_ok=True)
@@ -112,9 +119,11 @@ def test_scenario(
             return  # nothing recorded to check against
         ref_label, ref = "recorded Kafka", json.loads(expected_file.read_text())
         if ref != got:
-            pytest.fail(report(name, ref_label, ref, target, got)
-                        + "\n(re-record with KAFKAWIRE_COMPAT_RECORD=1 if Kafka is right)",
-                        pytrace=False)
+            pytest.fail(
+                report(name, ref_label, ref, target, got)
+                + "\n(re-record with KAFKAWIRE_COMPAT_RECORD=1 if Kafka is right)",
+                pytrace=False,
+            )
         return
 
     if ("kafka", name) in live_outcomes:
@@ -122,8 +131,10 @@ def test_scenario(
     else:
         expected_file = EXPECTED / f"{name}.json"
         if not expected_file.exists():
-            pytest.fail(f"no Kafka outcome for {name}: run with KAFKAWIRE_COMPAT_TARGETS "
-                        "including kafka, or record one with KAFKAWIRE_COMPAT_RECORD=1")
+            pytest.fail(
+                f"no Kafka outcome for {name}: run with KAFKAWIRE_COMPAT_TARGETS "
+                "including kafka, or record one with KAFKAWIRE_COMPAT_RECORD=1"
+            )
         ref_label, ref = "recorded Kafka", json.loads(expected_file.read_text())
     if ref != got:
         msg = report(name, ref_label, ref, target, got)

@@ -28,7 +28,7 @@ CLIENT_ID = "kafkawire-compat"
 API_VERSIONS_KEY = 18
 
 
-class ConnectionClosed(Exception):
+class ConnectionClosed(ConnectionError):
     """The broker closed the connection instead of answering."""
 
 
@@ -216,8 +216,15 @@ class Rec:
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
 
 
-CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
-                 4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
+CONTROL_TYPES = {
+    0: "ABORT",
+    1: "COMMIT",
+    2: "LEADER_CHANGE",
+    3: "SNAPSHOT_HEADER",
+    4: "SNAPSHOT_FOOTER",
+    5: "KRAFT_VERSION",
+    6: "KRAFT_VOTERS",
+}
 
 _BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")
 
