@@ -9,14 +9,23 @@ from pathlib import Path
 
 import pytest
 
-from compat_tests.kafka_dist import DEFAULT_BROKER_PROPS, kafka_broker  # noqa: F401  (fixture)
+from compat_tests.kafka_dist import (  # noqa: F401  (kafka_broker is a fixture)
+    DEFAULT_BROKER_PROPS,
+    KafkaDistError,
+    fetch,
+    kafka_broker,
+    running_kafka,
+)
 
-ALL_TARGETS = ("kafka", "kafkawire")
+# kafka39 (Apache Kafka 3.9.2 as the target) is not a default: it exercises the harness with a
+# real broker that differs from 4.x in known ways.
+ALL_TARGETS = ("kafka", "kafkawire", "kafka39")
+DEFAULT_TARGETS = ("kafka", "kafkawire")
 
 
 def selected_targets() -> list[str]:
     """``KAFKAWIRE_COMPAT_TARGETS`` (comma separated), default both."""
-    raw = os.environ.get("KAFKAWIRE_COMPAT_TARGETS", ",".join(ALL_TARGETS))
+    raw = os.environ.get("KAFKAWIRE_COMPAT_TARGETS", ",".join(DEFAULT_TARGETS))
     targets = [t.strip() for t in raw.split(",") if t.strip()]
     bad = [t for t in targets if t not in ALL_TARGETS]
     if bad:
@@ -57,3 +66,14 @@ def kafkawire_compat_broker() -> Iterator[str]:
 def pytest_configure(config: pytest.Config) -> None:
     # kafka-python 3.0 loads its schemas with importlib.resources' deprecated helpers.
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning")
+
+
+@pytest.fixture(scope="session")
+def kafka39_broker() -> Iterator[str]:
+    """Apache Kafka 3.9.2 (jars), for checking the harness against a known-different broker."""
+    try:
+        fetch("3.9")
+    except KafkaDistError as e:
+        pytest.fail(f"cannot fetch Apache Kafka 3.9: {e}")
+    with running_kafka("3.9") as bootstrap:
+        yield bootstrap

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from compat_tests.wire import Connection, Rec, build_batch, parse_batches, plain
+from protocol._generated import API_INFO
 from protocol._generated.api_versions_request import ApiVersionsRequest
 from protocol._generated.create_partitions_request import CreatePartitionsRequest
 from protocol._generated.create_topics_request import CreateTopicsRequest
@@ -413,9 +414,13 @@ def api_versions(bootstrap: str) -> Outcome:
             req = ApiVersionsRequest(client_software_name="compat", client_software_version="1.0")
             r = c.request(req, v)
             d = norm(r, frozenset({"finalized_features_epoch"}))
-            d["api_keys"] = sorted(
-                [k["api_key"], k["min_version"], k["max_version"]] for k in d["api_keys"]
-            )
+            d["api_keys"] = {
+                f"{k['api_key']} {API_INFO.get(k['api_key'], ('?',))[0]}": [
+                    k["min_version"],
+                    k["max_version"],
+                ]
+                for k in d["api_keys"]
+            }
             for feats in ("supported_features", "finalized_features"):
                 d[feats] = sorted(d.get(feats) or [], key=lambda f: f["name"])
             if v >= 3:

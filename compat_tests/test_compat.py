@@ -14,6 +14,7 @@ Every outcome is also written to ``compat_tests/.results/<target>/<scenario>.jso
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import json
 import os
 import traceback
@@ -22,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from compat_tests.accepted import ACCEPTED
 from compat_tests.conftest import selected_targets
 from compat_tests.scenarios import SCENARIOS, run_scenario
 
@@ -30,7 +32,11 @@ pytestmark = pytest.mark.compat
 HERE = Path(__file__).resolve().parent
 EXPECTED = HERE / "expected"
 RESULTS = Path(os.environ.get("KAFKAWIRE_COMPAT_OUT", HERE / ".results"))
-FIXTURES = {"kafka": "kafka_broker", "kafkawire": "kafkawire_compat_broker"}
+FIXTURES = {
+    "kafka": "kafka_broker",
+    "kafkawire": "kafkawire_compat_broker",
+    "kafka39": "kafka39_broker",
+}
 RECORD = os.environ.get("KAFKAWIRE_COMPAT_RECORD") == "1"
 
 
@@ -38,16 +44,16 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, indent=1, sort_keys=True) + "\n"
 
 
-def differences(a: Any, b: Any, path: str = "") -> list[str]:
-    """Paths whose values differ, as ``path: reference=... target=...`` lines."""
+def differences(a: Any, b: Any, path: str = "") -> list[tuple[str, str]]:
+    """``(path, description)`` of every place where the values differ."""
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
         for k in sorted(set(a) | set(b)):
             p = f"{path}.{k}" if path else str(k)
             if k not in b:
-                out.append(f"{p}: missing in target (reference={json.dumps(a[k])[:120]})")
+                out.append((p, f"missing in target (reference={json.dumps(a[k])[:120]})"))
             elif k not in a:
-                out.append(f"{p}: only in target ({json.dumps(b[k])[:120]})")
+                out.append((p, f"only in target ({json.dumps(b[k])[:120]})"))
             else:
                 out.extend(differences(a[k], b[k], p))
         return out
@@ -57,12 +63,20 @@ def differences(a: Any, b: Any, path: str = "") -> list[str]:
             out.extend(differences(x, y, f"{path}[{i}]"))
         return out
     if a != b:
-        return [f"{path}: reference={json.dumps(a)[:200]} target={json.dumps(b)[:200]}"]
+        return [(path, f"reference={json.dumps(a)[:200]} target={json.dumps(b)[:200]}")]
     return []
 
 
-def report(name: str, ref_label: str, ref: Any, target: str, got: Any) -> str:
-    diffs = differences(ref, got)
+def accepted_reason(name: str, path: str) -> str | None:
+    for glob, reason in ACCEPTED.get(name, []):
+        if fnmatch.fnmatchcase(path, glob):
+            return reason
+    return None
+
+
+def report(
+    name: str, ref_label: str, ref: Any, target: str, got: Any, diffs: list[tuple[str, str]]
+) -> str:
     udiff = "".join(
         difflib.unified_diff(
             dumps(ref).splitlines(keepends=True),
@@ -73,11 +87,11 @@ def report(name: str, ref_label: str, ref: Any, target: str, got: Any) -> str:
         )
     )
     lines = [f"{name}: {target} differs from {ref_label} in {len(diffs)} place(s):"]
-    lines += ["  " + d for d in diffs[:60]]
+    lines += [f"  {p}: {d}" for p, d in diffs[:60]]
     if len(diffs) > 60:
         lines.append(f"  ... {len(diffs) - 60} more")
     if len(udiff) > 12000:
-        udiff = udiff[:12000] + "\n... (diff truncated; full outcomes under " + str(RESULTS) + ")\n"
+        udiff = udiff[:12000] + f"\n... (diff truncated; full outcomes under {RESULTS})\n"
     lines += ["", udiff]
     return "\n".join(lines)
 
@@ -120,7 +134,7 @@ def test_scenario(
         ref_label, ref = "recorded Kafka", json.loads(expected_file.read_text())
         if ref != got:
             pytest.fail(
-                report(name, ref_label, ref, target, got)
+                report(name, ref_label, ref, target, got, differences(ref, got))
                 + "\n(re-record with KAFKAWIRE_COMPAT_RECORD=1 if Kafka is right)",
                 pytrace=False,
             )
@@ -136,8 +150,16 @@ def test_scenario(
                 "including kafka, or record one with KAFKAWIRE_COMPAT_RECORD=1"
             )
         ref_label, ref = "recorded Kafka", json.loads(expected_file.read_text())
-    if ref != got:
-        msg = report(name, ref_label, ref, target, got)
+    diffs = differences(ref, got)
+    unexpected = [(p, d) for p, d in diffs if accepted_reason(name, p) is None]
+    for p, _ in diffs:
+        reason = accepted_reason(name, p)
+        if reason is not None:
+            print(f"accepted difference {name}: {p} ({reason})")
+    if unexpected or raised:
+        msg = report(name, ref_label, ref, target, got, unexpected)
+        if len(unexpected) < len(diffs):
+            msg += f"\n({len(diffs) - len(unexpected)} accepted difference(s) not shown)"
         if raised:
             msg += f"\n{target} raised:\n{raised}"
         pytest.fail(msg, pytrace=False)
