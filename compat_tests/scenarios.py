@@ -12,6 +12,8 @@ topics and can run in any order against a fresh broker. Run one by hand with
 ``python -m compat_tests.scenarios BOOTSTRAP [NAME...]``.
 """
 
+# Steps.step() calls its lambda at once, so loop variables in them are bound correctly.
+# ruff: noqa: B023
 from __future__ import annotations
 
 import json
@@ -24,7 +26,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from compat_tests.wire import Connection, Rec, build_batch, parse_batches, plain
+from compat_tests.wire import (
+    Connection,
+    ConnectionClosed,
+    Rec,
+    build_batch,
+    parse_batches,
+    plain,
+)
 from protocol._generated import API_INFO
 from protocol._generated.api_versions_request import ApiVersionsRequest
 from protocol._generated.create_partitions_request import CreatePartitionsRequest
@@ -48,6 +57,23 @@ SCENARIOS: dict[str, ScenarioFn] = {}
 def scenario(fn: ScenarioFn) -> ScenarioFn:
     SCENARIOS[fn.__name__] = fn
     return fn
+
+
+class Steps(dict[str, Any]):
+    """A scenario's outcome, filled step by step.
+
+    ``out.step(key, fn)`` stores ``fn()``, or ``{"raised": "<exception>"}`` when it raises, so one
+    unsupported request (a broker still missing an API closes the connection) does not hide the
+    outcome of the steps after it.
+    """
+
+    def step(self, key: str, fn: Callable[[], Any]) -> Any:
+        try:
+            value = fn()
+        except Exception as e:  # recorded in the outcome, compared like any value
+            value = {"raised": f"{type(e).__name__}: {e}".splitlines()[0][:200]}
+        self[key] = value
+        return value
 
 
 # --- normalization helpers ----------------------------------------------------------------------
@@ -256,7 +282,16 @@ def create_topic(
         ],
         timeout_ms=30000,
     )
-    res = c.request(req, 7).topics[0]
+    try:
+        res = c.request(req, 7).topics[0]
+    except ConnectionClosed:
+        # A broker without CreateTopics (closes the connection): fall back to auto-creation
+        # through Metadata so the produce/fetch steps still run. Partitions and configs are
+        # then the broker's defaults, which shows up in the outcome.
+        metadata(c, [name], auto_create=True)
+        if wait:
+            wait_for_leaders(c, name)
+        return None
     if res.error_code != 0:
         raise AssertionError(f"create {name}: {err(res.error_code)} {res.error_message}")
     if wait:
@@ -407,40 +442,56 @@ def simple_records(n: int, prefix: str = "v", ts_step: int = 1) -> list[Rec]:
 
 @scenario
 def api_versions(bootstrap: str) -> Outcome:
-    """ApiVersions at every version: advertised ranges, features, and the KIP-511 fallback."""
-    out: dict[str, Any] = {}
+    """ApiVersions at every version: advertised ranges, features, and the KIP-511 fallback.
+
+    The key ranges are listed once (``api_keys``, from v4); each version says whether it
+    advertised the same (Kafka does) or lists its own.
+    """
+    out = Steps()
+
+    def one(c: Connection, v: int) -> dict[str, Any]:
+        req = ApiVersionsRequest(client_software_name="compat", client_software_version="1.0")
+        r = c.request(req, v)
+        d: dict[str, Any] = norm(r, frozenset({"finalized_features_epoch"}))
+        d["api_keys"] = {
+            f"{k['api_key']} {API_INFO.get(k['api_key'], ('?',))[0]}": [
+                k["min_version"],
+                k["max_version"],
+            ]
+            for k in d["api_keys"]
+        }
+        for feats in ("supported_features", "finalized_features"):
+            d[feats] = sorted(d.get(feats) or [], key=lambda f: f["name"])
+        if v >= 3:
+            d["finalized_features_epoch_set"] = r.finalized_features_epoch >= 0
+        return d
+
     with connect(bootstrap) as c:
-        for v in (0, 1, 2, 3, 4):
-            req = ApiVersionsRequest(client_software_name="compat", client_software_version="1.0")
-            r = c.request(req, v)
-            d = norm(r, frozenset({"finalized_features_epoch"}))
-            d["api_keys"] = {
-                f"{k['api_key']} {API_INFO.get(k['api_key'], ('?',))[0]}": [
-                    k["min_version"],
-                    k["max_version"],
-                ]
-                for k in d["api_keys"]
-            }
-            for feats in ("supported_features", "finalized_features"):
-                d[feats] = sorted(d.get(feats) or [], key=lambda f: f["name"])
-            if v >= 3:
-                d["finalized_features_epoch_set"] = r.finalized_features_epoch >= 0
-            out[f"v{v}"] = d
+        per_version = {v: out.step(f"v{v}", lambda: one(c, v)) for v in (4, 3, 2, 1, 0)}
+        keys = per_version[4].get("api_keys") if isinstance(per_version[4], dict) else None
+        out["api_keys"] = keys
+        for d in per_version.values():
+            if isinstance(d, dict) and "api_keys" in d and d["api_keys"] == keys:
+                d["api_keys"] = "same as api_keys"
     # An unsupported ApiVersions version is answered with a v0 body: error 35 + key 18's range.
-    with connect(bootstrap) as c:
-        # Versions >= 3 use request header v2; a newer client sends its own newest body.
-        req = ApiVersionsRequest(client_software_name="compat", client_software_version="9")
-        frame = c.raw_request(18, 127, req.encode(3), header_version=2)
+    # Versions >= 3 use request header v2; a newer client sends its own newest body.
+
+    def unsupported() -> dict[str, Any]:
         from protocol._generated.api_versions_response import ApiVersionsResponse
         from protocol.primitives import Reader
 
+        with connect(bootstrap) as c:
+            req = ApiVersionsRequest(client_software_name="compat", client_software_version="9")
+            frame = c.raw_request(18, 127, req.encode(3), header_version=2)
         rd = Reader(frame)
         rd.int32()  # correlation id (response header v0)
         r0 = ApiVersionsResponse.read(rd, 0)
-        out["v127"] = {
+        return {
             "error_code": err(r0.error_code),
             "api_keys": [[k.api_key, k.min_version, k.max_version] for k in r0.api_keys],
         }
+
+    out.step("v127", unsupported)
     return out
 
 
@@ -456,7 +507,7 @@ def unsupported_versions_close(bootstrap: str) -> Outcome:
         "Metadata v14": (3, 14),
         "unknown key 999": (999, 0),
     }
-    out: dict[str, Any] = {}
+    out = Steps()
     for label, (key, version) in cases.items():
         with connect(bootstrap) as c:
             from protocol._generated.request_header import RequestHeader
@@ -467,40 +518,45 @@ def unsupported_versions_close(bootstrap: str) -> Outcome:
                 correlation_id=7,
                 client_id="compat",
             ).encode(1)
-            out[label] = "closed" if c.closes_after(hdr + b"\x00" * 16) else "answered"
+            out.step(label, lambda: "closed" if c.closes_after(hdr + b"\x00" * 16) else "answered")
     with connect(bootstrap) as c:
         md = metadata(c, ["unsupported_versions_close-none"], version=0)
-        out["Metadata v0 afterwards"] = norm(md, frozenset({"brokers"}))
+        out.step("Metadata v0 afterwards", lambda: norm(md, frozenset({"brokers"})))
     return out
 
 
 @scenario
 def metadata_auto_create(bootstrap: str) -> Outcome:
-    out: dict[str, Any] = {}
+    out = Steps()
     with connect(bootstrap) as c:
         t = metadata(c, ["metadata_auto_create-off"], auto_create=False).topics[0]
-        out["auto_create_false"] = err(t.error_code)
+        out.step("auto_create_false", lambda: err(t.error_code))
         first = metadata(c, ["metadata_auto_create-on"], auto_create=True).topics[0]
-        out["first_answer"] = {
-            "error_code": err(first.error_code),
-            "partitions": len(first.partitions),
-        }
+        out.step(
+            "first_answer",
+            lambda: (
+                {
+                    "error_code": err(first.error_code),
+                    "partitions": len(first.partitions),
+                }
+            ),
+        )
         t = wait_for_leaders(c, "metadata_auto_create-on")
-        out["after_creation"] = norm(t)
+        out.step("after_creation", lambda: norm(t))
         bad = metadata(c, ["metadata auto create bad"], auto_create=True).topics[0]
-        out["invalid_name"] = err(bad.error_code)
+        out.step("invalid_name", lambda: err(bad.error_code))
         dots = metadata(c, [".."], auto_create=True).topics[0]
-        out["dotdot"] = err(dots.error_code)
+        out.step("dotdot", lambda: err(dots.error_code))
         # Metadata v3 (older clients) for the same topic; topic name list in the same order.
         old = metadata(c, ["metadata_auto_create-on", "metadata_auto_create-off"], version=3)
-        out["v3"] = norm(old, frozenset({"brokers"}))
+        out.step("v3", lambda: norm(old, frozenset({"brokers"})))
     return out
 
 
 @scenario
 def metadata_shape(bootstrap: str) -> Outcome:
     """Brokers, controller, partition leaders/epochs/replicas at several Metadata versions."""
-    out: dict[str, Any] = {}
+    out = Steps()
     with connect(bootstrap) as c:
         create_topic(c, "metadata_shape-3p", 3)
         for v in (0, 1, 4, 7, 9, 10, 12, 13):
@@ -508,9 +564,11 @@ def metadata_shape(bootstrap: str) -> Outcome:
             d = norm(md)
             for b in d["brokers"]:
                 b["port"] = "<port>"
-            out[f"v{v}"] = d
+            out.step(f"v{v}", lambda: d)
         every = metadata(c, None, version=12)
-        out["all_topics_contains_it"] = "metadata_shape-3p" in [t.name for t in every.topics]
+        out.step(
+            "all_topics_contains_it", lambda: "metadata_shape-3p" in [t.name for t in every.topics]
+        )
     return out
 
 
@@ -519,21 +577,22 @@ def metadata_shape(bootstrap: str) -> Outcome:
 
 @scenario
 def produce_basics(bootstrap: str) -> Outcome:
-    out: dict[str, Any] = {}
+    out = Steps()
     topic = "produce_basics"
     with connect(bootstrap) as c:
         create_topic(c, topic, 2)
         batch = build_batch(simple_records(3), base_timestamp=T0)
         for v in (3, 5, 7, 8, 9, 10, 11, 12):
-            out[f"v{v}"] = produce_partition(c, topic, batch, version=v)
-        out["partition_1"] = produce_partition(c, topic, batch, partition=1)
-        out["unknown_partition"] = produce_partition(c, topic, batch, partition=7)
-        out["unknown_topic"] = produce_partition(c, "produce_basics-nope", batch)
-        out["corrupt_crc"] = produce_partition(
-            c, topic, build_batch(simple_records(2), corrupt_crc=True)
+            out.step(f"v{v}", lambda: produce_partition(c, topic, batch, version=v))
+        out.step("partition_1", lambda: produce_partition(c, topic, batch, partition=1))
+        out.step("unknown_partition", lambda: produce_partition(c, topic, batch, partition=7))
+        out.step("unknown_topic", lambda: produce_partition(c, "produce_basics-nope", batch))
+        out.step(
+            "corrupt_crc",
+            lambda: produce_partition(c, topic, build_batch(simple_records(2), corrupt_crc=True)),
         )
-        out["acks_2"] = produce_partition(c, topic, batch, acks=2)
-        out["acks_1"] = produce_partition(c, topic, batch, acks=1)
+        out.step("acks_2", lambda: produce_partition(c, topic, batch, acks=2))
+        out.step("acks_1", lambda: produce_partition(c, topic, batch, acks=1))
         # acks=0: no answer; the next request on the connection is answered normally.
         req = ProduceRequest(
             acks=0,
@@ -546,54 +605,63 @@ def produce_basics(bootstrap: str) -> Outcome:
             ],
         )
         c.send_only(req, 9)
-        out["after_acks_0"] = produce_partition(c, topic, batch)
+        out.step("after_acks_0", lambda: produce_partition(c, topic, batch))
         big = build_batch([Rec(value=b"x" * (1024 * 1024 + 100))])
-        out["too_large"] = produce_partition(c, topic, big)
+        out.step("too_large", lambda: produce_partition(c, topic, big))
         gz = build_batch(simple_records(4, "gz"), compression=1)
-        out["gzip"] = produce_partition(c, topic, gz)
+        out.step("gzip", lambda: produce_partition(c, topic, gz))
         f = fetch(c, topic, 0).responses[0].partitions[0]
-        out["log"] = [
-            [
-                b["base_offset"],
-                b["records_count"],
-                b["attributes"],
-                [r["value"] for r in b.get("records", [])],
-            ]
-            for b in parse_batches(f.records)
-        ]
-        out["high_watermark"] = f.high_watermark
+        out.step(
+            "log",
+            lambda: (
+                [
+                    [
+                        b["base_offset"],
+                        b["records_count"],
+                        b["attributes"],
+                        [r["value"] for r in b.get("records", [])],
+                    ]
+                    for b in parse_batches(f.records)
+                ]
+            ),
+        )
+        out.step("high_watermark", lambda: f.high_watermark)
     return out
 
 
 @scenario
 def fetch_edges(bootstrap: str) -> Outcome:
-    out: dict[str, Any] = {}
+    out = Steps()
     topic = "fetch_edges"
     with connect(bootstrap) as c:
         create_topic(c, topic)
         create_topic(c, "fetch_edges-empty")
-        out["empty_topic_at_0"] = fetch_one(c, "fetch_edges-empty", 0)
-        out["empty_topic_at_1"] = fetch_one(c, "fetch_edges-empty", 1)
-        out["produce_a"] = produce_partition(c, topic, build_batch(simple_records(3, "a")))
-        out["produce_b"] = produce_partition(c, topic, build_batch(simple_records(2, "b")))
-        out["at_0"] = fetch_one(c, topic, 0)
-        out["mid_first_batch"] = fetch_one(c, topic, 1)
-        out["mid_second_batch"] = fetch_one(c, topic, 4)
-        out["at_high_watermark"] = fetch_one(c, topic, 5)
-        out["past_high_watermark"] = fetch_one(c, topic, 6)
-        out["negative_offset"] = fetch_one(c, topic, -1)
-        out["partition_max_bytes_10"] = fetch_one(c, topic, 0, partition_max_bytes=10)
-        out["max_bytes_1"] = fetch_one(c, topic, 0, max_bytes=1)
-        out["partition_max_bytes_0"] = fetch_one(c, topic, 0, partition_max_bytes=0)
-        out["unknown_partition"] = fetch_one(c, topic, 0, partition=3)
-        out["unknown_topic"] = fetch_one(c, "fetch_edges-nope", 0)
+        out.step("empty_topic_at_0", lambda: fetch_one(c, "fetch_edges-empty", 0))
+        out.step("empty_topic_at_1", lambda: fetch_one(c, "fetch_edges-empty", 1))
+        out.step(
+            "produce_a", lambda: produce_partition(c, topic, build_batch(simple_records(3, "a")))
+        )
+        out.step(
+            "produce_b", lambda: produce_partition(c, topic, build_batch(simple_records(2, "b")))
+        )
+        out.step("at_0", lambda: fetch_one(c, topic, 0))
+        out.step("mid_first_batch", lambda: fetch_one(c, topic, 1))
+        out.step("mid_second_batch", lambda: fetch_one(c, topic, 4))
+        out.step("at_high_watermark", lambda: fetch_one(c, topic, 5))
+        out.step("past_high_watermark", lambda: fetch_one(c, topic, 6))
+        out.step("negative_offset", lambda: fetch_one(c, topic, -1))
+        out.step("partition_max_bytes_10", lambda: fetch_one(c, topic, 0, partition_max_bytes=10))
+        out.step("max_bytes_1", lambda: fetch_one(c, topic, 0, max_bytes=1))
+        out.step("partition_max_bytes_0", lambda: fetch_one(c, topic, 0, partition_max_bytes=0))
+        out.step("unknown_partition", lambda: fetch_one(c, topic, 0, partition=3))
+        out.step("unknown_topic", lambda: fetch_one(c, "fetch_edges-nope", 0))
     return out
 
 
 @scenario
 def fetch_versions(bootstrap: str) -> Outcome:
     """The same fetch at the versions clients use; v13+ addresses the topic by id."""
-    out: dict[str, Any] = {}
+    out = Steps()
     topic = "fetch_versions"
     with connect(bootstrap) as c:
         create_topic(c, topic)
@@ -604,14 +672,16 @@ def fetch_versions(bootstrap: str) -> Outcome:
             kw: dict[str, Any] = {"version": v}
             if v >= 13:
                 kw["topic_id"] = tid
-            out[f"v{v}"] = fetch_one(c, topic, 1, **kw)
-        out["v13_unknown_topic_id"] = fetch_one(c, "", 0, version=13, topic_id=uuid.uuid4())
+            out.step(f"v{v}", lambda: fetch_one(c, topic, 1, **kw))
+        out.step(
+            "v13_unknown_topic_id", lambda: fetch_one(c, "", 0, version=13, topic_id=uuid.uuid4())
+        )
     return out
 
 
 @scenario
 def log_append_time(bootstrap: str) -> Outcome:
-    out: dict[str, Any] = {}
+    out = Steps()
     topic = "log_append_time"
     with connect(bootstrap) as c:
         create_topic(c, topic, configs={"message.timestamp.type": "LogAppendTime"})
@@ -619,26 +689,27 @@ def log_append_time(bootstrap: str) -> Outcome:
         p = produce_partition(c, topic, build_batch(simple_records(3)))
         after = int(time.time() * 1000)
         lat = p.pop("log_append_time_ms")
-        out["produce"] = p
-        out["log_append_time_in_window"] = before - 1000 <= lat <= after + 1000
+        out.step("produce", lambda: p)
+        out.step("log_append_time_in_window", lambda: before - 1000 <= lat <= after + 1000)
         f = fetch(c, topic, 0)
         part = f.responses[0].partitions[0]
         batches = parse_batches(part.records)
-        out["fetched_max_timestamp_equals_append_time"] = [
-            b["max_timestamp"] == lat for b in batches
-        ]
-        out["fetch"] = fetch_partition_outcome(part, log_append_time=True)
+        out.step(
+            "fetched_max_timestamp_equals_append_time",
+            lambda: ([b["max_timestamp"] == lat for b in batches]),
+        )
+        out.step("fetch", lambda: fetch_partition_outcome(part, log_append_time=True))
         lo = list_offsets(c, topic, [-1, -2, -3, 0])
         for e in lo:
             if e["timestamp"] == lat:
                 e["timestamp"] = "<log append time>"
-        out["list_offsets"] = lo
+        out.step("list_offsets", lambda: lo)
     return out
 
 
 @scenario
 def list_offsets_by_time(bootstrap: str) -> Outcome:
-    out: dict[str, Any] = {}
+    out = Steps()
     topic = "list_offsets_by_time"
     with connect(bootstrap) as c:
         create_topic(c, topic)
@@ -677,26 +748,31 @@ def list_offsets_by_time(bootstrap: str) -> Outcome:
         ]
         for v in (1, 4, 6, 7, 8, 9, 10, 11):
             qs = [q for q in queries if (q != -3 or v >= 7) and (q not in (-4, -5) or v >= 8)]
-            out[f"v{v}"] = list_offsets(c, topic, qs, version=v)
-        out["empty_topic"] = list_offsets(c, "list_offsets_by_time-empty", [-1, -2, -3, 0, T0])
-        out["read_committed"] = list_offsets(c, topic, [-1, -2, T0 + 1500], isolation_level=1)
-        out["unknown_partition"] = list_offsets(c, topic, [-1], partition=5)
-        out["unknown_topic"] = list_offsets(c, "list_offsets_by_time-nope", [-1])
-        out["unsupported_spec_-6"] = list_offsets(c, topic, [-6], version=11)
+            out.step(f"v{v}", lambda: list_offsets(c, topic, qs, version=v))
+        out.step(
+            "empty_topic",
+            lambda: list_offsets(c, "list_offsets_by_time-empty", [-1, -2, -3, 0, T0]),
+        )
+        out.step(
+            "read_committed", lambda: list_offsets(c, topic, [-1, -2, T0 + 1500], isolation_level=1)
+        )
+        out.step("unknown_partition", lambda: list_offsets(c, topic, [-1], partition=5))
+        out.step("unknown_topic", lambda: list_offsets(c, "list_offsets_by_time-nope", [-1]))
+        out.step("unsupported_spec_-6", lambda: list_offsets(c, topic, [-6], version=11))
     return out
 
 
 @scenario
 def idempotent_duplicate(bootstrap: str) -> Outcome:
     """Raw idempotent produce: a resent batch is acknowledged with the original base offset."""
-    out: dict[str, Any] = {}
+    out = Steps()
     topic = "idempotent_duplicate"
     with connect(bootstrap) as c:
         create_topic(c, topic)
         ipid = init_producer_id(c)
-        out["init_producer_id"] = norm(ipid, frozenset({"producer_id"}))
+        out.step("init_producer_id", lambda: norm(ipid, frozenset({"producer_id"})))
         pid, epoch = ipid.producer_id, ipid.producer_epoch
-        out["producer_id_assigned"] = pid >= 0
+        out.step("producer_id_assigned", lambda: pid >= 0)
 
         def batch(seq: int, n: int, prefix: str, ep: int = epoch) -> bytes:
             return build_batch(
@@ -704,40 +780,53 @@ def idempotent_duplicate(bootstrap: str) -> Outcome:
             )
 
         b0 = batch(0, 3, "a")
-        out["seq0"] = produce_partition(c, topic, b0)
-        out["seq0_again"] = produce_partition(c, topic, b0)
+        out.step("seq0", lambda: produce_partition(c, topic, b0))
+        out.step("seq0_again", lambda: produce_partition(c, topic, b0))
         b3 = batch(3, 2, "b")
-        out["seq3"] = produce_partition(c, topic, b3)
-        out["seq0_again_after_seq3"] = produce_partition(c, topic, b0)
-        out["seq3_again"] = produce_partition(c, topic, b3)
-        out["gap_seq9"] = produce_partition(c, topic, batch(9, 1, "c"))
-        out["seq5"] = produce_partition(c, topic, batch(5, 1, "d"))
-        out["new_epoch_seq0"] = produce_partition(c, topic, batch(0, 1, "f", ep=epoch + 1))
-        out["old_epoch_after_bump"] = produce_partition(c, topic, batch(6, 1, "e", ep=epoch))
-        out["newer_epoch_seq5"] = produce_partition(c, topic, batch(5, 1, "g", ep=epoch + 2))
-        out["new_epoch_seq1"] = produce_partition(c, topic, batch(1, 1, "h", ep=epoch + 1))
+        out.step("seq3", lambda: produce_partition(c, topic, b3))
+        out.step("seq0_again_after_seq3", lambda: produce_partition(c, topic, b0))
+        out.step("seq3_again", lambda: produce_partition(c, topic, b3))
+        out.step("gap_seq9", lambda: produce_partition(c, topic, batch(9, 1, "c")))
+        out.step("seq5", lambda: produce_partition(c, topic, batch(5, 1, "d")))
+        out.step(
+            "new_epoch_seq0", lambda: produce_partition(c, topic, batch(0, 1, "f", ep=epoch + 1))
+        )
+        out.step(
+            "old_epoch_after_bump", lambda: produce_partition(c, topic, batch(6, 1, "e", ep=epoch))
+        )
+        out.step(
+            "newer_epoch_seq5", lambda: produce_partition(c, topic, batch(5, 1, "g", ep=epoch + 2))
+        )
+        out.step(
+            "new_epoch_seq1", lambda: produce_partition(c, topic, batch(1, 1, "h", ep=epoch + 1))
+        )
         unknown = build_batch(
             simple_records(1, "u"), producer_id=pid + 1000, producer_epoch=0, base_sequence=7
         )
-        out["unknown_pid_seq7"] = produce_partition(c, topic, unknown)
+        out.step("unknown_pid_seq7", lambda: produce_partition(c, topic, unknown))
         f = fetch(c, topic, 0).responses[0].partitions[0]
-        out["log"] = [
-            {
-                "base_offset": b["base_offset"],
-                "count": b["records_count"],
-                "producer_epoch": b["producer_epoch"],
-                "base_sequence": b["base_sequence"],
-                "pid_is_ours": b["producer_id"] == pid,
-            }
-            for b in parse_batches(f.records)
-        ]
-        out["high_watermark"] = f.high_watermark
+        out.step(
+            "log",
+            lambda: (
+                [
+                    {
+                        "base_offset": b["base_offset"],
+                        "count": b["records_count"],
+                        "producer_epoch": b["producer_epoch"],
+                        "base_sequence": b["base_sequence"],
+                        "pid_is_ours": b["producer_id"] == pid,
+                    }
+                    for b in parse_batches(f.records)
+                ]
+            ),
+        )
+        out.step("high_watermark", lambda: f.high_watermark)
     return out
 
 
 @scenario
 def delete_records(bootstrap: str) -> Outcome:
-    out: dict[str, Any] = {}
+    out = Steps()
     topic = "delete_records"
     with connect(bootstrap) as c:
         create_topic(c, topic)
@@ -760,18 +849,18 @@ def delete_records(bootstrap: str) -> Outcome:
             )
             return norm(c.request(req, 2).topics[0].partitions[0])
 
-        out["to_1"] = dr(1)
-        out["fetch_0"] = fetch_one(c, topic, 0)
-        out["fetch_1"] = fetch_one(c, topic, 1)
-        out["list_offsets"] = list_offsets(c, topic, [-2, -1, 0, -4])
-        out["to_4_mid_second_batch"] = dr(4)
-        out["fetch_4"] = fetch_one(c, topic, 4)
-        out["fetch_3"] = fetch_one(c, topic, 3)
-        out["to_hw_-1"] = dr(-1)
-        out["beyond_hw"] = dr(100)
-        out["backwards"] = dr(2)
-        out["unknown_partition"] = dr(0, partition=4)
-        out["unknown_topic"] = dr(0, name="delete_records-nope")
+        out.step("to_1", lambda: dr(1))
+        out.step("fetch_0", lambda: fetch_one(c, topic, 0))
+        out.step("fetch_1", lambda: fetch_one(c, topic, 1))
+        out.step("list_offsets", lambda: list_offsets(c, topic, [-2, -1, 0, -4]))
+        out.step("to_4_mid_second_batch", lambda: dr(4))
+        out.step("fetch_4", lambda: fetch_one(c, topic, 4))
+        out.step("fetch_3", lambda: fetch_one(c, topic, 3))
+        out.step("to_hw_-1", lambda: dr(-1))
+        out.step("beyond_hw", lambda: dr(100))
+        out.step("backwards", lambda: dr(2))
+        out.step("unknown_partition", lambda: dr(0, partition=4))
+        out.step("unknown_topic", lambda: dr(0, name="delete_records-nope"))
     return out
 
 
@@ -823,31 +912,39 @@ def _ct(
 @scenario
 def create_topics_raw(bootstrap: str) -> Outcome:
     """CreateTopics v7 answers: errors per topic, and the full config list of a new topic."""
-    out: dict[str, Any] = {}
+    out = Steps()
     with connect(bootstrap) as c:
-        out["with_configs"] = _create_raw(
-            c,
-            [
-                _ct(
-                    "create_topics_raw-a",
-                    3,
-                    configs={
-                        "cleanup.policy": "compact",
-                        "retention.ms": "12345",
-                        "max.message.bytes": "2000000",
-                    },
-                )
-            ],
+        out.step(
+            "with_configs",
+            lambda: _create_raw(
+                c,
+                [
+                    _ct(
+                        "create_topics_raw-a",
+                        3,
+                        configs={
+                            "cleanup.policy": "compact",
+                            "retention.ms": "12345",
+                            "max.message.bytes": "2000000",
+                        },
+                    )
+                ],
+            ),
         )
-        out["validate_only"] = _create_raw(c, [_ct("create_topics_raw-v", 2)], validate_only=True)
-        out["validate_only_left_nothing"] = err(
-            metadata(c, ["create_topics_raw-v"]).topics[0].error_code
+        out.step(
+            "validate_only",
+            lambda: _create_raw(c, [_ct("create_topics_raw-v", 2)], validate_only=True),
         )
-        out["duplicate"] = _create_raw(c, [_ct("create_topics_raw-a")])
-        out["duplicate_validate_only"] = _create_raw(
-            c, [_ct("create_topics_raw-a")], validate_only=True
+        out.step(
+            "validate_only_left_nothing",
+            lambda: err(metadata(c, ["create_topics_raw-v"]).topics[0].error_code),
         )
-        out["defaults_-1"] = _create_raw(c, [_ct("create_topics_raw-d", -1, -1)])
+        out.step("duplicate", lambda: _create_raw(c, [_ct("create_topics_raw-a")]))
+        out.step(
+            "duplicate_validate_only",
+            lambda: _create_raw(c, [_ct("create_topics_raw-a")], validate_only=True),
+        )
+        out.step("defaults_-1", lambda: _create_raw(c, [_ct("create_topics_raw-d", -1, -1)]))
         for label, name in {
             "space": "create_topics_raw bad",
             "dot": ".",
@@ -856,37 +953,52 @@ def create_topics_raw(bootstrap: str) -> Outcome:
             "empty": "",
             "slash": "create_topics_raw/x",
         }.items():
-            out[f"name_{label}"] = [
-                {"name_ok": t["name"] == name, "error_code": t["error_code"]}
-                for t in _create_raw(c, [_ct(name)])
-            ]
-        out["zero_partitions"] = _create_raw(c, [_ct("create_topics_raw-z", 0)])
-        out["rf_2"] = _create_raw(c, [_ct("create_topics_raw-rf", 1, 2)])
-        out["rf_0"] = _create_raw(c, [_ct("create_topics_raw-rf0", 1, 0)])
-        out["unknown_config"] = _create_raw(c, [_ct("create_topics_raw-uc", configs={"nope": "1"})])
-        out["bad_config_value"] = _create_raw(
-            c, [_ct("create_topics_raw-bv", configs={"retention.ms": "abc"})]
+            out.step(
+                f"name_{label}",
+                lambda: (
+                    [
+                        {"name_ok": t["name"] == name, "error_code": t["error_code"]}
+                        for t in _create_raw(c, [_ct(name)])
+                    ]
+                ),
+            )
+        out.step("zero_partitions", lambda: _create_raw(c, [_ct("create_topics_raw-z", 0)]))
+        out.step("rf_2", lambda: _create_raw(c, [_ct("create_topics_raw-rf", 1, 2)]))
+        out.step("rf_0", lambda: _create_raw(c, [_ct("create_topics_raw-rf0", 1, 0)]))
+        out.step(
+            "unknown_config",
+            lambda: _create_raw(c, [_ct("create_topics_raw-uc", configs={"nope": "1"})]),
         )
-        out["null_config_value"] = _create_raw(
-            c, [_ct("create_topics_raw-nv", configs={"retention.ms": None})]
+        out.step(
+            "bad_config_value",
+            lambda: _create_raw(c, [_ct("create_topics_raw-bv", configs={"retention.ms": "abc"})]),
         )
-        out["assignment"] = _create_raw(
-            c, [_ct("create_topics_raw-as", -1, -1, assignments={0: [1], 1: [1]})]
+        out.step(
+            "null_config_value",
+            lambda: _create_raw(c, [_ct("create_topics_raw-nv", configs={"retention.ms": None})]),
         )
-        out["assignment_bad_broker"] = _create_raw(
-            c, [_ct("create_topics_raw-ab", -1, -1, assignments={0: [42]})]
+        out.step(
+            "assignment",
+            lambda: _create_raw(
+                c, [_ct("create_topics_raw-as", -1, -1, assignments={0: [1], 1: [1]})]
+            ),
         )
-        out["same_name_twice_in_request"] = _create_raw(
-            c, [_ct("create_topics_raw-tw"), _ct("create_topics_raw-tw")]
+        out.step(
+            "assignment_bad_broker",
+            lambda: _create_raw(c, [_ct("create_topics_raw-ab", -1, -1, assignments={0: [42]})]),
         )
-        out["v2"] = _create_raw(c, [_ct("create_topics_raw-old")], version=2)
-        out["v4_duplicate"] = _create_raw(c, [_ct("create_topics_raw-old")], version=4)
+        out.step(
+            "same_name_twice_in_request",
+            lambda: _create_raw(c, [_ct("create_topics_raw-tw"), _ct("create_topics_raw-tw")]),
+        )
+        out.step("v2", lambda: _create_raw(c, [_ct("create_topics_raw-old")], version=2))
+        out.step("v4_duplicate", lambda: _create_raw(c, [_ct("create_topics_raw-old")], version=4))
     return out
 
 
 @scenario
 def partitions_and_delete(bootstrap: str) -> Outcome:
-    out: dict[str, Any] = {}
+    out = Steps()
     with connect(bootstrap) as c:
         create_topic(c, "partitions_and_delete", 2)
 
@@ -896,12 +1008,15 @@ def partitions_and_delete(bootstrap: str) -> Outcome:
             req = CreatePartitionsRequest(topics=[t], timeout_ms=30000, validate_only=validate_only)
             return norm(c.request(req, 3).results)
 
-        out["to_5_validate_only"] = cp("partitions_and_delete", 5, validate_only=True)
-        out["to_5"] = cp("partitions_and_delete", 5)
-        out["partitions_after"] = len(wait_for_leaders(c, "partitions_and_delete", 5).partitions)
-        out["to_3_decrease"] = cp("partitions_and_delete", 3)
-        out["to_5_same"] = cp("partitions_and_delete", 5)
-        out["unknown_topic"] = cp("partitions_and_delete-nope", 3)
+        out.step("to_5_validate_only", lambda: cp("partitions_and_delete", 5, validate_only=True))
+        out.step("to_5", lambda: cp("partitions_and_delete", 5))
+        out.step(
+            "partitions_after",
+            lambda: len(wait_for_leaders(c, "partitions_and_delete", 5).partitions),
+        )
+        out.step("to_3_decrease", lambda: cp("partitions_and_delete", 3))
+        out.step("to_5_same", lambda: cp("partitions_and_delete", 5))
+        out.step("unknown_topic", lambda: cp("partitions_and_delete-nope", 3))
 
         def dt(names: list[str], version: int = 6) -> Any:
             if version >= 6:
@@ -913,11 +1028,11 @@ def partitions_and_delete(bootstrap: str) -> Outcome:
                 req = DeleteTopicsRequest(topic_names=names, timeout_ms=30000)
             return norm(c.request(req, version).responses)
 
-        out["delete"] = dt(["partitions_and_delete"])
-        out["delete_again"] = dt(["partitions_and_delete"])
-        out["delete_unknown_v4"] = dt(["partitions_and_delete-nope"], version=4)
+        out.step("delete", lambda: dt(["partitions_and_delete"]))
+        out.step("delete_again", lambda: dt(["partitions_and_delete"]))
+        out.step("delete_unknown_v4", lambda: dt(["partitions_and_delete-nope"], version=4))
         create_topic(c, "partitions_and_delete-b")
-        out["delete_v1"] = dt(["partitions_and_delete-b"], version=1)
+        out.step("delete_v1", lambda: dt(["partitions_and_delete-b"], version=1))
         deadline = time.monotonic() + 10
         while True:
             gone = metadata(c, ["partitions_and_delete", "partitions_and_delete-b"])
@@ -925,7 +1040,7 @@ def partitions_and_delete(bootstrap: str) -> Outcome:
             if all(x == "UNKNOWN_TOPIC_OR_PARTITION" for x in codes) or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-        out["metadata_after_delete"] = codes
+        out.step("metadata_after_delete", lambda: codes)
     return out
 
 
@@ -940,7 +1055,7 @@ def admin_confluent(bootstrap: str) -> Outcome:
     )
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    out: dict[str, Any] = {}
+    out = Steps()
 
     def result(futs: dict[str, Any]) -> dict[str, str]:
         res = {}
@@ -952,42 +1067,60 @@ def admin_confluent(bootstrap: str) -> Outcome:
                 res[k] = e.args[0].name()
         return res
 
-    out["create"] = result(
-        admin.create_topics(
-            [
-                NewTopic("admin_confluent-a", 2, 1, config={"retention.ms": "60000"}),
-                NewTopic("admin_confluent-b", 1, 1),
-            ],
-            operation_timeout=30,
-        )
+    out.step(
+        "create",
+        lambda: result(
+            admin.create_topics(
+                [
+                    NewTopic("admin_confluent-a", 2, 1, config={"retention.ms": "60000"}),
+                    NewTopic("admin_confluent-b", 1, 1),
+                ],
+                operation_timeout=30,
+            )
+        ),
     )
-    out["duplicate"] = result(admin.create_topics([NewTopic("admin_confluent-a", 2, 1)]))
-    out["validate_only"] = result(
-        admin.create_topics([NewTopic("admin_confluent-v", 1, 1)], validate_only=True)
+    out.step(
+        "duplicate", lambda: result(admin.create_topics([NewTopic("admin_confluent-a", 2, 1)]))
     )
-    out["invalid_name"] = result(admin.create_topics([NewTopic("admin confluent", 1, 1)]))
-    out["bad_rf"] = result(admin.create_topics([NewTopic("admin_confluent-rf", 1, 3)]))
-    out["bad_config"] = result(
-        admin.create_topics(
-            [NewTopic("admin_confluent-c", 1, 1, config={"cleanup.policy": "sideways"})]
-        )
+    out.step(
+        "validate_only",
+        lambda: result(
+            admin.create_topics([NewTopic("admin_confluent-v", 1, 1)], validate_only=True)
+        ),
+    )
+    out.step(
+        "invalid_name", lambda: result(admin.create_topics([NewTopic("admin confluent", 1, 1)]))
+    )
+    out.step("bad_rf", lambda: result(admin.create_topics([NewTopic("admin_confluent-rf", 1, 3)])))
+    out.step(
+        "bad_config",
+        lambda: result(
+            admin.create_topics(
+                [NewTopic("admin_confluent-c", 1, 1, config={"cleanup.policy": "sideways"})]
+            )
+        ),
     )
     md = eventually(
         lambda: admin.list_topics(timeout=10),
         lambda m: "admin_confluent-a" in m.topics and "admin_confluent-b" in m.topics,
     )
-    out["listed"] = sorted(t for t in md.topics if t.startswith("admin_confluent"))
-    out["partitions"] = {t: len(md.topics[t].partitions) for t in out["listed"]}
-    out["create_partitions"] = result(
-        admin.create_partitions([NewPartitions("admin_confluent-a", 4)])
+    out.step("listed", lambda: sorted(t for t in md.topics if t.startswith("admin_confluent")))
+    out.step("partitions", lambda: {t: len(md.topics[t].partitions) for t in out["listed"]})
+    out.step(
+        "create_partitions",
+        lambda: result(admin.create_partitions([NewPartitions("admin_confluent-a", 4)])),
     )
-    out["shrink_partitions"] = result(
-        admin.create_partitions([NewPartitions("admin_confluent-a", 1)])
+    out.step(
+        "shrink_partitions",
+        lambda: result(admin.create_partitions([NewPartitions("admin_confluent-a", 1)])),
     )
-    out["delete"] = result(
-        admin.delete_topics(["admin_confluent-a", "admin_confluent-b"], operation_timeout=30)
+    out.step(
+        "delete",
+        lambda: result(
+            admin.delete_topics(["admin_confluent-a", "admin_confluent-b"], operation_timeout=30)
+        ),
     )
-    out["delete_unknown"] = result(admin.delete_topics(["admin_confluent-nope"]))
+    out.step("delete_unknown", lambda: result(admin.delete_topics(["admin_confluent-nope"])))
     return out
 
 
@@ -1031,7 +1164,7 @@ def _describe(
 
 @scenario
 def describe_configs_topic(bootstrap: str) -> Outcome:
-    out: dict[str, Any] = {}
+    out = Steps()
     topic = "describe_configs_topic"
     with connect(bootstrap) as c:
         create_topic(
@@ -1043,16 +1176,26 @@ def describe_configs_topic(bootstrap: str) -> Outcome:
                 "min.insync.replicas": "1",
             },
         )
-        out["all_v4_synonyms"] = _describe(c, [(TOPIC_RESOURCE, topic, None)], synonyms=True)
-        out["all_v1"] = _describe(c, [(TOPIC_RESOURCE, topic, None)], version=1)
-        out["all_v3_no_synonyms"] = _describe(c, [(TOPIC_RESOURCE, topic, None)], version=3)
-        out["some_keys"] = _describe(
-            c,
-            [(TOPIC_RESOURCE, topic, ["retention.ms", "segment.bytes", "no.such.key"])],
-            synonyms=True,
+        out.step(
+            "all_v4_synonyms", lambda: _describe(c, [(TOPIC_RESOURCE, topic, None)], synonyms=True)
         )
-        out["unknown_topic"] = _describe(c, [(TOPIC_RESOURCE, "describe_configs_topic-nope", None)])
-        out["empty_name"] = _describe(c, [(TOPIC_RESOURCE, "", None)])
+        out.step("all_v1", lambda: _describe(c, [(TOPIC_RESOURCE, topic, None)], version=1))
+        out.step(
+            "all_v3_no_synonyms", lambda: _describe(c, [(TOPIC_RESOURCE, topic, None)], version=3)
+        )
+        out.step(
+            "some_keys",
+            lambda: _describe(
+                c,
+                [(TOPIC_RESOURCE, topic, ["retention.ms", "segment.bytes", "no.such.key"])],
+                synonyms=True,
+            ),
+        )
+        out.step(
+            "unknown_topic",
+            lambda: _describe(c, [(TOPIC_RESOURCE, "describe_configs_topic-nope", None)]),
+        )
+        out.step("empty_name", lambda: _describe(c, [(TOPIC_RESOURCE, "", None)]))
     return out
 
 
@@ -1089,17 +1232,26 @@ BROKER_KEYS = [
 
 @scenario
 def describe_configs_broker(bootstrap: str) -> Outcome:
-    out: dict[str, Any] = {}
+    out = Steps()
     with connect(bootstrap) as c:
-        out["selected"] = _describe(c, [(BROKER_RESOURCE, "1", BROKER_KEYS)], synonyms=True)
+        out.step(
+            "selected", lambda: _describe(c, [(BROKER_RESOURCE, "1", BROKER_KEYS)], synonyms=True)
+        )
         every = _describe(c, [(BROKER_RESOURCE, "1", None)])[0]
-        out["all_error"] = every["error_code"]
-        out["all_has_keys"] = {k: k in every["configs"] for k in BROKER_KEYS}
-        out["unknown_broker"] = [
-            {k: v for k, v in r.items() if k != "configs"}
-            for r in _describe(c, [(BROKER_RESOURCE, "42", None)])
-        ]
-        out["broker_logger"] = [r["error_code"] for r in _describe(c, [(8, "1", ["root"])])]
+        out.step("all_error", lambda: every["error_code"])
+        out.step("all_has_keys", lambda: {k: k in every["configs"] for k in BROKER_KEYS})
+        out.step(
+            "unknown_broker",
+            lambda: (
+                [
+                    {k: v for k, v in r.items() if k != "configs"}
+                    for r in _describe(c, [(BROKER_RESOURCE, "42", None)])
+                ]
+            ),
+        )
+        out.step(
+            "broker_logger", lambda: [r["error_code"] for r in _describe(c, [(8, "1", ["root"])])]
+        )
     return out
 
 
@@ -1112,7 +1264,7 @@ def client_kafka_python(bootstrap: str) -> Outcome:
     from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
     topic = "client_kafka_python"
-    out: dict[str, Any] = {}
+    out = Steps()
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="compat-admin")
     try:
         from kafka.admin import NewTopic
@@ -1130,7 +1282,7 @@ def client_kafka_python(bootstrap: str) -> Outcome:
             for i in range(6)
         ]
         producer.close()
-        out["produced"] = [[m.partition, m.offset, m.timestamp] for m in metas]
+        out.step("produced", lambda: [[m.partition, m.offset, m.timestamp] for m in metas])
         consumer = KafkaConsumer(
             topic,
             bootstrap_servers=bootstrap,
@@ -1154,21 +1306,33 @@ def client_kafka_python(bootstrap: str) -> Outcome:
             )
             if len(got) == 6:
                 break
-        out["consumed"] = sorted(got)
+        out.step("consumed", lambda: sorted(got))
         consumer.commit()
-        out["committed"] = {p: consumer.committed(TopicPartition(topic, p)) for p in (0, 1)}
-        out["end_offsets"] = {
-            tp.partition: o
-            for tp, o in consumer.end_offsets(
-                [TopicPartition(topic, 0), TopicPartition(topic, 1)]
-            ).items()
-        }
-        out["offsets_for_times"] = {
-            tp.partition: (None if o is None else [o.offset, o.timestamp])
-            for tp, o in consumer.offsets_for_times(
-                {TopicPartition(topic, 0): T0 + 1, TopicPartition(topic, 1): T0 + 100}
-            ).items()
-        }
+        out.step(
+            "committed", lambda: {p: consumer.committed(TopicPartition(topic, p)) for p in (0, 1)}
+        )
+        out.step(
+            "end_offsets",
+            lambda: (
+                {
+                    tp.partition: o
+                    for tp, o in consumer.end_offsets(
+                        [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+                    ).items()
+                }
+            ),
+        )
+        out.step(
+            "offsets_for_times",
+            lambda: (
+                {
+                    tp.partition: (None if o is None else [o.offset, o.timestamp])
+                    for tp, o in consumer.offsets_for_times(
+                        {TopicPartition(topic, 0): T0 + 1, TopicPartition(topic, 1): T0 + 100}
+                    ).items()
+                }
+            ),
+        )
         g = "client_kafka_python-g"
 
         def describe() -> dict[str, Any]:
@@ -1184,23 +1348,34 @@ def client_kafka_python(bootstrap: str) -> Outcome:
                 "error": d["error"],
             }
 
-        out["group_while_member"] = describe()
+        out.step("group_while_member", lambda: describe())
         consumer.close()
-        out["group_after_close"] = describe()
-        out["listed"] = sorted(
-            [x["group_id"], x["protocol_type"], x["group_state"], x.get("group_type")]
-            for x in admin.list_groups()
-            if x["group_id"].startswith("client_kafka_python")
+        out.step("group_after_close", lambda: describe())
+        out.step(
+            "listed",
+            lambda: sorted(
+                [x["group_id"], x["protocol_type"], x["group_state"], x.get("group_type")]
+                for x in admin.list_groups()
+                if x["group_id"].startswith("client_kafka_python")
+            ),
         )
         offs = admin.list_group_offsets(g)[g]
-        out["group_offsets"] = sorted(
-            [tp.partition, om.offset, om.metadata, om.leader_epoch] for tp, om in offs.items()
+        out.step(
+            "group_offsets",
+            lambda: sorted(
+                [tp.partition, om.offset, om.metadata, om.leader_epoch] for tp, om in offs.items()
+            ),
         )
         unknown = admin.describe_groups(["client_kafka_python-nope"])["client_kafka_python-nope"]
-        out["unknown_group"] = {
-            "state": unknown["group_state"],
-            "error": (unknown["error"] or "").split(":")[0],
-        }
+        out.step(
+            "unknown_group",
+            lambda: (
+                {
+                    "state": unknown["group_state"],
+                    "error": (unknown["error"] or "").split(":")[0],
+                }
+            ),
+        )
     finally:
         admin.close()
     return out
@@ -1213,7 +1388,7 @@ def client_confluent(bootstrap: str) -> Outcome:
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     topic = "client_confluent"
-    out: dict[str, Any] = {}
+    out = Steps()
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
     time.sleep(0.5)
@@ -1237,7 +1412,7 @@ def client_confluent(bootstrap: str) -> Outcome:
             topic, key=f"k{i}", value=f"v{i}", partition=i % 2, timestamp=T0 + i, on_delivery=cb
         )
     producer.flush(30)
-    out["delivered"] = sorted(delivered)
+    out.step("delivered", lambda: sorted(delivered))
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -1262,22 +1437,34 @@ def client_confluent(bootstrap: str) -> Outcome:
                 list(m.timestamp()),
             ]
         )
-    out["consumed"] = sorted(got)
+    out.step("consumed", lambda: sorted(got))
     consumer.commit(asynchronous=False)
-    out["committed"] = sorted(
-        [tp.partition, tp.offset]
-        for tp in consumer.committed(
-            [TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10
-        )
+    out.step(
+        "committed",
+        lambda: sorted(
+            [tp.partition, tp.offset]
+            for tp in consumer.committed(
+                [TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=10
+            )
+        ),
     )
-    out["watermarks"] = [
-        list(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)) for p in (0, 1)
-    ]
-    out["offsets_for_times"] = sorted(
-        [tp.partition, tp.offset]
-        for tp in consumer.offsets_for_times(
-            [TopicPartition(topic, 0, T0 + 1), TopicPartition(topic, 1, T0 + 100)], timeout=10
-        )
+    out.step(
+        "watermarks",
+        lambda: (
+            [
+                list(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10))
+                for p in (0, 1)
+            ]
+        ),
+    )
+    out.step(
+        "offsets_for_times",
+        lambda: sorted(
+            [tp.partition, tp.offset]
+            for tp in consumer.offsets_for_times(
+                [TopicPartition(topic, 0, T0 + 1), TopicPartition(topic, 1, T0 + 100)], timeout=10
+            )
+        ),
     )
     consumer.close()
     return out
@@ -1289,7 +1476,7 @@ def client_confluent(bootstrap: str) -> Outcome:
 @scenario
 def fetch_sessions(bootstrap: str) -> Outcome:
     """KIP-227 sessions. A broker may decline them (session id 0); Kafka creates them."""
-    out: dict[str, Any] = {}
+    out = Steps()
     topic = "fetch_sessions"
     with connect(bootstrap) as c:
         create_topic(c, topic, 2)
@@ -1340,16 +1527,16 @@ def fetch_sessions(bootstrap: str) -> Outcome:
             }
 
         full = req(0, 0, {0: 0, 1: 0})
-        out["new_session"] = summary(full)
+        out.step("new_session", lambda: summary(full))
         sid = full.session_id
         if sid:
-            out["incremental_nothing_new"] = summary(req(sid, 1, {0: 2}))
+            out.step("incremental_nothing_new", lambda: summary(req(sid, 1, {0: 2})))
             produce_partition(c, topic, build_batch(simple_records(1, "p1")), partition=1)
-            out["incremental_new_data_p1"] = summary(req(sid, 2, {}))
-            out["wrong_epoch"] = summary(req(sid, 7, {}))
-            out["unknown_session"] = summary(req(sid ^ 0x5A5A5A5A or 1, 1, {}))
-            out["close_session"] = summary(req(sid, -1, {0: 0}))
-        out["sessionless"] = summary(req(0, -1, {0: 0, 1: 0}))
+            out.step("incremental_new_data_p1", lambda: summary(req(sid, 2, {})))
+            out.step("wrong_epoch", lambda: summary(req(sid, 7, {})))
+            out.step("unknown_session", lambda: summary(req(sid ^ 0x5A5A5A5A or 1, 1, {})))
+            out.step("close_session", lambda: summary(req(sid, -1, {0: 0})))
+        out.step("sessionless", lambda: summary(req(0, -1, {0: 0, 1: 0})))
     return out
 
 
@@ -1362,7 +1549,7 @@ def epochs_and_cluster(bootstrap: str) -> Outcome:
     )
     from protocol._generated.offset_for_leader_epoch_request import OffsetForLeaderEpochRequest
 
-    out: dict[str, Any] = {}
+    out = Steps()
     topic = "epochs_and_cluster"
     with connect(bootstrap) as c:
         create_topic(c, topic, 2)
@@ -1385,17 +1572,17 @@ def epochs_and_cluster(bootstrap: str) -> Outcome:
             )
             return norm(c.request(req, version).topics)
 
-        out["ofle_epoch0"] = ofle([(0, 0, 0), (1, -1, 0)])
-        out["ofle_future_epoch"] = ofle([(0, -1, 5)])
-        out["ofle_fenced_current"] = ofle([(0, 3, 0)])
-        out["ofle_stale_current"] = ofle([(0, -2, 0)])
-        out["ofle_unknown_partition"] = ofle([(9, -1, 0)])
-        out["ofle_v2"] = ofle([(0, -1, 0)], version=2)
+        out.step("ofle_epoch0", lambda: ofle([(0, 0, 0), (1, -1, 0)]))
+        out.step("ofle_future_epoch", lambda: ofle([(0, -1, 5)]))
+        out.step("ofle_fenced_current", lambda: ofle([(0, 3, 0)]))
+        out.step("ofle_stale_current", lambda: ofle([(0, -2, 0)]))
+        out.step("ofle_unknown_partition", lambda: ofle([(9, -1, 0)]))
+        out.step("ofle_v2", lambda: ofle([(0, -1, 0)], version=2))
         for v in (0, 1, 2):
             d = norm(c.request(DescribeClusterRequest(), v))
             for b in d.get("brokers", []):
                 b["port"] = "<port>"
-            out[f"describe_cluster_v{v}"] = d
+            out.step(f"describe_cluster_v{v}", lambda: d)
         dtp = c.request(
             DescribeTopicPartitionsRequest(
                 topics=[
@@ -1406,7 +1593,7 @@ def epochs_and_cluster(bootstrap: str) -> Outcome:
             ),
             0,
         )
-        out["describe_topic_partitions"] = norm(dtp)
+        out.step("describe_topic_partitions", lambda: norm(dtp))
     return out
 
 
@@ -1468,7 +1655,7 @@ def classic_group_protocol(bootstrap: str) -> Outcome:
     from protocol._generated.offset_fetch_request import OffsetFetchRequest
     from protocol._generated.sync_group_request import SyncGroupRequest
 
-    out: dict[str, Any] = {}
+    out = Steps()
     topic = "classic_group_protocol"
     g = "classic_group_protocol-g"
     ids = MemberIds()
@@ -1485,17 +1672,21 @@ def classic_group_protocol(bootstrap: str) -> Outcome:
             if fc.error_code == 0 or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-        out["find_coordinator_v3"] = n(fc)
-        out["find_coordinator_v4"] = n(
-            c.request(
-                FindCoordinatorRequest(
-                    key_type=0, coordinator_keys=[g, "classic_group_protocol-h"]
-                ),
-                4,
-            )
+        out.step("find_coordinator_v3", lambda: n(fc))
+        out.step(
+            "find_coordinator_v4",
+            lambda: n(
+                c.request(
+                    FindCoordinatorRequest(
+                        key_type=0, coordinator_keys=[g, "classic_group_protocol-h"]
+                    ),
+                    4,
+                )
+            ),
         )
-        out["find_coordinator_bad_type"] = n(
-            c.request(FindCoordinatorRequest(key=g, key_type=5), 3)
+        out.step(
+            "find_coordinator_bad_type",
+            lambda: n(c.request(FindCoordinatorRequest(key=g, key_type=5), 3)),
         )
 
         def join(
@@ -1519,13 +1710,13 @@ def classic_group_protocol(bootstrap: str) -> Outcome:
             )
 
         first = join()
-        out["join_without_member_id"] = n(first)
+        out.step("join_without_member_id", lambda: n(first))
         mid = first.member_id
-        out["member_id_has_client_id_prefix"] = mid.startswith("kafkawire-compat-")
+        out.step("member_id_has_client_id_prefix", lambda: mid.startswith("kafkawire-compat-"))
         joined = join(mid)
-        out["join"] = n(joined)
+        out.step("join", lambda: n(joined))
         gen = joined.generation_id
-        out["join_bad_session_timeout"] = n(join("", session=1))
+        out.step("join_bad_session_timeout", lambda: n(join("", session=1)))
         sync = c.request(
             SyncGroupRequest(
                 group_id=g,
@@ -1541,33 +1732,45 @@ def classic_group_protocol(bootstrap: str) -> Outcome:
             ),
             5,
         )
-        out["sync"] = n(sync)
-        out["sync_assignment_roundtrip"] = sync.assignment == consumer_assignment(topic, [0, 1])
-        out["sync_bad_protocol"] = n(
-            c.request(
-                SyncGroupRequest(
-                    group_id=g,
-                    generation_id=gen,
-                    member_id=mid,
-                    protocol_type="consumer",
-                    protocol_name="roundrobin",
-                    assignments=[],
-                ),
-                5,
-            )
+        out.step("sync", lambda: n(sync))
+        out.step(
+            "sync_assignment_roundtrip",
+            lambda: sync.assignment == consumer_assignment(topic, [0, 1]),
+        )
+        out.step(
+            "sync_bad_protocol",
+            lambda: n(
+                c.request(
+                    SyncGroupRequest(
+                        group_id=g,
+                        generation_id=gen,
+                        member_id=mid,
+                        protocol_type="consumer",
+                        protocol_name="roundrobin",
+                        assignments=[],
+                    ),
+                    5,
+                )
+            ),
         )
         hb = {"ok": (gen, mid), "bad_generation": (gen + 5, mid), "unknown_member": (gen, "nobody")}
         for label, (gen_, mid_) in hb.items():
-            out[f"heartbeat_{label}"] = n(
-                c.request(HeartbeatRequest(group_id=g, generation_id=gen_, member_id=mid_), 4)
-            )
-        out["heartbeat_unknown_group"] = n(
-            c.request(
-                HeartbeatRequest(
-                    group_id="classic_group_protocol-none", generation_id=1, member_id="x"
+            out.step(
+                f"heartbeat_{label}",
+                lambda: n(
+                    c.request(HeartbeatRequest(group_id=g, generation_id=gen_, member_id=mid_), 4)
                 ),
-                4,
             )
+        out.step(
+            "heartbeat_unknown_group",
+            lambda: n(
+                c.request(
+                    HeartbeatRequest(
+                        group_id="classic_group_protocol-none", generation_id=1, member_id="x"
+                    ),
+                    4,
+                )
+            ),
         )
 
         def commit(
@@ -1598,11 +1801,11 @@ def classic_group_protocol(bootstrap: str) -> Outcome:
                 )
             )
 
-        out["commit"] = commit(gen, mid, {0: 5, 1: 7})
-        out["commit_bad_generation"] = commit(gen + 1, mid, {0: 6})
-        out["commit_unknown_member"] = commit(gen, "nobody", {0: 6})
-        out["commit_unknown_partition"] = commit(gen, mid, {9: 1})
-        out["commit_simple_to_active_group"] = commit(-1, "", {0: 6})
+        out.step("commit", lambda: commit(gen, mid, {0: 5, 1: 7}))
+        out.step("commit_bad_generation", lambda: commit(gen + 1, mid, {0: 6}))
+        out.step("commit_unknown_member", lambda: commit(gen, "nobody", {0: 6}))
+        out.step("commit_unknown_partition", lambda: commit(gen, mid, {9: 1}))
+        out.step("commit_simple_to_active_group", lambda: commit(-1, "", {0: 6}))
 
         def fetch_offsets(group: str, parts: list[int] | None, version: int = 8) -> Any:
             if version >= 8:
@@ -1625,11 +1828,13 @@ def classic_group_protocol(bootstrap: str) -> Outcome:
             )
             return n(c.request(req, version))
 
-        out["offset_fetch_v8"] = fetch_offsets(g, [0, 1, 5])
-        out["offset_fetch_v8_all"] = fetch_offsets(g, None)
-        out["offset_fetch_v5"] = fetch_offsets(g, [0, 1], version=5)
-        out["offset_fetch_v1"] = fetch_offsets(g, [0, 1], version=1)
-        out["offset_fetch_unknown_group"] = fetch_offsets("classic_group_protocol-none", [0])
+        out.step("offset_fetch_v8", lambda: fetch_offsets(g, [0, 1, 5]))
+        out.step("offset_fetch_v8_all", lambda: fetch_offsets(g, None))
+        out.step("offset_fetch_v5", lambda: fetch_offsets(g, [0, 1], version=5))
+        out.step("offset_fetch_v1", lambda: fetch_offsets(g, [0, 1], version=1))
+        out.step(
+            "offset_fetch_unknown_group", lambda: fetch_offsets("classic_group_protocol-none", [0])
+        )
 
         def describe(version: int = 5) -> Any:
             d = n(
@@ -1645,8 +1850,8 @@ def classic_group_protocol(bootstrap: str) -> Outcome:
                     }
             return d
 
-        out["describe_stable"] = describe()
-        out["describe_v0"] = describe(0)
+        out.step("describe_stable", lambda: describe())
+        out.step("describe_v0", lambda: describe(0))
 
         def list_groups(states: list[str] | None = None, version: int = 5) -> Any:
             r = c.request(ListGroupsRequest(states_filter=states or []), version)
@@ -1659,42 +1864,51 @@ def classic_group_protocol(bootstrap: str) -> Outcome:
                 ),
             }
 
-        out["list_groups"] = list_groups()
-        out["list_groups_stable"] = list_groups(["Stable"])
-        out["list_groups_empty_filter"] = list_groups(["Empty"])
-        out["list_groups_v0"] = list_groups(version=0)
-        out["delete_non_empty"] = n(c.request(DeleteGroupsRequest(groups_names=[g]), 2))
-        out["leave"] = n(
-            c.request(
-                LeaveGroupRequest(
-                    group_id=g,
-                    members=[LeaveGroupRequest.MemberIdentity(member_id=mid, reason="bye")],
-                ),
-                5,
-            )
+        out.step("list_groups", lambda: list_groups())
+        out.step("list_groups_stable", lambda: list_groups(["Stable"]))
+        out.step("list_groups_empty_filter", lambda: list_groups(["Empty"]))
+        out.step("list_groups_v0", lambda: list_groups(version=0))
+        out.step("delete_non_empty", lambda: n(c.request(DeleteGroupsRequest(groups_names=[g]), 2)))
+        out.step(
+            "leave",
+            lambda: n(
+                c.request(
+                    LeaveGroupRequest(
+                        group_id=g,
+                        members=[LeaveGroupRequest.MemberIdentity(member_id=mid, reason="bye")],
+                    ),
+                    5,
+                )
+            ),
         )
-        out["leave_again"] = n(
-            c.request(
-                LeaveGroupRequest(
-                    group_id=g, members=[LeaveGroupRequest.MemberIdentity(member_id=mid)]
-                ),
-                5,
-            )
+        out.step(
+            "leave_again",
+            lambda: n(
+                c.request(
+                    LeaveGroupRequest(
+                        group_id=g, members=[LeaveGroupRequest.MemberIdentity(member_id=mid)]
+                    ),
+                    5,
+                )
+            ),
         )
-        out["describe_after_leave"] = describe()
-        out["commit_simple_to_empty_group"] = commit(-1, "", {0: 8})
-        out["offset_fetch_after_leave"] = fetch_offsets(g, [0, 1])
-        out["join_other_protocol_type"] = n(join("", ptype="connect"))
-        out["delete"] = n(
-            c.request(DeleteGroupsRequest(groups_names=[g, "classic_group_protocol-none"]), 2)
+        out.step("describe_after_leave", lambda: describe())
+        out.step("commit_simple_to_empty_group", lambda: commit(-1, "", {0: 8}))
+        out.step("offset_fetch_after_leave", lambda: fetch_offsets(g, [0, 1]))
+        out.step("join_other_protocol_type", lambda: n(join("", ptype="connect")))
+        out.step(
+            "delete",
+            lambda: n(
+                c.request(DeleteGroupsRequest(groups_names=[g, "classic_group_protocol-none"]), 2)
+            ),
         )
-        out["describe_after_delete"] = describe()
-        out["offset_fetch_after_delete"] = fetch_offsets(g, [0, 1])
+        out.step("describe_after_delete", lambda: describe())
+        out.step("offset_fetch_after_delete", lambda: fetch_offsets(g, [0, 1]))
         s = "classic_group_protocol-simple"
-        out["simple_commit_new_group"] = commit(-1, "", {0: 3}, group=s)
-        out["simple_commit_v2"] = commit(-1, "", {1: 4}, group=s, version=2)
-        out["simple_fetch"] = fetch_offsets(s, None)
-        out["simple_describe"] = n(c.request(DescribeGroupsRequest(groups=[s]), 5))
+        out.step("simple_commit_new_group", lambda: commit(-1, "", {0: 3}, group=s))
+        out.step("simple_commit_v2", lambda: commit(-1, "", {1: 4}, group=s, version=2))
+        out.step("simple_fetch", lambda: fetch_offsets(s, None))
+        out.step("simple_describe", lambda: n(c.request(DescribeGroupsRequest(groups=[s]), 5)))
     return out
 
 
@@ -1708,7 +1922,7 @@ def alter_configs(bootstrap: str) -> Outcome:
         IncrementalAlterConfigsRequest as IAC,
     )
 
-    out: dict[str, Any] = {}
+    out = Steps()
     topic = "alter_configs"
     keys = ["retention.ms", "segment.ms", "cleanup.policy", "max.message.bytes", "retention.bytes"]
     with connect(bootstrap) as c:
@@ -1736,32 +1950,50 @@ def alter_configs(bootstrap: str) -> Outcome:
             return norm(c.request(req, 1).responses)
 
         SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-        out["validate_only"] = incremental([("segment.ms", SET, "3600000")], validate_only=True)
-        out["after_validate_only"] = _describe(c, [(TOPIC_RESOURCE, topic, keys)])
-        out["set_delete_append"] = incremental(
-            [
-                ("segment.ms", SET, "3600000"),
-                ("retention.ms", DELETE, None),
-                ("cleanup.policy", APPEND, "compact"),
-            ]
+        out.step(
+            "validate_only",
+            lambda: incremental([("segment.ms", SET, "3600000")], validate_only=True),
+        )
+        out.step("after_validate_only", lambda: _describe(c, [(TOPIC_RESOURCE, topic, keys)]))
+        out.step(
+            "set_delete_append",
+            lambda: incremental(
+                [
+                    ("segment.ms", SET, "3600000"),
+                    ("retention.ms", DELETE, None),
+                    ("cleanup.policy", APPEND, "compact"),
+                ]
+            ),
         )
 
         def value(key: str) -> Callable[[Any], Any]:
             return lambda r: r[0]["configs"][key]["value"]
 
-        out["after"] = eventually(
-            lambda: _describe(c, [(TOPIC_RESOURCE, topic, keys)], synonyms=True),
-            lambda r: value("segment.ms")(r) == "3600000",
+        out.step(
+            "after",
+            lambda: eventually(
+                lambda: _describe(c, [(TOPIC_RESOURCE, topic, keys)], synonyms=True),
+                lambda r: value("segment.ms")(r) == "3600000",
+            ),
         )
-        out["subtract"] = incremental([("cleanup.policy", SUBTRACT, "delete")])
-        out["invalid_value"] = incremental([("retention.ms", SET, "soon")])
-        out["unknown_key"] = incremental([("no.such.config", SET, "1")])
-        out["append_to_non_list"] = incremental([("retention.ms", APPEND, "5")])
-        out["unknown_topic"] = incremental([("retention.ms", SET, "5")], name="alter_configs-nope")
-        out["same_key_twice"] = incremental([("segment.ms", SET, "1"), ("segment.ms", SET, "2")])
-        out["after_errors"] = eventually(
-            lambda: _describe(c, [(TOPIC_RESOURCE, topic, keys)]),
-            lambda r: value("cleanup.policy")(r) == "compact",
+        out.step("subtract", lambda: incremental([("cleanup.policy", SUBTRACT, "delete")]))
+        out.step("invalid_value", lambda: incremental([("retention.ms", SET, "soon")]))
+        out.step("unknown_key", lambda: incremental([("no.such.config", SET, "1")]))
+        out.step("append_to_non_list", lambda: incremental([("retention.ms", APPEND, "5")]))
+        out.step(
+            "unknown_topic",
+            lambda: incremental([("retention.ms", SET, "5")], name="alter_configs-nope"),
+        )
+        out.step(
+            "same_key_twice",
+            lambda: incremental([("segment.ms", SET, "1"), ("segment.ms", SET, "2")]),
+        )
+        out.step(
+            "after_errors",
+            lambda: eventually(
+                lambda: _describe(c, [(TOPIC_RESOURCE, topic, keys)]),
+                lambda r: value("cleanup.policy")(r) == "compact",
+            ),
         )
         # Legacy AlterConfigs replaces the whole set of overrides.
         req = AlterConfigsRequest(
@@ -1777,10 +2009,13 @@ def alter_configs(bootstrap: str) -> Outcome:
                 )
             ]
         )
-        out["legacy_alter"] = norm(c.request(req, 2).responses)
-        out["after_legacy"] = eventually(
-            lambda: _describe(c, [(TOPIC_RESOURCE, topic, keys)]),
-            lambda r: value("max.message.bytes")(r) == "500000",
+        out.step("legacy_alter", lambda: norm(c.request(req, 2).responses))
+        out.step(
+            "after_legacy",
+            lambda: eventually(
+                lambda: _describe(c, [(TOPIC_RESOURCE, topic, keys)]),
+                lambda r: value("max.message.bytes")(r) == "500000",
+            ),
         )
     return out
 
@@ -1793,7 +2028,7 @@ def transactions_confluent(bootstrap: str) -> Outcome:
     """Commit, abort and an open transaction: LSO, aborted list, control batches, consumers."""
     from confluent_kafka import Consumer, Producer
 
-    out: dict[str, Any] = {}
+    out = Steps()
     topic = "transactions_confluent"
     with connect(bootstrap) as c:
         create_topic(c, topic)
@@ -1835,19 +2070,28 @@ def transactions_confluent(bootstrap: str) -> Outcome:
             return d
 
     with connect(bootstrap) as c:
-        out["open_read_uncommitted"] = eventually(
-            lambda: batches(0), lambda d: d["high_watermark"] == 8
+        out.step(
+            "open_read_uncommitted",
+            lambda: eventually(lambda: batches(0), lambda d: d["high_watermark"] == 8),
         )
-        out["open_read_committed"] = batches(1)
-        out["open_list_offsets_committed"] = list_offsets(c, topic, [-1, -2], isolation_level=1)
-        out["open_list_offsets_uncommitted"] = list_offsets(c, topic, [-1], isolation_level=0)
+        out.step("open_read_committed", lambda: batches(1))
+        out.step(
+            "open_list_offsets_committed",
+            lambda: list_offsets(c, topic, [-1, -2], isolation_level=1),
+        )
+        out.step(
+            "open_list_offsets_uncommitted", lambda: list_offsets(c, topic, [-1], isolation_level=0)
+        )
     p.commit_transaction(60)
     with connect(bootstrap) as c:
         # The coordinator writes the markers after EndTxn is answered: wait for the last one.
-        out["closed_read_committed"] = eventually(
-            lambda: batches(1), lambda d: d["last_stable_offset"] == 9
+        out.step(
+            "closed_read_committed",
+            lambda: eventually(lambda: batches(1), lambda d: d["last_stable_offset"] == 9),
         )
-        out["closed_list_offsets_committed"] = list_offsets(c, topic, [-1], isolation_level=1)
+        out.step(
+            "closed_list_offsets_committed", lambda: list_offsets(c, topic, [-1], isolation_level=1)
+        )
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -1864,7 +2108,7 @@ def transactions_confluent(bootstrap: str) -> Outcome:
         if m is not None and not m.error():
             got.append((m.value() or b"").decode())
     consumer.close()
-    out["read_committed_consumer"] = got
+    out.step("read_committed_consumer", lambda: got)
     return out
 
 
@@ -1957,7 +2201,7 @@ def _last_error_line(stderr: str) -> str | None:
 @scenario
 def java_topic_command(bootstrap: str) -> Outcome:
     """kafka-topics (TopicCommand) from 4.x and 3.9."""
-    out: dict[str, Any] = {}
+    out = Steps()
     tc = "org.apache.kafka.tools.TopicCommand"
     for version in ("4.x", "3.9"):
         t = f"java_topic_command-{version.replace('.', '')}"
@@ -1986,7 +2230,7 @@ def java_topic_command(bootstrap: str) -> Outcome:
         res["alter"] = [rc, _last_error_line(se)]
         rc, so, se = _java(tc, base + ["--delete", "--topic", t], version)
         res["delete"] = [rc, _last_error_line(se)]
-        out[version] = res
+        out.step(version, lambda: res)
     return out
 
 
@@ -1998,7 +2242,7 @@ def java_console_roundtrip(bootstrap: str) -> Outcome:
     topic = "java_console_roundtrip"
     with connect(bootstrap) as c:
         create_topic(c, topic)
-    out: dict[str, Any] = {}
+    out = Steps()
     lines = "".join(f"k{i}:v{i}\n" for i in range(5))
     rc, so, se = _java(
         "org.apache.kafka.tools.ConsoleProducer",
@@ -2014,7 +2258,7 @@ def java_console_roundtrip(bootstrap: str) -> Outcome:
         ],
         stdin=lines,
     )
-    out["produce"] = [rc, _last_error_line(se)]
+    out.step("produce", lambda: [rc, _last_error_line(se)])
     rc, so, se = _java(
         "kafka.tools.ConsoleProducer",
         [
@@ -2030,7 +2274,7 @@ def java_console_roundtrip(bootstrap: str) -> Outcome:
         version="3.9",
         stdin="k5:v5\n",
     )
-    out["produce_39"] = [rc, _last_error_line(se)]
+    out.step("produce_39", lambda: [rc, _last_error_line(se)])
     for version in ("4.x", "3.9"):
         prop = "--formatter-property" if version == "4.x" else "--property"
         p = run_java_tool(
@@ -2058,23 +2302,23 @@ def java_console_roundtrip(bootstrap: str) -> Outcome:
             check=False,
             timeout=180,
         )
-        out[f"consume_{version}"] = [p.returncode, p.stdout.strip().splitlines()]
+        out.step(f"consume_{version}", lambda: [p.returncode, p.stdout.strip().splitlines()])
     rc, so, se = _java(
         "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
         ["--bootstrap-server", bootstrap, "--describe", "--group", "java_console_roundtrip-4.x"],
     )
     rows = [ln.split() for ln in so.strip().splitlines() if ln.strip()]
-    out["group_describe"] = [rc, [r[:6] for r in rows]]
+    out.step("group_describe", lambda: [rc, [r[:6] for r in rows]])
     rc, so, se = _java(
         "org.apache.kafka.tools.GetOffsetShell",
         ["--bootstrap-server", bootstrap, "--topic", topic, "--time", "-1"],
     )
-    out["get_offset_shell_latest"] = [rc, so.split()]
+    out.step("get_offset_shell_latest", lambda: [rc, so.split()])
     rc, so, se = _java(
         "org.apache.kafka.tools.GetOffsetShell",
         ["--bootstrap-server", bootstrap, "--topic", topic, "--time", "-3"],
     )
-    out["get_offset_shell_max_timestamp"] = [rc, so.split()]
+    out.step("get_offset_shell_max_timestamp", lambda: [rc, so.split()])
     return out
 
 
@@ -2094,7 +2338,7 @@ def _delete_and_wait(topic: str, bootstrap: str, timeout: float = 15.0) -> None:
 @scenario
 def java_client_compatibility(bootstrap: str) -> Outcome:
     """Kafka's ClientCompatibilityTest (the system tests' client/broker check), 4.x and 3.9."""
-    out: dict[str, Any] = {}
+    out = Steps()
     for version in ("4.x", "3.9"):
         args = [
             "--bootstrap-server",
@@ -2122,14 +2366,14 @@ def java_client_compatibility(bootstrap: str) -> Outcome:
         rc, so, se = _java("org.apache.kafka.tools.ClientCompatibilityTest", args, version)
         _delete_and_wait("newtopic", bootstrap)
         failed = [ln.strip() for ln in (so + se).splitlines() if "FAILED" in ln or "error:" in ln]
-        out[version] = {"exit_code": rc, "failed": failed[:3]}
+        out.step(version, lambda: {"exit_code": rc, "failed": failed[:3]})
     return out
 
 
 @scenario
 def java_producer_performance(bootstrap: str) -> Outcome:
     """ProducerPerformance (acks=all, idempotent), then VerifiableProducer from 3.9."""
-    out: dict[str, Any] = {}
+    out = Steps()
     topic = "java_producer_performance"
     with connect(bootstrap) as c:
         create_topic(c, topic)
@@ -2152,11 +2396,16 @@ def java_producer_performance(bootstrap: str) -> Outcome:
         ],
     )
     last = [ln for ln in so.splitlines() if "records sent" in ln]
-    out["producer_performance"] = [
-        rc,
-        last[-1].split(" records sent")[0] if last else None,
-        _last_error_line(se),
-    ]
+    out.step(
+        "producer_performance",
+        lambda: (
+            [
+                rc,
+                last[-1].split(" records sent")[0] if last else None,
+                _last_error_line(se),
+            ]
+        ),
+    )
     rc, so, se = _java(
         "org.apache.kafka.tools.VerifiableProducer",
         ["--bootstrap-server", bootstrap, "--topic", topic, "--max-messages", "50", "--acks", "-1"],
@@ -2164,16 +2413,25 @@ def java_producer_performance(bootstrap: str) -> Outcome:
     )
     events = [json.loads(ln) for ln in so.splitlines() if ln.startswith("{")]
     acked = [e for e in events if e.get("name") == "producer_send_success"]
-    out["verifiable_producer_39"] = {
-        "exit_code": rc,
-        "acked": len(acked),
-        "errors": sorted(
-            {e.get("exception", "") for e in events if e.get("name") == "producer_send_error"}
+    out.step(
+        "verifiable_producer_39",
+        lambda: (
+            {
+                "exit_code": rc,
+                "acked": len(acked),
+                "errors": sorted(
+                    {
+                        e.get("exception", "")
+                        for e in events
+                        if e.get("name") == "producer_send_error"
+                    }
+                ),
+                "offsets": [acked[0]["offset"], acked[-1]["offset"]] if acked else None,
+            }
         ),
-        "offsets": [acked[0]["offset"], acked[-1]["offset"]] if acked else None,
-    }
+    )
     with connect(bootstrap) as c:
-        out["end_offset"] = list_offsets(c, topic, [-1])[0]["offset"]
+        out.step("end_offset", lambda: list_offsets(c, topic, [-1])[0]["offset"])
     return out
 
 

@@ -59,12 +59,34 @@ class Connection:
     """One blocking connection; requests are answered in order."""
 
     def __init__(self, bootstrap: str, timeout: float = 30.0) -> None:
-        self.sock = socket.create_connection(split_address(bootstrap), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.bootstrap = bootstrap
+        self.timeout = timeout
+        self._sock: socket.socket | None = None
         self._correlation = 0
+        self.reconnects = 0
+        self._connect()
+
+    def _connect(self) -> socket.socket:
+        sock = socket.create_connection(split_address(self.bootstrap), timeout=self.timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = sock
+        return sock
+
+    @property
+    def sock(self) -> socket.socket:
+        """The socket; reconnects when the broker closed the previous one."""
+        if self._sock is None:
+            self.reconnects += 1
+            return self._connect()
+        return self._sock
+
+    def drop(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
 
     def close(self) -> None:
-        self.sock.close()
+        self.drop()
 
     def __enter__(self) -> Connection:
         return self
@@ -82,8 +104,12 @@ class Connection:
     def _recv_exact(self, n: int) -> bytes:
         parts: list[bytes] = []
         while n:
-            chunk = self.sock.recv(min(n, 1 << 20))
+            try:
+                chunk = self.sock.recv(min(n, 1 << 20))
+            except ConnectionResetError:
+                chunk = b""
             if not chunk:
+                self.drop()  # the next request opens a new connection
                 raise ConnectionClosed("connection closed by the broker")
             parts.append(chunk)
             n -= len(chunk)
