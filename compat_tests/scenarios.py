@@ -16,6 +16,7 @@ topics and can run in any order against a fresh broker. Run one by hand with
 # ruff: noqa: B023
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import struct
@@ -59,6 +60,9 @@ def scenario(fn: ScenarioFn) -> ScenarioFn:
     return fn
 
 
+_started: list[Steps] = []  # outcomes created by the running scenario (kept if it raises)
+
+
 class Steps(dict[str, Any]):
     """A scenario's outcome, filled step by step.
 
@@ -66,6 +70,10 @@ class Steps(dict[str, Any]):
     unsupported request (a broker still missing an API closes the connection) does not hide the
     outcome of the steps after it.
     """
+
+    def __init__(self) -> None:
+        super().__init__()
+        _started.append(self)
 
     def step(self, key: str, fn: Callable[[], Any]) -> Any:
         try:
@@ -559,12 +567,15 @@ def metadata_shape(bootstrap: str) -> Outcome:
     out = Steps()
     with connect(bootstrap) as c:
         create_topic(c, "metadata_shape-3p", 3)
-        for v in (0, 1, 4, 7, 9, 10, 12, 13):
-            md = metadata(c, ["metadata_shape-3p"], version=v)
-            d = norm(md)
+
+        def shape(v: int) -> Any:
+            d = norm(metadata(c, ["metadata_shape-3p"], version=v))
             for b in d["brokers"]:
                 b["port"] = "<port>"
-            out.step(f"v{v}", lambda: d)
+            return d
+
+        for v in (0, 1, 4, 7, 9, 10, 12, 13):
+            out.step(f"v{v}", lambda: shape(v))
         every = metadata(c, None, version=12)
         out.step(
             "all_topics_contains_it", lambda: "metadata_shape-3p" in [t.name for t in every.topics]
@@ -1578,22 +1589,23 @@ def epochs_and_cluster(bootstrap: str) -> Outcome:
         out.step("ofle_stale_current", lambda: ofle([(0, -2, 0)]))
         out.step("ofle_unknown_partition", lambda: ofle([(9, -1, 0)]))
         out.step("ofle_v2", lambda: ofle([(0, -1, 0)], version=2))
-        for v in (0, 1, 2):
+
+        def describe_cluster(v: int) -> Any:
             d = norm(c.request(DescribeClusterRequest(), v))
             for b in d.get("brokers", []):
                 b["port"] = "<port>"
-            out.step(f"describe_cluster_v{v}", lambda: d)
-        dtp = c.request(
-            DescribeTopicPartitionsRequest(
-                topics=[
-                    DescribeTopicPartitionsRequest.TopicRequest(name=topic),
-                    DescribeTopicPartitionsRequest.TopicRequest(name="epochs_and_cluster-nope"),
-                ],
-                response_partition_limit=1,
-            ),
-            0,
+            return d
+
+        for v in (0, 1, 2):
+            out.step(f"describe_cluster_v{v}", lambda: describe_cluster(v))
+        dtp = DescribeTopicPartitionsRequest(
+            topics=[
+                DescribeTopicPartitionsRequest.TopicRequest(name=topic),
+                DescribeTopicPartitionsRequest.TopicRequest(name="epochs_and_cluster-nope"),
+            ],
+            response_partition_limit=1,
         )
-        out.step("describe_topic_partitions", lambda: norm(dtp))
+        out.step("describe_topic_partitions", lambda: norm(c.request(dtp, 0)))
     return out
 
 
@@ -2323,7 +2335,7 @@ def java_console_roundtrip(bootstrap: str) -> Outcome:
 
 
 def _delete_and_wait(topic: str, bootstrap: str, timeout: float = 15.0) -> None:
-    with connect(bootstrap) as c:
+    with contextlib.suppress(ConnectionClosed), connect(bootstrap) as c:
         c.request(
             DeleteTopicsRequest(
                 topics=[DeleteTopicsRequest.DeleteTopicState(name=topic)], timeout_ms=30000
@@ -2451,8 +2463,16 @@ def relativize(obj: Any) -> Any:
 
 def run_scenario(name: str, bootstrap: str) -> Outcome:
     """Run one scenario; the outcome as JSON would store it (string keys, relative times)."""
-    out = relativize(SCENARIOS[name](bootstrap))
-    return json.loads(json.dumps(out, sort_keys=True, default=str))
+    _started.clear()
+    try:
+        result = SCENARIOS[name](bootstrap)
+    except Exception as e:
+        # Keep what the steps before the failure recorded; the failure itself is part of it.
+        result = dict(_started[0]) if _started else {}
+        result["scenario_raised"] = f"{type(e).__name__}: {e}".splitlines()[0][:200]
+    finally:
+        _started.clear()
+    return json.loads(json.dumps(relativize(result), sort_keys=True, default=str))
 
 
 # --- command line -------------------------------------------------------------------------------

@@ -67,6 +67,21 @@ def differences(a: Any, b: Any, path: str = "") -> list[tuple[str, str]]:
     return []
 
 
+def raised_steps(obj: Any, path: str = "") -> list[str]:
+    """Paths of steps that raised (``{"raised": ...}``) and a ``scenario_raised`` entry."""
+    out: list[str] = []
+    if isinstance(obj, dict):
+        if set(obj) == {"raised"}:
+            return [f"{path}: {obj['raised']}"]
+        for k, v in obj.items():
+            p = f"{path}.{k}" if path else str(k)
+            out += [f"{p}: {v}"] if k == "scenario_raised" else raised_steps(v, p)
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            out += raised_steps(v, f"{path}[{i}]")
+    return out
+
+
 def accepted_reason(name: str, path: str) -> str | None:
     for glob, reason in ACCEPTED.get(name, []):
         if fnmatch.fnmatchcase(path, glob):
@@ -122,8 +137,13 @@ def test_scenario(
     out_file.write_text(dumps(got))
 
     if target == "kafka":
-        if raised:
-            pytest.fail(f"scenario {name} raised against Apache Kafka (harness bug?):\n{raised}")
+        failures = raised_steps(got)
+        if raised or failures:
+            pytest.fail(
+                f"scenario {name} raised against Apache Kafka (harness bug?):\n"
+                + "\n".join(failures)
+                + (raised or "")
+            )
         expected_file = EXPECTED / f"{name}.json"
         if RECORD:
             EXPECTED.mkdir(exist_ok=True)
