@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-fast lint typecheck generate bench compat clean deps-system
+.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,20 @@ typecheck: $(STAMP)
 ## generate: regenerate protocol/_generated from ../shared/kafka-protocol
 generate: $(STAMP)
 	$(PY) -m protocol.generator
+
+## compat: fetch Apache Kafka jars once (cache: $$KAFKAWIRE_CACHE or ~/.cache/kafkawire), then run
+## every compat_tests scenario against Kafka and kafkawire and compare (compat_tests/README.md)
+compat: $(STAMP)
+	$(PY) -m compat_tests.kafka_dist fetch
+	$(PY) -m pytest compat_tests -m compat $(PYTEST_ARGS)
+
+compat-fetch: $(STAMP)
+	$(PY) -m compat_tests.kafka_dist fetch
+
+## compat-record: re-record Kafka's outcomes into compat_tests/expected/ (Kafka only)
+compat-record: $(STAMP)
+	$(PY) -m compat_tests.kafka_dist fetch
+	KAFKAWIRE_COMPAT_TARGETS=kafka KAFKAWIRE_COMPAT_RECORD=1 $(PY) -m pytest compat_tests -m compat $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) bench/run.py
