@@ -36,7 +36,11 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from xml.etree import ElementTree
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 HERE = Path(__file__).resolve().parent
 POM = HERE / "spark-pom.xml"
@@ -265,6 +269,50 @@ def _failure(proc: subprocess.CompletedProcess[str]) -> str:
 def spark_jars_conf(version: str | None = None) -> str:
     """The comma-separated value for ``spark.jars``."""
     return ",".join(str(p) for p in kafka_connector_jars(version))
+
+
+# Loopback only: without these Spark binds its driver to the first non-loopback address.
+LOCAL_CONF: dict[str, str] = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.driver.memory": "1g",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -Djava.net.preferIPv4Stack=true",
+}
+
+
+def local_spark_session(
+    app_name: str = "kafkawire",
+    *,
+    workdir: Path | None = None,
+    conf: dict[str, str] | None = None,
+) -> SparkSession:
+    """A ``local[2]`` SparkSession with the Kafka connector on ``spark.jars`` (loopback only).
+
+    ``workdir`` holds Spark's scratch space and warehouse (a temporary directory by default).
+    """
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    work = workdir or Path(tempfile.mkdtemp(prefix="kafkawire-spark-"))
+    settings = {
+        **LOCAL_CONF,
+        "spark.jars": spark_jars_conf(),
+        "spark.local.dir": str(work / "local"),
+        "spark.sql.warehouse.dir": str(work / "warehouse"),
+        **(conf or {}),
+    }
+    builder = SparkSession.builder.master("local[2]").appName(app_name)
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel(os.environ.get("KAFKAWIRE_SPARK_LOG_LEVEL", "WARN"))
+    return session
 
 
 def main(argv: list[str] | None = None) -> int:
