@@ -20,7 +20,7 @@ from log.partition_log import PartitionLog
 
 from kafkawire.apis import REGISTRY
 from kafkawire.config import TOPIC_CONFIGS, BrokerConfig, parse_value
-from kafkawire.metadata_log import MetadataQuorum
+from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum
 from kafkawire.purgatory import AppendNotifier
 from kafkawire.server import Connection, RequestContext, Server
 from kafkawire.storage import format_or_check
@@ -117,9 +117,9 @@ class Broker:
             for p in topic.partitions.values():
                 if self.node_id in p.replicas:
                     wanted.add((topic.name, p.partition))
-        have = set(self.logs.partitions())
+        have = {tp for tp, _log in self.logs}
         for topic_name, index in sorted(wanted - have):
-            self.logs.get_or_create(topic_name, index, self.topic_log_config(topic_name), now_ms())
+            self.logs.get_or_create(topic_name, index, now_ms(), self.topic_log_config(topic_name))
         for topic_name, index in sorted(have - wanted):
             if topic_name == "__cluster_metadata":
                 continue
@@ -169,12 +169,27 @@ class Broker:
         if cfg.metadata_log_dir not in dirs:
             dirs = [*dirs, cfg.metadata_log_dir]
         self.cluster_id = format_or_check(dirs, self.node_id, cfg.values.get("cluster.id"))
-        self.logs = LogManager(cfg.log_dirs[0], default_config=LogConfig(), now_ms=now_ms())
+        defaults = LogConfig.from_properties(
+            {name: self.config.topic_default(name)[0] for name in TOPIC_CONFIGS}
+        )
+        self.logs = LogManager.open(
+            cfg.log_dirs[0], now_ms(), default_config=defaults,
+            config_for=self._log_config_for,
+        )
         self.quorum = MetadataQuorum(self.logs, self.node_id, now_ms)
         self.quorum.load()
         if not self.image.features:
             self.quorum.append_sync(controller.bootstrap_records())
+        for topic in self.image.topics:
+            self.logs.update_config(topic, self.topic_log_config(topic))
         self.sync_logs_with_image()
+
+    def _log_config_for(self, topic: str) -> LogConfig:
+        if self.quorum is None or topic == METADATA_TOPIC:
+            return LogConfig.from_properties(
+                {name: self.config.topic_default(name)[0] for name in TOPIC_CONFIGS}
+            )
+        return self.topic_log_config(topic)
 
     def register(self) -> list[Any]:
         cfg = self.config

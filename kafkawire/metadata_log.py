@@ -48,7 +48,7 @@ class MetadataQuorum:
 
     def load(self) -> None:
         cfg = LogConfig(segment_bytes=64 * 1024 * 1024)
-        self.log = self.logs.get_or_create(METADATA_TOPIC, 0, cfg, self.clock())
+        self.log = self.logs.get_or_create(METADATA_TOPIC, 0, self.clock(), cfg)
         prev_epoch = 0
         qs = self._quorum_state_path()
         if qs.exists():
@@ -82,8 +82,7 @@ class MetadataQuorum:
             if res.size == 0:
                 break
             data = bytearray()
-            for fd, pos, length in res.ranges:
-                data += os.pread(fd, length, pos)
+            data += res.read_bytes()
             for pos, h in iter_headers(data):
                 if h.is_control:
                     offset = h.next_offset
@@ -105,7 +104,7 @@ class MetadataQuorum:
         batches = iter_headers(batch)
         info = self.log.append(batch, batches, leader_epoch=self.epoch, now_ms=now,
                                log_append_time=False)
-        return int(info.base_offset), int(info.last_offset)
+        return int(info.first_offset), int(info.last_offset)
 
     def _publish(self, records: list[Any], last_offset: int) -> None:
         assert self.log is not None

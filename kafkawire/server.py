@@ -50,7 +50,7 @@ class RequestContext:
     header: RequestHeader
 
 
-@dataclass
+@dataclass(eq=False)
 class Connection:
     stream: trio.SocketStream
     peer: str
@@ -106,8 +106,8 @@ async def send_chunks(stream: trio.SocketStream, chunks: list[Any]) -> None:
         if pending:
             await stream.send_all(b"".join(pending) if len(pending) > 1 else pending[0])
             pending = []
-        for fd, offset, count in ch.ranges():
-            await sendfile_all(stream, fd, offset, count)
+        for rng in ch.ranges:  # file ranges (fd, position, length), kept alive by ch
+            await sendfile_all(stream, rng.fd, rng.position, rng.length)
     if pending:
         await stream.send_all(b"".join(pending) if len(pending) > 1 else pending[0])
 
@@ -197,6 +197,15 @@ class Server:
         await trio.serve_listeners(handler, listeners, task_status=task_status)
 
     async def serve_connection(self, stream: trio.SocketStream, listener: str) -> None:
+        """Serve one client. Nothing raised here may escape: it would stop the listener."""
+        try:
+            await self._serve_connection(stream, listener)
+        except trio.Cancelled:
+            raise
+        except BaseException:  # pragma: no cover - last line of defence
+            log.exception("unexpected error around a connection; the broker goes on")
+
+    async def _serve_connection(self, stream: trio.SocketStream, listener: str) -> None:
         try:
             stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             peer_addr = stream.socket.getpeername()

@@ -54,9 +54,9 @@ def test_kafka_python_round_trip(broker: BrokerProcess, codec: str) -> None:
                       compression_type=None if codec == "none" else codec, linger_ms=5)
     sent = []
     for i in range(200):
-        key = None if i % 7 == 0 else f"k{i}".encode()
-        value = None if i % 11 == 0 else f"value-{i}".encode() * (1 + i % 5)
-        headers = [("h", f"{i}".encode()), ("n", None)] if i % 3 == 0 else []
+        key = None if i % 7 == 3 else f"k{i}".encode()
+        value = None if i % 11 == 5 and i % 7 != 3 else f"value-{i}".encode() * (1 + i % 5)
+        headers = [("h", f"{i}".encode()), ("n", b"")] if i % 3 == 0 else []
         sent.append((key, value, headers))
         p.send(topic, key=key, value=value, headers=headers)
     p.flush()

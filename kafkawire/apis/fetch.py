@@ -42,17 +42,6 @@ READ_COMMITTED = 1
 Part = FetchResponse.PartitionData
 
 
-@dataclass
-class FileRecords:
-    """Ranges of segment files to send with sendfile; ``size`` is their total length."""
-
-    chunks: list[tuple[int, int, int]]  # (fd, position, length)
-    size: int
-
-    def ranges(self) -> list[tuple[int, int, int]]:
-        return self.chunks
-
-
 def check_leader_epoch(requested: int, current: int) -> ErrorCode:
     if requested < 0 or requested == current:
         return ErrorCode.NONE
@@ -111,7 +100,7 @@ def _read_all(broker: Broker, slots: list[_Slot], max_bytes: int, isolation: int
             r.error_code = e.code
             continue
         if res.size > 0:
-            r.records = FileRecords(list(res.ranges), res.size)
+            r.records = res  # a ReadResult: file ranges the server sends with sendfile
             total += res.size
             first_data = False
         if isolation == READ_COMMITTED and hasattr(plog, "aborted_transactions"):

@@ -31,6 +31,10 @@ EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -4, -5, -6
 Part = ListOffsetsResponse.ListOffsetsPartitionResponse
 
 
+def _epoch(e: int | None) -> int:
+    return -1 if e is None else e
+
+
 async def handle(
     broker: Broker, ctx: RequestContext, req: ListOffsetsRequest
 ) -> ListOffsetsResponse:
@@ -64,23 +68,21 @@ async def handle(
                     resp.leader_epoch = pimg.leader_epoch
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     resp.offset = plog.log_start_offset
-                    resp.leader_epoch = plog.epoch_for_offset(plog.log_start_offset)
+                    resp.leader_epoch = _epoch(plog.epoch_for_offset(plog.log_start_offset))
                 elif ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
                     resp.offset = -1
                 elif ts == MAX_TIMESTAMP:
-                    found = plog.max_timestamp()
+                    found = plog.max_timestamp(max_offset=upper)
                     if found is not None and found[0] < upper:
                         resp.offset, resp.timestamp = found
-                        resp.leader_epoch = plog.epoch_for_offset(found[0])
+                        resp.leader_epoch = _epoch(plog.epoch_for_offset(found[0]))
                 elif ts < 0:
                     resp.error_code = ErrorCode.INVALID_REQUEST
                 else:
-                    found = plog.offset_for_timestamp(ts)
+                    found = plog.offset_for_timestamp(ts, max_offset=upper)
                     if found is not None and found[0] < upper:
                         resp.offset, resp.timestamp = found
-                        resp.leader_epoch = plog.epoch_for_offset(found[0])
+                        resp.leader_epoch = _epoch(plog.epoch_for_offset(found[0]))
             except KafkaError as e:
                 resp.error_code = e.code
-            if resp.leader_epoch is None:
-                resp.leader_epoch = -1
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

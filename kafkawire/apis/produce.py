@@ -113,9 +113,9 @@ async def handle(
                 PartResp(
                     index=pd.index,
                     error_code=ErrorCode.NONE,
-                    base_offset=info.base_offset,
-                    log_append_time_ms=info.log_append_time if log_append_time else -1,
-                    log_start_offset=plog.log_start_offset,
+                    base_offset=info.first_offset,
+                    log_append_time_ms=info.log_append_time_ms,
+                    log_start_offset=info.log_start_offset,
                 )
             )
     if acks == 0:

@@ -1,0 +1,121 @@
+"""Leader epoch cache of one partition (Kafka's LeaderEpochFileCache, KIP-101).
+
+An ordered list of (leader epoch, start offset): the first offset written in each epoch. It
+answers "which epoch wrote offset o" (ListOffsets / Fetch leader epochs) and
+OffsetsForLeaderEpoch (the end offset of an epoch, used by followers and by consumers to detect
+log truncation, KIP-320). Persisted as ``leader-epoch-checkpoint`` in the partition directory
+(Kafka's checkpoint text format), rewritten whenever an epoch is added or entries are dropped,
+which is rare. Recovery rebuilds missing entries from the batches' partitionLeaderEpoch.
+"""
+
+from __future__ import annotations
+
+import bisect
+from pathlib import Path
+
+from log.checkpoint import CorruptCheckpointError, read_epoch_checkpoint, write_epoch_checkpoint
+
+__all__ = ["LeaderEpochCache", "LEADER_EPOCH_CHECKPOINT", "UNDEFINED_EPOCH", "UNDEFINED_EPOCH_OFFSET"]
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class LeaderEpochCache:
+    def __init__(self, path: Path | None, entries: list[tuple[int, int]] | None = None) -> None:
+        self.path = path
+        self._epochs: list[int] = []
+        self._starts: list[int] = []
+        for e, o in entries or []:
+            self._epochs.append(e)
+            self._starts.append(o)
+
+    @classmethod
+    def load(cls, dir: Path) -> LeaderEpochCache:
+        path = dir / LEADER_EPOCH_CHECKPOINT
+        try:
+            entries = read_epoch_checkpoint(path) or []
+        except CorruptCheckpointError:
+            entries = []
+        # keep only a strictly increasing chain (defensive against a hand-edited file)
+        clean: list[tuple[int, int]] = []
+        for e, o in entries:
+            if e >= 0 and o >= 0 and (not clean or (e > clean[-1][0] and o >= clean[-1][1])):
+                clean.append((e, o))
+        return cls(path, clean)
+
+    def _save(self) -> None:
+        if self.path is not None:
+            write_epoch_checkpoint(self.path, self.entries())
+
+    def entries(self) -> list[tuple[int, int]]:
+        return list(zip(self._epochs, self._starts, strict=True))
+
+    def latest_epoch(self) -> int | None:
+        return self._epochs[-1] if self._epochs else None
+
+    def assign(self, epoch: int, start_offset: int, *, persist: bool = True) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``. Returns True if the cache changed."""
+        if epoch < 0:
+            return False
+        if self._epochs:
+            last_e, last_o = self._epochs[-1], self._starts[-1]
+            if epoch == last_e and start_offset >= last_o:
+                return False
+        # drop entries that conflict: same or newer epoch, or starting at or after this offset
+        while self._epochs and (self._epochs[-1] >= epoch or self._starts[-1] >= start_offset):
+            self._epochs.pop()
+            self._starts.pop()
+        self._epochs.append(epoch)
+        self._starts.append(start_offset)
+        if persist:
+            self._save()
+        return True
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The epoch whose range contains ``offset`` (None before the first entry)."""
+        i = bisect.bisect_right(self._starts, offset) - 1
+        return self._epochs[i] if i >= 0 else None
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch: (largest epoch <= requested, its end offset) per Kafka."""
+        if epoch == UNDEFINED_EPOCH or not self._epochs:
+            return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        if epoch == self._epochs[-1]:
+            return (epoch, log_end_offset)
+        hi = bisect.bisect_right(self._epochs, epoch)  # first entry with a larger epoch
+        if hi == len(self._epochs):
+            return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        if hi == 0:
+            return (epoch, self._starts[0])
+        return (self._epochs[hi - 1], self._starts[hi])
+
+    def truncate_from_end(self, end_offset: int, *, persist: bool = True) -> None:
+        """Drop entries starting at or after ``end_offset`` (log truncated to it)."""
+        n = bisect.bisect_left(self._starts, end_offset)
+        if n < len(self._starts):
+            del self._epochs[n:], self._starts[n:]
+            if persist:
+                self._save()
+
+    def truncate_from_start(self, start_offset: int, *, persist: bool = True) -> None:
+        """Log start moved to ``start_offset``: earlier entries collapse into one at it."""
+        i = bisect.bisect_right(self._starts, start_offset) - 1
+        if i < 0 or (i == 0 and self._starts[0] == start_offset):
+            return
+        epoch = self._epochs[i]
+        del self._epochs[:i], self._starts[:i]
+        self._epochs[0] = epoch
+        self._starts[0] = start_offset
+        if persist:
+            self._save()
+
+    def clear(self, *, persist: bool = True) -> None:
+        self._epochs.clear()
+        self._starts.clear()
+        if persist:
+            self._save()
+
+    def flush(self) -> None:
+        self._save()

@@ -1,0 +1,227 @@
+"""The logs of one log directory (Kafka's LogManager, single ``log.dirs`` entry).
+
+Startup: if ``.kafka_cleanshutdown`` exists the previous run closed cleanly and every partition
+opens on the fast path (no scan). Otherwise each partition recovers from its entry in
+``recovery-point-offset-checkpoint``. The marker is removed once everything is loaded, so a crash
+from then on is detected at the next start. Checkpoints (``recovery-point-offset-checkpoint``,
+``log-start-offset-checkpoint``, ``replication-offset-checkpoint``: Kafka's text format) are
+written by :meth:`checkpoint` (the broker calls it periodically) and on :meth:`close`, which ends
+by writing the clean shutdown marker.
+
+Partition directories are ``<topic>-<partition>``; the partition number follows the LAST '-'
+since topic names may contain '-' and '.'. Kafka's ``*-delete`` directories (topics deleted
+asynchronously) are removed at startup, ``*-future`` / ``*-stray`` ones are left alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from log.checkpoint import (
+    CorruptCheckpointError,
+    fsync_dir,
+    read_offsets_checkpoint,
+    write_offsets_checkpoint,
+)
+from log.config import LogConfig
+from log.partition_log import (
+    CLEAN_SHUTDOWN_FILE,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    PartitionLog,
+    parse_partition_dir_name,
+    partition_dir_name,
+)
+from protocol.errors import ErrorCode, KafkaError
+
+__all__ = ["LogManager", "TopicPartition"]
+
+logger = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+class LogManager:
+    """Owns ``log_dir`` and the :class:`PartitionLog` of every partition stored in it."""
+
+    def __init__(
+        self,
+        log_dir: Path,
+        default_config: LogConfig,
+        config_for: Callable[[str], LogConfig] | None = None,
+    ) -> None:
+        self.log_dir = log_dir
+        self.default_config = default_config
+        self._config_for = config_for
+        self.logs: dict[TopicPartition, PartitionLog] = {}
+        self.had_clean_shutdown = False
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls,
+        log_dir: Path | str,
+        now_ms: int,
+        *,
+        default_config: LogConfig | None = None,
+        config_for: Callable[[str], LogConfig] | None = None,
+    ) -> LogManager:
+        """Load every partition of ``log_dir`` (creating the directory if needed).
+
+        ``config_for(topic)`` gives a topic's LogConfig (default: ``default_config``).
+        """
+        path = Path(log_dir)
+        path.mkdir(parents=True, exist_ok=True)
+        mgr = cls(path, default_config or LogConfig(), config_for)
+        marker = path / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        mgr.had_clean_shutdown = clean
+        recovery = mgr._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
+        starts = mgr._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+        hws = mgr._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
+        for entry in sorted(os.scandir(path), key=lambda e: e.name):
+            if not entry.is_dir():
+                continue
+            name = entry.name
+            if name.endswith("-delete"):
+                shutil.rmtree(entry.path, ignore_errors=True)
+                continue
+            if name.endswith(("-future", "-stray")):
+                continue
+            tp = parse_partition_dir_name(name)
+            if tp is None:
+                continue
+            log = PartitionLog.open(
+                Path(entry.path),
+                mgr.config_for(tp[0]),
+                now_ms,
+                clean_shutdown=clean,
+                recovery_point=recovery.get(tp, 0),
+                log_start_offset=starts.get(tp),
+                high_watermark=hws.get(tp),
+            )
+            mgr.logs[tp] = log
+        if clean:
+            marker.unlink()
+            fsync_dir(path)
+        return mgr
+
+    def _read_checkpoint(self, name: str) -> dict[TopicPartition, int]:
+        try:
+            return read_offsets_checkpoint(self.log_dir / name) or {}
+        except CorruptCheckpointError as exc:
+            logger.warning("ignoring corrupt checkpoint: %s", exc)
+            return {}
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self._config_for(topic) if self._config_for is not None else self.default_config
+
+    # -- partitions -------------------------------------------------------------------------
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.logs.get((topic, partition))
+
+    def __iter__(self) -> Iterator[tuple[TopicPartition, PartitionLog]]:
+        return iter(list(self.logs.items()))
+
+    def __len__(self) -> int:
+        return len(self.logs)
+
+    def create(
+        self, topic: str, partition: int, now_ms: int, config: LogConfig | None = None
+    ) -> PartitionLog:
+        """Create an empty partition log (TOPIC_ALREADY_EXISTS if it is already here)."""
+        if self._closed:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log manager is closed")
+        if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"illegal topic name {topic!r}")
+        if partition < 0:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"negative partition {partition}")
+        key = (topic, partition)
+        if key in self.logs:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"{topic}-{partition} exists")
+        path = self.log_dir / partition_dir_name(topic, partition)
+        log = PartitionLog.open(
+            path,
+            config or self.config_for(topic),
+            now_ms,
+            clean_shutdown=True,
+            recovery_point=0,
+            log_start_offset=0,
+            high_watermark=0,
+        )
+        fsync_dir(self.log_dir)
+        self.logs[key] = log
+        return log
+
+    def get_or_create(
+        self, topic: str, partition: int, now_ms: int, config: LogConfig | None = None
+    ) -> PartitionLog:
+        log = self.logs.get((topic, partition))
+        return log if log is not None else self.create(topic, partition, now_ms, config)
+
+    def delete(self, topic: str, partition: int) -> bool:
+        """Remove a partition's log and directory. Returns False if it was not here."""
+        log = self.logs.pop((topic, partition), None)
+        if log is None:
+            return False
+        log.delete()
+        return True
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        for (t, _), log in self.logs.items():
+            if t == topic:
+                log.config = config
+
+    # -- maintenance ------------------------------------------------------------------------
+    def flush_all(self) -> None:
+        """fsync every log (blocking; run it off the event loop)."""
+        for _, log in self:
+            if not log.closed:
+                log.flush()
+
+    def checkpoint(self) -> None:
+        """Write the recovery point, log start offset and high watermark checkpoints."""
+        logs = list(self)
+        write_offsets_checkpoint(
+            self.log_dir / RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in logs}
+        )
+        write_offsets_checkpoint(
+            self.log_dir / LOG_START_OFFSET_CHECKPOINT,
+            {
+                tp: log.log_start_offset
+                for tp, log in logs
+                if log.log_start_offset > log.segments[0].base_offset
+            },
+        )
+        write_offsets_checkpoint(
+            self.log_dir / REPLICATION_OFFSET_CHECKPOINT, {tp: log.high_watermark for tp, log in logs}
+        )
+
+    def delete_old_segments(self, now_ms: int) -> int:
+        return sum(log.delete_old_segments(now_ms) for _, log in self)
+
+    def expire_producers(self, now_ms: int) -> int:
+        return sum(len(log.expire_producers(now_ms)) for _, log in self)
+
+    def close(self) -> None:
+        """Close every log, write the checkpoints, then the clean shutdown marker."""
+        if self._closed:
+            return
+        for _, log in self:
+            log.close()
+        self.checkpoint()
+        marker = self.log_dir / CLEAN_SHUTDOWN_FILE
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(self.log_dir)
+        self._closed = True

@@ -1,0 +1,447 @@
+"""One log segment: ``<base>.log`` plus its ``.index`` and ``.timeindex``.
+
+The ``.log`` file is a plain concatenation of v2 record batches exactly as clients sent them
+(with the broker-assigned baseOffset / partitionLeaderEpoch patched into the header), so
+Kafka's ``kafka-dump-log`` reads it. Everything else about a segment can be rebuilt from it.
+
+Reading never decodes records: positions come from the sparse offset index plus a forward scan
+of 61-byte batch headers, done over chunked ``os.pread`` calls (one syscall covers many small
+batches; a large batch costs one small read for its header).
+
+File descriptors: a segment's file is a :class:`SegmentFile` that closes its descriptor when the
+last reference to it goes away. The log hands these objects out inside read results (for
+``os.sendfile``), so a segment deleted by retention or truncation while a fetch is still being
+sent keeps its inode alive until the send completes, and a descriptor number is never reused
+under a reader's feet. The owning log keeps only a few segments' files open (LRU).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import crc32c as _crc32c
+
+from log.config import LogConfig
+from log.index import OFFSET_ENTRY, TIME_ENTRY, OffsetIndex, TimeIndex
+from protocol.records import (
+    HEADER,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    OFF_ATTRIBUTES,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+)
+
+__all__ = [
+    "SegmentFile",
+    "LogSegment",
+    "RecoveryResult",
+    "segment_file_name",
+    "LOG_SUFFIX",
+    "INDEX_SUFFIX",
+    "TIME_INDEX_SUFFIX",
+]
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+
+INT32_MAX = 0x7FFFFFFF
+_MIN_BATCH_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
+_SCAN_CHUNK = 64 * 1024
+_RECOVER_CHUNK = 1024 * 1024
+_make_header = BatchHeader._make
+_unpack_header = HEADER.unpack_from
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class SegmentFile:
+    """An open segment file. The descriptor closes when the last reference is dropped.
+
+    Keep the object (not just ``fd``) alive while using the descriptor.
+    """
+
+    __slots__ = ("fd", "path")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def pread(self, n: int, pos: int) -> bytes:
+        return os.pread(self.fd, n, pos)
+
+    def __del__(self) -> None:
+        fd = self.fd
+        if fd >= 0:
+            self.fd = -1
+            os.close(fd)
+
+    def __repr__(self) -> str:
+        return f"SegmentFile({self.path.name}, fd={self.fd})"
+
+
+class RecoveryResult(NamedTuple):
+    next_offset: int | None  # offset after the last valid batch; None when no batch is valid
+    truncated_bytes: int  # bytes dropped from the end of the file
+
+
+class LogSegment:
+    """A segment's files and in-memory summary. Not thread-safe; the log serializes access."""
+
+    __slots__ = (
+        "base_offset",
+        "dir",
+        "log_path",
+        "offset_index",
+        "time_index",
+        "index_interval_bytes",
+        "size",
+        "synced_size",
+        "index_dirty",
+        "max_timestamp",
+        "offset_of_max_timestamp",
+        "rolling_base_timestamp",
+        "created_ms",
+        "bytes_since_last_index_entry",
+        "_file",
+    )
+
+    def __init__(self, dir: Path, base_offset: int, config: LogConfig, created_ms: int) -> None:
+        self.base_offset = base_offset
+        self.dir = dir
+        self.log_path = dir / segment_file_name(base_offset, LOG_SUFFIX)
+        self.offset_index = OffsetIndex(
+            dir / segment_file_name(base_offset, INDEX_SUFFIX), base_offset, config.segment_index_bytes
+        )
+        self.time_index = TimeIndex(
+            dir / segment_file_name(base_offset, TIME_INDEX_SUFFIX),
+            base_offset,
+            config.segment_index_bytes,
+        )
+        self.index_interval_bytes = config.index_interval_bytes
+        self.size = 0
+        self.synced_size = 0
+        self.index_dirty = False
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.rolling_base_timestamp: int | None = None
+        self.created_ms = created_ms
+        self.bytes_since_last_index_entry = 0
+        self._file: SegmentFile | None = None
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, size={self.size})"
+
+    # -- creation / loading -------------------------------------------------------------------
+    @classmethod
+    def create(cls, dir: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+        seg = cls(dir, base_offset, config, now_ms)
+        fd = os.open(seg.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.close(fd)
+        seg.offset_index.create()
+        seg.time_index.create()
+        return seg
+
+    def load(self, *, trust_indexes: bool) -> bool:
+        """Pick up an existing segment: sizes and index summaries, without reading the log.
+
+        Returns False when an index is missing or fails its sanity check (the caller then
+        calls :meth:`rebuild_indexes` or :meth:`recover`).
+        """
+        self.size = self.synced_size = os.stat(self.log_path).st_size
+        ok = self.offset_index.open_existing() and self.time_index.open_existing()
+        ok = ok and self.offset_index.sane(self.size) and self.time_index.sane()
+        if not (ok and trust_indexes):
+            return False
+        last_time = self.time_index.last_entry()
+        if last_time is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = last_time
+        last_off = self.offset_index.last_entry()
+        self.bytes_since_last_index_entry = self.size - (last_off[1] if last_off else 0)
+        return True
+
+    # -- file handle ----------------------------------------------------------------------------
+    def file(self) -> SegmentFile:
+        f = self._file
+        if f is None:
+            f = self._file = SegmentFile(self.log_path)
+        return f
+
+    def file_for_sync(self) -> SegmentFile:
+        """The open file, or a fresh one not cached here (so fsync never grows the open set)."""
+        return self._file if self._file is not None else SegmentFile(self.log_path)
+
+    @property
+    def is_open(self) -> bool:
+        return self._file is not None
+
+    def release(self) -> None:
+        """Drop the open file and the in-memory indexes (inactive segments only)."""
+        self._file = None
+        self.offset_index.unload()
+        self.time_index.unload()
+
+    # -- scanning -----------------------------------------------------------------------------
+    def scan(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from ``start`` (a batch boundary) up to ``end``."""
+        end = self.size if end is None else end
+        fd = self.file().fd
+        pos = start
+        buf = b""
+        buf_start = start
+        want = _SCAN_CHUNK
+        while end - pos >= RECORD_BATCH_OVERHEAD:
+            off = pos - buf_start
+            if off + RECORD_BATCH_OVERHEAD > len(buf):
+                buf = os.pread(fd, min(want, end - pos), pos)
+                buf_start = pos
+                off = 0
+                if len(buf) < RECORD_BATCH_OVERHEAD:
+                    return
+            h = _make_header(_unpack_header(buf, off))
+            size = h.batch_length + LOG_OVERHEAD
+            if h.batch_length < _MIN_BATCH_LENGTH or h.magic != MAGIC_V2 or pos + size > end:
+                return
+            yield pos, h
+            pos += size
+            want = RECORD_BATCH_OVERHEAD if size > _SCAN_CHUNK // 2 else _SCAN_CHUNK
+
+    def translate(self, offset: int, start: int = 0) -> tuple[int, BatchHeader] | None:
+        """The first batch whose last offset is >= ``offset`` (at position >= ``start``)."""
+        pos = max(start, self.offset_index.lookup(offset)[1])
+        for p, h in self.scan(pos):
+            if h.base_offset + h.last_offset_delta >= offset:
+                return p, h
+        return None
+
+    def boundary_at_or_before(self, limit: int, start: int) -> int:
+        """The largest batch end position <= ``limit``, scanning forward from ``start``."""
+        if limit >= self.size:
+            return self.size
+        pos = max(start, self.offset_index.lookup_position(limit))
+        for p, h in self.scan(pos):
+            end = p + h.batch_length + LOG_OVERHEAD
+            if end > limit:
+                return p
+            pos = end
+        return pos
+
+    def first_header(self) -> BatchHeader | None:
+        for _, h in self.scan(0):
+            return h
+        return None
+
+    def read_next_offset(self) -> int | None:
+        """Offset after the last batch (from the last index entry onwards); None if empty."""
+        last = self.offset_index.last_entry()
+        nxt: int | None = None
+        for _, h in self.scan(last[1] if last else 0):
+            nxt = h.base_offset + h.last_offset_delta + 1
+        return nxt
+
+    # -- appending ----------------------------------------------------------------------------
+    def write(self, chunks: list[memoryview], headers: list[BatchHeader]) -> None:
+        """Append ``chunks`` (whole batches, in order, described by ``headers``)."""
+        fd = self.file().fd
+        start = self.size
+        total = sum(len(c) for c in chunks)
+        try:
+            written = os.writev(fd, chunks) if len(chunks) > 1 else os.write(fd, chunks[0])
+            while written < total:
+                # Short write (rare on regular files): write the rest from where it stopped.
+                rest = memoryview(b"".join(bytes(c) for c in chunks))[written:]
+                written += os.write(fd, rest)
+        except OSError:
+            os.ftruncate(fd, start)
+            raise
+        self._on_appended(start, headers)
+
+    def _on_appended(self, pos: int, headers: list[BatchHeader]) -> None:
+        if self.size == 0 and headers:
+            self.rolling_base_timestamp = headers[0].max_timestamp
+        interval = self.index_interval_bytes
+        oi = self.offset_index
+        ti = self.time_index
+        for h in headers:
+            last = h.base_offset + h.last_offset_delta
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp = h.max_timestamp
+                self.offset_of_max_timestamp = last
+            if self.bytes_since_last_index_entry > interval:
+                oi.append(last, pos)
+                ti.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self.bytes_since_last_index_entry = 0
+                self.index_dirty = True
+            size = h.batch_length + LOG_OVERHEAD
+            pos += size
+            self.bytes_since_last_index_entry += size
+        self.size = pos
+
+    def indexes_full(self) -> bool:
+        return self.offset_index.is_full or self.time_index.is_full
+
+    def finalize(self) -> None:
+        """On roll / close: record the segment's max timestamp in the time index, stop writing."""
+        if self.max_timestamp >= 0 and self.offset_of_max_timestamp >= 0:
+            before = self.time_index.entries
+            self.time_index.maybe_append(
+                self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
+            )
+            if self.time_index.entries != before:
+                self.index_dirty = True
+        self.offset_index.close_writer()
+        self.time_index.close_writer()
+
+    def open_for_append(self) -> None:
+        self.offset_index.open_writer()
+        self.time_index.open_writer()
+        if self.rolling_base_timestamp is None and self.size:
+            first = self.first_header()
+            self.rolling_base_timestamp = first.max_timestamp if first else None
+
+    # -- durability -----------------------------------------------------------------------------
+    def fsync_indexes(self) -> None:
+        for idx in (self.offset_index, self.time_index):
+            try:
+                idx.fsync()
+            except FileNotFoundError:
+                pass
+
+    # -- rebuilding -----------------------------------------------------------------------------
+    def rebuild_indexes(self) -> int | None:
+        """Recreate both indexes from the log's batch headers. Returns the next offset."""
+        self.max_timestamp = self.offset_of_max_timestamp = -1
+        self.bytes_since_last_index_entry = 0
+        off_buf = bytearray()
+        time_buf = bytearray()
+        nxt: int | None = None
+        for pos, h in self.scan(0):
+            nxt = self._index_batch(pos, h, off_buf, time_buf)
+        self._install_indexes(off_buf, time_buf)
+        return nxt
+
+    def _index_batch(self, pos: int, h: BatchHeader, off_buf: bytearray, time_buf: bytearray) -> int:
+        base = self.base_offset
+        last = h.base_offset + h.last_offset_delta
+        if pos == 0:
+            self.rolling_base_timestamp = h.max_timestamp
+        if h.max_timestamp > self.max_timestamp:
+            self.max_timestamp = h.max_timestamp
+            self.offset_of_max_timestamp = last
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            off_buf += OFFSET_ENTRY.pack(last - base, pos)
+            if not time_buf or TIME_ENTRY.unpack_from(time_buf, len(time_buf) - 12)[0] < self.max_timestamp:
+                time_buf += TIME_ENTRY.pack(self.max_timestamp, self.offset_of_max_timestamp - base)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += h.batch_length + LOG_OVERHEAD
+        return last + 1
+
+    def _install_indexes(self, off_buf: bytearray, time_buf: bytearray) -> None:
+        max_off = self.offset_index.max_entries * OFFSET_ENTRY.size
+        max_time = self.time_index.max_entries * TIME_ENTRY.size
+        self.offset_index.replace_all(off_buf[:max_off])
+        self.time_index.replace_all(time_buf[:max_time])
+        self.index_dirty = True
+
+    def recover(self, min_offset: int) -> RecoveryResult:
+        """Validate every batch (header sanity + CRC-32C), truncate at the first bad one, and
+        rebuild the indexes. ``min_offset``: batches must start at or after this offset."""
+        self.size = os.stat(self.log_path).st_size
+        fd = self.file().fd
+        file_size = self.size
+        self.max_timestamp = self.offset_of_max_timestamp = -1
+        self.bytes_since_last_index_entry = 0
+        self.rolling_base_timestamp = None
+        off_buf = bytearray()
+        time_buf = bytearray()
+        nxt: int | None = None
+        expected = max(min_offset, self.base_offset)
+        pos = 0
+        buf = b""
+        buf_start = 0
+        valid_end = 0
+        while file_size - pos >= RECORD_BATCH_OVERHEAD:
+            off = pos - buf_start
+            if off + RECORD_BATCH_OVERHEAD > len(buf):
+                buf = os.pread(fd, min(_RECOVER_CHUNK, file_size - pos), pos)
+                buf_start, off = pos, 0
+                if len(buf) < RECORD_BATCH_OVERHEAD:
+                    break
+            h = _make_header(_unpack_header(buf, off))
+            size = h.batch_length + LOG_OVERHEAD
+            if (
+                h.magic != MAGIC_V2
+                or h.batch_length < _MIN_BATCH_LENGTH
+                or pos + size > file_size
+                or h.base_offset < expected
+                or h.last_offset_delta < 0
+                or h.base_offset + h.last_offset_delta - self.base_offset > INT32_MAX
+                or h.records_count < 0
+            ):
+                break
+            if off + size > len(buf):
+                buf = os.pread(fd, max(size, min(_RECOVER_CHUNK, file_size - pos)), pos)
+                buf_start, off = pos, 0
+                if len(buf) < size:
+                    break
+            view = memoryview(buf)[off + OFF_ATTRIBUTES : off + size]
+            if _crc32c.crc32c(view) != h.crc:
+                break
+            nxt = self._index_batch(pos, h, off_buf, time_buf)
+            expected = nxt
+            pos += size
+            valid_end = pos
+        truncated = file_size - valid_end
+        if truncated:
+            os.ftruncate(fd, valid_end)
+        self.size = valid_end
+        self.synced_size = min(self.synced_size, valid_end)
+        self._install_indexes(off_buf, time_buf)
+        return RecoveryResult(nxt, truncated)
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove the batch containing ``offset`` and everything after it. Returns bytes removed."""
+        found = self.translate(offset)
+        if found is None:
+            return 0
+        pos = found[0]
+        removed = self.size - pos
+        os.ftruncate(self.file().fd, pos)
+        self.size = pos
+        self.synced_size = min(self.synced_size, pos)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.index_dirty = True
+        # Recompute the max timestamp: the last surviving time entry, then the batches after it.
+        last_time = self.time_index.last_entry()
+        if last_time is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = last_time
+            start = self.offset_index.lookup(last_time[1])[1]
+        else:
+            self.max_timestamp = self.offset_of_max_timestamp = -1
+            start = 0
+        for _, h in self.scan(start):
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp = h.max_timestamp
+                self.offset_of_max_timestamp = h.base_offset + h.last_offset_delta
+        last_off = self.offset_index.last_entry()
+        self.bytes_since_last_index_entry = pos - (last_off[1] if last_off else 0)
+        if pos == 0:
+            self.rolling_base_timestamp = None
+        return removed
+
+    # -- deletion -------------------------------------------------------------------------------
+    def delete_files(self) -> None:
+        self._file = None
+        self.offset_index.delete()
+        self.time_index.delete()
+        try:
+            os.unlink(self.log_path)
+        except FileNotFoundError:
+            pass
