@@ -523,3 +523,17 @@ def test_stream_survives_broker_restart(spark: Any, kafka: Kafka) -> None:
         )
     finally:
         query.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# the example pipeline
+
+
+def test_clickstream_example(spark: Any, kafka: Kafka, tmp_path: Path) -> None:
+    """examples/clickstream end to end on this session's broker and SparkSession, small data."""
+    from examples.clickstream.run import run_pipeline
+
+    report = run_pipeline(spark, kafka.bootstrap, tmp_path, n_events=1500, seed=11)
+    assert report.ok, report.summary()
+    assert report.parquet_rows == report.topic_records == report.expected_windows > 50
+    assert report.late_dropped == report.late_sent
