@@ -37,9 +37,12 @@ def rss_mb(pid: int) -> float:
 def make_topic(bootstrap: str, partitions: int = 1) -> str:
     name = f"bench-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[
-        name
-    ].result(30)
+    try:
+        admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[
+            name
+        ].result(30)
+    except Exception:  # brokers without CreateTopics: auto-create through Metadata
+        admin.list_topics(name, timeout=30)
     return name
 
 

@@ -14,18 +14,18 @@ import uuid
 from typing import Any
 
 import trio
-from log.config import LogConfig
-from log.manager import LogManager
-from log.partition_log import PartitionLog
 
 from kafkawire.apis import REGISTRY
-from kafkawire.config import TOPIC_CONFIGS, BrokerConfig, parse_value
+from kafkawire.config import LONG_MAX, TOPIC_CONFIGS, BrokerConfig, parse_value
 from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum
 from kafkawire.purgatory import AppendNotifier
 from kafkawire.server import Connection, RequestContext, Server
 from kafkawire.storage import format_or_check
 from kraft import controller
 from kraft.image import MetadataImage
+from log.config import LogConfig
+from log.manager import LogManager
+from log.partition_log import PartitionLog
 from protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("kafkawire.broker")
@@ -226,9 +226,16 @@ class Broker:
             self.close()
 
     async def background_flush(self) -> None:
-        """Group commit: fsync dirty logs off the event loop every flush interval."""
+        """Group commit when a flush policy is set: fsync dirty logs off the event loop.
+
+        As in Kafka, the default (log.flush.interval.ms unset, flush.ms = Long.MAX) is no
+        periodic fsync: acknowledged data is in the page cache, which survives a crash of the
+        process (kill -9); segments are fsynced when they roll and at clean shutdown.
+        """
         interval = self.config.values.get("log.flush.interval.ms")
-        period_s = (int(interval) / 1000.0) if interval else 1.0
+        if interval is None or int(interval) >= LONG_MAX // 2:
+            return
+        period_s = max(int(interval), 1) / 1000.0
         assert self.logs is not None
         logs = self.logs
         while True:

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from log.config import LogConfig
-from log.manager import LogManager
-from log.partition_log import PartitionLog
 
 from kraft.image import MetadataImage, apply
 from kraft.records import decode_record, encode_record
+from log.config import LogConfig
+from log.manager import LogManager
+from log.partition_log import PartitionLog
 from protocol.records import SimpleRecord, build_batch, decode_batch_records, iter_headers
 
 METADATA_TOPIC = "__cluster_metadata"

@@ -1,0 +1,29 @@
+"""The pytest plugin that kafkawire offers to other projects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kafkawire.testing import InProcessBroker, api_versions_ok
+
+
+def test_session_fixture_gives_a_live_broker(kafkawire_bootstrap: str) -> None:
+    host, port = kafkawire_bootstrap.rsplit(":", 1)
+    assert api_versions_ok(host, int(port))
+
+
+def test_in_process_broker(tmp_path: Path) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    b = InProcessBroker(tmp_path / "d").start()
+    try:
+        p = KafkaProducer(bootstrap_servers=b.bootstrap)
+        p.send("inproc", b"hi").get(10)
+        p.close()
+        c = KafkaConsumer(bootstrap_servers=b.bootstrap, consumer_timeout_ms=5000)
+        c.assign([TopicPartition("inproc", 0)])
+        c.seek_to_beginning()
+        assert [m.value for m in c] == [b"hi"]
+        c.close()
+    finally:
+        b.stop()
