@@ -4,14 +4,14 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-fast lint typecheck generate bench compat clean deps-system
+.PHONY: run test test-fast lint typecheck generate bench compat clean deps-system pipeline
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,spark]'
 	touch $(STAMP)
 
 ## run: a single node on 127.0.0.1:9092 with data in ./data (Ctrl-C stops it cleanly)
@@ -23,6 +23,10 @@ test: $(STAMP) deps-system
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+## pipeline: the Spark clickstream example end to end on its own kafkawire (needs Java 17 + Maven)
+pipeline: $(STAMP)
+	$(PY) -m examples.clickstream $(ARGS)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow and not compat and not spark" $(PYTEST_ARGS)

@@ -503,19 +503,25 @@ def test_read_committed(spark: Any, kafka: Kafka) -> None:
 # broker restarts
 
 
-def test_stream_survives_broker_restart(spark: Any, kafka: Kafka) -> None:
+@pytest.mark.parametrize("kill", [False, True], ids=["sigterm", "kill9"])
+def test_stream_survives_broker_restart(
+    spark: Any, kafka: Kafka, tmp_path: Path, kill: bool
+) -> None:
     if kafka.process is None:
         pytest.skip("external broker: cannot restart it")
-    topic = new_topic(kafka, "sp-restart")
+    own = Kafka("", BrokerProcess(tmp_path / "data", overrides={"num.partitions": "3"}))
+    assert own.process is not None
+    own.bootstrap = own.process.start().bootstrap
+    topic = new_topic(own, "sp-restart")
     name = f"q_{uuid.uuid4().hex[:10]}"
-    df = strings(reader(spark, kafka, stream=True, subscribe=topic, startingOffsets="earliest"))
+    df = strings(reader(spark, own, stream=True, subscribe=topic, startingOffsets="earliest"))
     q = df.writeStream.format("memory").queryName(name).trigger(processingTime="500 milliseconds")
     query = q.start()
     try:
-        produce(kafka.bootstrap, topic, spread(30, "before"))
+        produce(own.bootstrap, topic, spread(30, "before"))
         wait_for(lambda: len(table_values(spark, name)) >= 30, "records before", query=query)
-        kafka.process.restart()
-        produce(kafka.bootstrap, topic, spread(30, "after"))
+        own.process.restart(kill=kill)
+        produce(own.bootstrap, topic, spread(30, "after"))
         wait_for(lambda: len(table_values(spark, name)) >= 60, "records after", query=query)
         time.sleep(1.0)  # a late duplicate would show up here
         assert table_values(spark, name) == sorted(
@@ -523,6 +529,7 @@ def test_stream_survives_broker_restart(spark: Any, kafka: Kafka) -> None:
         )
     finally:
         query.stop()
+        own.process.close()
 
 
 # ---------------------------------------------------------------------------------------------
