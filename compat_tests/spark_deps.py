@@ -195,7 +195,8 @@ def kafka_connector_jars(
     target = jars_dir(spark)
     if not force and (jars := _read_marker(target)) is not None:
         return jars
-    with _locked(cache_dir() / ".spark-fetch.lock"):
+    # the same lock as compat_tests/kafka_dist.py: both fill the Maven repository in the cache
+    with _locked(cache_dir() / ".fetch.lock"):
         if not force and (jars := _read_marker(target)) is not None:
             return jars
         started = time.monotonic()

@@ -284,6 +284,14 @@ def test_batch_reads_client_records(spark: Any, kafka: Kafka) -> None:
             [("i", str(i).encode())] if i % 2 else []
         )
 
+    # minPartitions splits each partition's range over several tasks: consumers seek into the
+    # middle of the producer's batches and must still see every record exactly once
+    split = reader(spark, kafka, subscribe=topic, minPartitions="9")
+    assert split.rdd.getNumPartitions() > PARTITIONS
+    assert sorted((r.partition, r.offset) for r in split.collect()) == sorted(
+        (r.partition, r.offset) for r in got
+    )
+
 
 # ---------------------------------------------------------------------------------------------
 # streaming sources
