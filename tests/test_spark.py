@@ -39,6 +39,7 @@ QUERY_TIMEOUT_S = 90.0
 API_CREATE_TOPICS = 19
 API_DELETE_RECORDS = 21
 API_END_TXN = 26
+API_JOIN_GROUP = 11
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,6 +402,22 @@ def test_max_offsets_per_trigger(spark: Any, kafka: Kafka) -> None:
     assert values(rows) == sorted(f"v{i}" for i in range(60))
     sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
     assert sum(sizes) == 60 and len(sizes) >= 3 and max(sizes) <= 25, sizes
+
+
+def test_stream_deprecated_offset_fetching(spark: Any, kafka: Kafka) -> None:
+    """The pre-3.4 driver path: a KafkaConsumer that subscribe()s, so a real consumer group."""
+    if API_JOIN_GROUP not in kafka.api_versions():
+        pytest.skip("broker has no consumer groups yet (JoinGroup, API 11)")
+    topic = new_topic(kafka, "sp-legacy")
+    produce(kafka.bootstrap, topic, spread(30))
+    key = "spark.sql.streaming.kafka.useDeprecatedOffsetFetching"
+    spark.conf.set(key, "true")
+    try:
+        rows, _ = available_now(spark, reader(spark, kafka, stream=True, subscribe=topic,
+                                              startingOffsets="earliest"))
+    finally:
+        spark.conf.set(key, "false")
+    assert values(rows) == sorted(f"v{i}" for i in range(30))
 
 
 # ---------------------------------------------------------------------------------------------
