@@ -233,9 +233,8 @@ def test_batch_write_then_read(spark: Any, kafka: Kafka) -> None:
     df = spark.createDataFrame(
         rows, "key STRING, value STRING, partition INT, headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
     )
-    df.write.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap).option(
-        "topic", topic
-    ).save()
+    (df.write.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
+     .option("kafka.compression.type", "zstd").option("topic", topic).save())
 
     got = strings(
         reader(spark, kafka, subscribe=topic, includeHeaders="true",
@@ -436,6 +435,7 @@ def test_write_stream_to_kafka_restarts_from_checkpoint(
                     maxOffsetsPerTrigger="40")
         out = df.selectExpr("key", "CONCAT('out-', CAST(value AS STRING)) AS value", "partition")
         q = (out.writeStream.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
+             .option("kafka.compression.type", "lz4")
              .option("topic", dst).option("checkpointLocation", str(ckpt))
              .trigger(availableNow=True).start())
         await_query(q)
