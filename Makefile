@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-fast lint typecheck generate bench compat clean deps-system pipeline
+.PHONY: run test test-fast lint typecheck generate bench compat clean deps-system deps-java pipeline
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,13 +19,13 @@ run: $(STAMP)
 	$(PY) -m kafkawire serve $(ARGS)
 
 ## test: install the dev extras and system tools, then run the whole suite
-test: $(STAMP) deps-system
+test: $(STAMP) deps-system deps-java
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 ## pipeline: the Spark clickstream example end to end on its own kafkawire (needs Java 17 + Maven)
-pipeline: $(STAMP)
+pipeline: $(STAMP) deps-java
 	$(PY) -m examples.clickstream $(ARGS)
 
 test-fast: $(STAMP)
@@ -37,6 +37,14 @@ deps-system:
 	  { echo "installing kcat"; \
 	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq kcat >/dev/null; }
+
+## deps-java: Java 17+ and Maven for the Spark tests (Debian packages); no-op when present
+deps-java:
+	@{ command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; } || \
+	  { echo "installing Java and Maven"; \
+	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	    $$SUDO apt-get update -qq && \
+	    $$SUDO apt-get install -y -qq default-jre-headless maven >/dev/null; }
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -103,6 +103,19 @@ def scala_binary_version(home: Path | None = None) -> str:
     return "2.13"
 
 
+def java_major_version() -> int | None:
+    """The major version of ``java`` on PATH (17 for "17.0.15"), None without one."""
+    java = shutil.which("java")
+    if java is None:
+        return None
+    proc = subprocess.run([java, "-version"], capture_output=True, text=True)
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', proc.stderr + proc.stdout)
+    if not m:
+        return None
+    major = int(m.group(1))
+    return int(m.group(2) or 0) if major == 1 else major  # "1.8.0" is Java 8
+
+
 def jars_dir(version: str | None = None) -> Path:
     return cache_dir() / f"spark-{version or pyspark_version()}" / "jars"
 

@@ -104,12 +104,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     Skips when pyspark, Java or Maven is missing; the connector jars are fetched once into
     ``$KAFKAWIRE_CACHE`` (see compat_tests/spark_deps.py).
     """
-    import shutil
-
     pytest.importorskip("pyspark")
-    if shutil.which("java") is None:
-        pytest.skip("Spark needs Java 17+ (java not on PATH)")
     from compat_tests import spark_deps
+
+    java = spark_deps.java_major_version()
+    if java is None or java < 17:
+        pytest.skip(f"Spark 4 needs Java 17+ (found: {java or 'no java on PATH'})")
 
     try:
         spark_deps.kafka_connector_jars()
