@@ -371,6 +371,11 @@ def test_stream_starting_timestamp(spark: Any, kafka: Kafka) -> None:
         [f"v{i}" for i in range(3, 30, 3)] + [f"v{i}" for i in range(2, 30, 3)]
     )
 
+    # both ends by timestamp (batch only): [ts0 + 5 s, ts0 + 20 s)
+    window = reader(spark, kafka, subscribe=topic, startingTimestamp=str(ts0 + 5_000),
+                    endingTimestamp=str(ts0 + 20_000))
+    assert values(strings(window).collect()) == sorted(f"v{i}" for i in range(5, 20))
+
 
 def test_stream_starting_offsets_latest(spark: Any, kafka: Kafka, tmp_path: Path) -> None:
     topic = new_topic(kafka, "sp-latest")
