@@ -127,7 +127,7 @@ def _release_key(v: str) -> tuple[int, ...]:
 def _releases(group_path: str, artifact: str, repo: str) -> list[str]:
     """Released versions (x.y.z, no previews) listed in the repository's maven-metadata.xml."""
     url = f"{repo.rstrip('/')}/{group_path}/{artifact}/maven-metadata.xml"
-    with urllib.request.urlopen(url, timeout=30) as resp:  # noqa: S310 - fixed https URL
+    with urllib.request.urlopen(url, timeout=30) as resp:
         root = ElementTree.fromstring(resp.read())
     found = [v.text or "" for v in root.iter("version")]
     return sorted((v for v in found if re.fullmatch(r"\d+\.\d+\.\d+", v)), key=_release_key)
@@ -220,7 +220,10 @@ def kafka_connector_jars(
             proc = _copy(res, staging, quiet)
             if proc.returncode != 0:
                 repo = os.environ.get("KAFKAWIRE_MAVEN_REPO", DEFAULT_REPO)
-                connector, token = _fallback(spark, scala, repo)
+                try:
+                    connector, token = _fallback(spark, scala, repo)
+                except (OSError, ElementTree.ParseError) as e:
+                    raise SparkDepsError(f"{_failure(proc)}\n(and {repo}: {e})") from e
                 if (connector, token) == (spark, spark):
                     raise SparkDepsError(_failure(proc))
                 res = Resolution(spark, scala, connector, token)
