@@ -4,14 +4,14 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system
+.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,spark]'
 	touch $(STAMP)
 
 ## run: a single node on 127.0.0.1:9092 with data in ./data (Ctrl-C stops it cleanly)
@@ -19,10 +19,14 @@ run: $(STAMP)
 	$(PY) -m kafkawire serve $(ARGS)
 
 ## test: install the dev extras and system tools, then run the whole suite
-test: $(STAMP) deps-system
+test: $(STAMP) deps-system deps-java
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+## pipeline: the Spark clickstream example end to end on its own kafkawire (needs Java 17 + Maven)
+pipeline: $(STAMP) deps-java
+	$(PY) -m examples.clickstream $(ARGS)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow and not compat and not spark" $(PYTEST_ARGS)
@@ -33,6 +37,14 @@ deps-system:
 	  { echo "installing kcat"; \
 	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq kcat >/dev/null; }
+
+## deps-java: Java 17+ and Maven for the Spark tests (Debian packages); no-op when present
+deps-java:
+	@{ command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; } || \
+	  { echo "installing Java and Maven"; \
+	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	    $$SUDO apt-get update -qq && \
+	    $$SUDO apt-get install -y -qq default-jre-headless maven >/dev/null; }
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

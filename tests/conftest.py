@@ -95,3 +95,30 @@ def raw(broker: BrokerProcess) -> Iterator[RawClient]:
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One local[2] SparkSession with Spark's Kafka connector, shared by the whole session.
+
+    Skips when pyspark, Java or Maven is missing; the connector jars are fetched once into
+    ``$KAFKAWIRE_CACHE`` (see compat_tests/spark_deps.py).
+    """
+    pytest.importorskip("pyspark")
+    from compat_tests import spark_deps
+
+    java = spark_deps.java_major_version()
+    if java is None or java < 17:
+        pytest.skip(f"Spark 4 needs Java 17+ (found: {java or 'no java on PATH'})")
+
+    try:
+        spark_deps.kafka_connector_jars()
+    except spark_deps.SparkDepsError as e:
+        pytest.skip(f"Spark's Kafka connector is not available: {e}")
+    session = spark_deps.local_spark_session(
+        "kafkawire-tests", workdir=tmp_path_factory.mktemp("spark")
+    )
+    try:
+        yield session
+    finally:
+        session.stop()

@@ -1,0 +1,5 @@
+import sys
+
+from examples.clickstream.run import main
+
+sys.exit(main())
