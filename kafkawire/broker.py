@@ -38,6 +38,11 @@ SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL":
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     "metadata.version": (7, controller.METADATA_VERSION_LEVEL),
     "kraft.version": (0, 0),
+    "eligible.leader.replicas.version": (0, 0),
+    "group.version": (0, 0),
+    "share.version": (0, 0),
+    "streams.version": (0, 0),
+    "transaction.version": (0, 0),
 }
 
 

@@ -24,10 +24,13 @@ from tests.conftest import RawClient
 
 def new_topic(raw: RawClient, partitions_hint: str = "t") -> str:
     name = f"{partitions_hint}-{uuid.uuid4().hex[:8]}"
-    md = raw.request(
-        MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)],
-                        allow_auto_topic_creation=True), 12)
-    assert md.topics[0].error_code == 0
+    req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)],
+                          allow_auto_topic_creation=True)
+    first = raw.request(req, 12).topics[0]
+    # as Kafka: the request that creates the topic answers UNKNOWN_TOPIC_OR_PARTITION
+    assert first.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and not first.partitions
+    again = raw.request(req, 12).topics[0]
+    assert again.error_code == 0 and len(again.partitions) == 1
     return name
 
 

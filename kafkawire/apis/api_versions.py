@@ -53,9 +53,11 @@ async def handle(
     )
     if ctx.api_version >= 3:
         img = broker.image
+        # as Kafka: v3 lists only metadata.version as supported, v4 every feature
         resp.supported_features = [
             ApiVersionsResponse.SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
             for n, (lo, hi) in sorted(broker.supported_features().items())
+            if ctx.api_version >= 4 or n == "metadata.version"
         ]
         resp.finalized_features_epoch = img.offset
         resp.finalized_features = [

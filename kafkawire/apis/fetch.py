@@ -43,7 +43,8 @@ Part = FetchResponse.PartitionData
 
 
 def check_leader_epoch(requested: int, current: int) -> ErrorCode:
-    if requested < 0 or requested == current:
+    """-1 means the client knows no epoch; any other value must be the leader's."""
+    if requested == -1 or requested == current:
         return ErrorCode.NONE
     return ErrorCode.FENCED_LEADER_EPOCH if requested < current else ErrorCode.UNKNOWN_LEADER_EPOCH
 
@@ -97,7 +98,9 @@ def _read_all(broker: Broker, slots: list[_Slot], max_bytes: int, isolation: int
                 s.fetch_offset, max(limit, 0), max_offset=upper, min_one_message=first_data
             )
         except KafkaError as e:
+            # as Kafka: an errored partition carries default (-1) offsets
             r.error_code = e.code
+            r.high_watermark = r.last_stable_offset = r.log_start_offset = -1
             continue
         if res.size > 0:
             r.records = res  # a ReadResult: file ranges the server sends with sendfile

@@ -27,6 +27,8 @@ VERSIONS = (1, 11)
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -4, -5, -6
+# the first ListOffsets version that knows each special timestamp (older: UNSUPPORTED_VERSION)
+MIN_VERSION_FOR = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
 
 Part = ListOffsetsResponse.ListOffsetsPartitionResponse
 
@@ -62,13 +64,17 @@ async def handle(
             lso = getattr(plog, "last_stable_offset", hw)
             upper = lso if read_committed else hw
             ts = p.timestamp
+            if ts in MIN_VERSION_FOR and v < MIN_VERSION_FOR[ts]:
+                resp.error_code = ErrorCode.UNSUPPORTED_VERSION
+                continue
             try:
                 if ts == LATEST:
                     resp.offset = upper
                     resp.leader_epoch = pimg.leader_epoch
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     resp.offset = plog.log_start_offset
-                    resp.leader_epoch = _epoch(plog.epoch_for_offset(plog.log_start_offset))
+                    e = plog.epoch_for_offset(plog.log_start_offset)
+                    resp.leader_epoch = pimg.leader_epoch if e is None else e
                 elif ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
                     resp.offset = -1
                 elif ts == MAX_TIMESTAMP:

@@ -3,8 +3,9 @@
 - Topics null (v1+) or empty (v0) = all topics. v10+ topics may be named by topic id.
 - Auto topic creation when ``allow_auto_topic_creation`` (always for v0-3) and
   ``auto.create.topics.enable``: created with ``num.partitions`` and
-  ``default.replication.factor``; the topic's metadata is returned at once (creation is
-  synchronous on a single node).
+  ``default.replication.factor``. Like Kafka, the request that triggers the creation is
+  answered UNKNOWN_TOPIC_OR_PARTITION; the next request sees the topic (ours is already
+  committed by then, creation being synchronous on a single node).
 - Brokers are listed with the endpoint of the listener the request came in on; the
   controller id is this live node (librdkafka's admin client waits for it).
 - Authorized operations: -2147483648 (not requested) unless asked, then all operations.
@@ -106,11 +107,12 @@ async def handle(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> M
                     topics.append(error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
                     continue
                 if auto_create and not name.startswith("__"):
+                    # As Kafka: the request that triggers creation is answered
+                    # UNKNOWN_TOPIC_OR_PARTITION (or the creation error); the topic is there
+                    # for the client's next Metadata request.
                     code = await broker.auto_create_topic(name)
-                    t = broker.image.topics.get(name)
-                    if t is None:
-                        topics.append(error_topic(name, code or ErrorCode.LEADER_NOT_AVAILABLE))
-                        continue
+                    topics.append(error_topic(name, code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
                 else:
                     topics.append(error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                     continue

@@ -35,12 +35,19 @@ VERSIONS = (3, 13)
 ADVERTISED_MIN = 0
 
 PartResp = ProduceResponse.PartitionProduceResponse
+_LOG_ERRORS = {
+    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.DUPLICATE_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID,
+    ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+}
 
 
-def _error(index: int, code: ErrorCode, message: str | None = None) -> PartResp:
+def _error(
+    index: int, code: ErrorCode, message: str | None = None, log_start_offset: int = -1
+) -> PartResp:
     return PartResp(
         index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
-        log_start_offset=-1, error_message=message,
+        log_start_offset=log_start_offset, error_message=message,
     )
 
 
@@ -105,7 +112,9 @@ async def handle(
                     log_append_time=log_append_time,
                 )
             except KafkaError as e:
-                parts.append(_error(pd.index, e.code, e.message or str(e)))
+                # errors found by the log (sequence, epoch) carry the real log start offset
+                lso = plog.log_start_offset if e.code in _LOG_ERRORS else -1
+                parts.append(_error(pd.index, e.code, e.message or str(e), lso))
                 continue
             plog.update_high_watermark(plog.log_end_offset)
             broker.notifier.notify(topic.name, pd.index)
