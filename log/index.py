@@ -251,6 +251,17 @@ class OffsetIndex(_Index):
         i = bisect.bisect_right(range(self._entries), position, key=lambda j: unpack(buf, j * 8)[1])
         return 0 if i == 0 else int(unpack(buf, (i - 1) * 8)[1])
 
+    def first_at_or_after_position(self, position: int) -> int | None:
+        """The offset of the first entry whose position is >= ``position`` (Kafka's
+        ``fetchUpperBoundOffset``), None if there is none."""
+        last = self._last
+        if last is None or last[1] < position:
+            return None
+        buf = self.load()
+        unpack = OFFSET_ENTRY.unpack_from
+        i = bisect.bisect_left(range(self._entries), position, key=lambda j: unpack(buf, j * 8)[1])
+        return self._entry(buf, i)[0]
+
     def truncate_to(self, offset: int) -> None:
         """Drop entries whose offset is >= ``offset``."""
         buf = self.load()

@@ -6,6 +6,7 @@ Layout (as Kafka's, so ``kafka-dump-log`` and friends read it)::
         00000000000000000000.log         concatenated v2 record batches
         00000000000000000000.index       offset index, 8-byte entries
         00000000000000000000.timeindex   time index, 12-byte entries
+        00000000000000000000.txnindex    aborted transactions closed in this segment
         00000000000000001234.snapshot    producer state just before offset 1234
         leader-epoch-checkpoint          epoch -> first offset
 
@@ -79,6 +80,7 @@ from log.segment import (
     LogSegment,
     SegmentFile,
 )
+from log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, CorruptTxnIndexError
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import (
     LOG_OVERHEAD,
@@ -164,6 +166,8 @@ class ReadResult:
     log_start_offset: int
     log_end_offset: int
     high_watermark: int
+    #: where the read ended: (base offset of the last segment read, end position in it)
+    end: tuple[int, int] | None = None
 
     def read_bytes(self) -> bytes:
         """The bytes themselves (tests, and transports without sendfile)."""
@@ -320,7 +324,7 @@ class PartitionLog:
                 continue
             if "." + suffix == LOG_SUFFIX:
                 bases.append(int(stem))
-            elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 index_files.append((int(stem), Path(entry.path)))
             elif "." + suffix == SNAPSHOT_SUFFIX:
                 self._snapshots.add(int(stem))
@@ -378,7 +382,18 @@ class PartitionLog:
         epochs.truncate_from_start(self.log_start_offset, persist=False)
         epochs.flush()
 
-        self._load_producer_state()
+        # The aborted-transaction index needs the producer state as of each segment's start, so
+        # it is rebuilt while the producer state is replayed: from the first recovered segment,
+        # or from the first segment whose .txnindex is unreadable.
+        txn_from = recovered_from
+        for seg in self._segments:
+            if txn_from is not None and seg.base_offset >= txn_from:
+                break
+            try:
+                seg.txn_index.entries()
+            except CorruptTxnIndexError:
+                txn_from = seg.base_offset
+        self._load_producer_state(txn_from)
 
         if recovered_from is not None:
             # make the recovered state (cut files, rebuilt indexes) durable before trusting it
@@ -395,11 +410,15 @@ class PartitionLog:
         hw = self._leo if high_watermark is None else high_watermark
         self._hw = max(self.log_start_offset, min(hw, self._leo))
 
-    def _load_producer_state(self) -> None:
+    def _load_producer_state(self, rebuild_txn_index_from: int | None = None) -> None:
+        """Producer state from the latest usable snapshot plus the batches after it. With
+        ``rebuild_txn_index_from``, the .txnindex of the segments from that offset on is
+        rebuilt on the way (snapshots after it are not trusted)."""
         ps = self.producer_state
         leo = self._leo
+        limit = leo if rebuild_txn_index_from is None else min(leo, rebuild_txn_index_from)
         for off in sorted(self._snapshots):
-            if off > leo:
+            if off > limit:
                 self._delete_snapshot(off)
         loaded_at: int | None = None
         for off in sorted(self._snapshots, reverse=True):
@@ -416,7 +435,11 @@ class PartitionLog:
             if loaded_at is None:
                 ps.clear(first_base)
             loaded_at = first_base
-        self._replay_producers(loaded_at)
+        if rebuild_txn_index_from is not None:
+            for seg in self._segments:
+                if seg.base_offset >= rebuild_txn_index_from:
+                    seg.txn_index.reset()
+        self._replay_producers(loaded_at, rebuild_txn_index_from)
         ps.map_end_offset = leo
         ps.remove_expired(self._now_ms)
 
@@ -431,18 +454,21 @@ class PartitionLog:
                     out.append((seg, h))
         return out
 
-    def _replay_producers(self, offset: int) -> None:
+    def _replay_producers(self, offset: int, txn_index_from: int | None = None) -> None:
         ps = self.producer_state
         i = max(0, bisect.bisect_right(self._bases, offset) - 1)
         for seg in self._segments[i:]:
             start = seg.offset_index.lookup(offset)[1] if seg.base_offset <= offset else 0
+            index_aborts = txn_index_from is not None and seg.base_offset >= txn_index_from
             for pos, h in seg.scan(start):
                 if h.base_offset + h.last_offset_delta < offset:
                     continue
                 control = None
                 if h.is_control and h.producer_id >= 0:
                     control = _control_of(seg.file().pread(h.batch_length + LOG_OVERHEAD, pos))
-                ps.replay(h, control)
+                completed = ps.replay(h, control)
+                if completed is not None and completed.is_aborted and index_aborts:
+                    seg.txn_index.append(_aborted(completed, ps))
             if seg is not self._segments[-1]:
                 seg.release()
 
@@ -467,10 +493,38 @@ class PartitionLog:
     def last_stable_offset(self) -> int:
         """The high watermark, or the first offset of the oldest open transaction if lower.
 
-        (Completed transactions whose marker is above the high watermark are not tracked yet;
-        on a single replica the high watermark follows the log end offset.)"""
+        (Kafka also holds the LSO below a transaction whose marker is not yet below the high
+        watermark; a single replica moves the high watermark with every append, markers
+        included, so that case does not arise here.)"""
         first = self.producer_state.first_undecided_offset()
         return self._hw if first is None else min(first, self._hw)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions with data in [fetch_offset, upper_bound): a marker at or after
+        ``fetch_offset`` and a first offset below ``upper_bound`` (Kafka's
+        ``collectAbortedTransactions``), from the segment holding ``fetch_offset`` on."""
+        out: list[AbortedTxn] = []
+        for seg in self._segments[self._segment_index(fetch_offset) :]:
+            found, complete = seg.txn_index.collect(fetch_offset, upper_bound)
+            out += found
+            if complete:
+                break
+        return out
+
+    def fetch_upper_bound(self, result: ReadResult) -> int:
+        """The upper bound Kafka uses to list aborted transactions for a read: the offset of
+        the first offset-index entry at or past the end of the bytes read, else the next
+        segment's base offset, else the log end offset."""
+        if result.end is None:
+            return result.first_offset if result.first_offset >= 0 else self._leo
+        base, end_pos = result.end
+        i = self._segment_index(base)
+        seg = self._segments[i]
+        if seg.base_offset == base:
+            found = seg.offset_index.first_at_or_after_position(end_pos)
+            if found is not None:
+                return found
+        return self._segments[i + 1].base_offset if i + 1 < len(self._segments) else self._leo
 
     @property
     def size_bytes(self) -> int:
@@ -635,6 +689,9 @@ class PartitionLog:
         self._leo = next_offset
         if pa is not None:
             ps.commit(pa, next_offset)
+            for txn in pa.completed_txns:
+                if txn.is_aborted:
+                    active.txn_index.append(_aborted(txn, ps))
         else:
             ps.map_end_offset = next_offset
         latest = self.leader_epochs.latest_epoch()
@@ -789,6 +846,7 @@ class PartitionLog:
                     else:
                         break
             result.ranges.append(FileRange(seg.file(), pos, end - pos))
+            result.end = (seg.base_offset, end)
             total += end - pos
             if end < seg.size:
                 break
@@ -1103,6 +1161,13 @@ def _largest_timestamp(seg: LogSegment) -> int:
         return os.stat(seg.log_path).st_mtime_ns // 1_000_000
     except FileNotFoundError:
         return 0
+
+
+def _aborted(txn: CompletedTxn, ps: ProducerStateManager) -> AbortedTxn:
+    """The .txnindex entry of an aborted transaction whose marker was just applied to ``ps``."""
+    return AbortedTxn(
+        txn.producer_id, txn.first_offset, txn.last_offset, ps.last_stable_offset_after(txn)
+    )
 
 
 def _control_of(data: bytes) -> tuple[int, int] | None:

@@ -293,6 +293,9 @@ class ProducerStateManager:
     def __init__(self, producer_id_expiration_ms: int = 86_400_000) -> None:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
+        #: producer id -> first offset of its open transaction (kept with ``producers`` so the
+        #: LSO, asked for by every Fetch, never loops over all producers)
+        self.ongoing: dict[int, int] = {}
         #: the state reflects all batches below this offset
         self.map_end_offset = 0
 
@@ -321,21 +324,30 @@ class ProducerStateManager:
                 entry._add_batch(b)
             entry.coordinator_epoch = st.coordinator_epoch
             entry.current_txn_first_offset = st.txn_first
+            if st.txn_first is None:
+                self.ongoing.pop(pid, None)
+            else:
+                self.ongoing[pid] = st.txn_first
             entry.last_timestamp_ms = st.last_ts
         self.map_end_offset = max(self.map_end_offset, end_offset)
 
-    def replay(self, h: BatchHeader, control: tuple[int, int] | None = None) -> None:
-        """Apply a batch read back from the log (recovery): no validation, never raises."""
+    def replay(
+        self, h: BatchHeader, control: tuple[int, int] | None = None
+    ) -> CompletedTxn | None:
+        """Apply a batch read back from the log (recovery): no validation, never raises.
+        Returns the transaction a marker closed, if any."""
+        completed = None
         if h.producer_id >= 0:
             pa = ProducerAppend(self, validate=False)
             if h.is_control:
                 if control is not None:
-                    pa.add_control_batch(h, control[0], control[1])
+                    completed = pa.add_control_batch(h, control[0], control[1])
             else:
                 pa.add_data_batch(h)
             self.commit(pa, h.base_offset + h.last_offset_delta + 1)
         else:
             self.map_end_offset = max(self.map_end_offset, h.base_offset + h.last_offset_delta + 1)
+        return completed
 
     def is_expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
         return (
@@ -352,19 +364,28 @@ class ProducerStateManager:
 
     def first_undecided_offset(self) -> int | None:
         """The first offset of the oldest open transaction (for the LSO)."""
-        firsts = [
-            e.current_txn_first_offset
-            for e in self.producers.values()
-            if e.current_txn_first_offset is not None
-        ]
-        return min(firsts) if firsts else None
+        ongoing = self.ongoing
+        return min(ongoing.values()) if ongoing else None
+
+    def last_stable_offset_after(self, txn: CompletedTxn) -> int:
+        """Kafka's ``lastStableOffset(completedTxn)``, for the aborted-transaction index: once
+        ``txn`` is closed (and committed here), the first offset of the oldest transaction of
+        another producer that is still open, else the offset after the marker."""
+        first = self.first_undecided_offset()
+        return txn.last_offset + 1 if first is None else first
 
     def clear(self, offset: int = 0) -> None:
         self.producers.clear()
+        self.ongoing.clear()
         self.map_end_offset = offset
 
     def load_entries(self, entries: Iterable[ProducerStateEntry], offset: int) -> None:
         self.producers = {e.producer_id: e for e in entries}
+        self.ongoing = {
+            e.producer_id: e.current_txn_first_offset
+            for e in self.producers.values()
+            if e.current_txn_first_offset is not None
+        }
         self.map_end_offset = offset
 
 

@@ -1,8 +1,10 @@
-"""One log segment: ``<base>.log`` plus its ``.index`` and ``.timeindex``.
+"""One log segment: ``<base>.log`` plus its ``.index``, ``.timeindex`` and ``.txnindex``.
 
 The ``.log`` file is a plain concatenation of v2 record batches exactly as clients sent them
 (with the broker-assigned baseOffset / partitionLeaderEpoch patched into the header), so
-Kafka's ``kafka-dump-log`` reads it. Everything else about a segment can be rebuilt from it.
+Kafka's ``kafka-dump-log`` reads it. Everything else about a segment can be rebuilt from it
+(the aborted-transaction index ``.txnindex`` needs the producer state as of the segment's start,
+so ``PartitionLog`` rebuilds it, see ``log/txn_index.py``).
 
 Reading never decodes records: positions come from the sparse offset index plus a forward scan
 of 61-byte batch headers, done over chunked ``os.pread`` calls (one syscall covers many small
@@ -26,6 +28,7 @@ import crc32c as _crc32c
 
 from log.config import LogConfig
 from log.index import OFFSET_ENTRY, TIME_ENTRY, OffsetIndex, TimeIndex
+from log.txn_index import TXN_INDEX_SUFFIX, TxnIndex
 from protocol.records import (
     HEADER,
     LOG_OVERHEAD,
@@ -106,6 +109,7 @@ class LogSegment:
         "log_path",
         "offset_index",
         "time_index",
+        "txn_index",
         "index_interval_bytes",
         "size",
         "version",
@@ -130,6 +134,7 @@ class LogSegment:
             base_offset,
             config.segment_index_bytes,
         )
+        self.txn_index = TxnIndex(dir / segment_file_name(base_offset, TXN_INDEX_SUFFIX))
         self.index_interval_bytes = config.index_interval_bytes
         self.size = 0
         # Bumped (by the appending thread only) on every change to the log or index files;
@@ -331,6 +336,7 @@ class LogSegment:
                 idx.fsync()
             except FileNotFoundError:
                 pass
+        self.txn_index.fsync()
 
     # -- rebuilding -----------------------------------------------------------------------------
     def rebuild_indexes(self) -> int | None:
@@ -442,6 +448,7 @@ class LogSegment:
         self.size = pos
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.version += 1
         # Recompute the max timestamp: the last surviving time entry, then the batches after it.
         last_time = self.time_index.last_entry()
@@ -466,6 +473,7 @@ class LogSegment:
         self._file = None
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         try:
             os.unlink(self.log_path)
         except FileNotFoundError:

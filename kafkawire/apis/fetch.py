@@ -8,8 +8,12 @@
   (KIP-74), so a consumer can always make progress.
 - Long poll: if fewer than ``min_bytes`` are available the request parks on the append
   notifier until data arrives or ``max_wait_ms`` passes; it is always answered by its deadline.
-- Visibility: up to the high watermark (read_uncommitted) or the last stable offset
-  (read_committed, v4+). AbortedTransactions is null for read_uncommitted.
+- Visibility: up to the high watermark (read_uncommitted: aborted data included, as Kafka) or
+  the last stable offset (read_committed, v4+). AbortedTransactions is null for
+  read_uncommitted; at read_committed it lists (producer id, first offset) of the aborted
+  transactions overlapping [fetch offset, upper bound) from the segments' ``.txnindex``, with
+  Kafka's upper bound (the first offset-index entry past the bytes read, else the next segment's
+  base offset, else the log end offset), and is empty when nothing is returned.
 - Fetch sessions (KIP-227) are declined: every response has session id 0, so clients keep
   sending full fetch requests. A request naming a session id we never issued gets
   FETCH_SESSION_ID_NOT_FOUND.
@@ -40,6 +44,7 @@ VERSIONS = (4, 18)
 
 READ_COMMITTED = 1
 Part = FetchResponse.PartitionData
+Aborted = FetchResponse.AbortedTransaction
 
 
 def check_leader_epoch(requested: int, current: int) -> ErrorCode:
@@ -83,7 +88,7 @@ def _read_all(broker: Broker, slots: list[_Slot], max_bytes: int, isolation: int
             r.error_code = code
             continue
         hw = plog.high_watermark
-        lso = plog.last_stable_offset if hasattr(plog, "last_stable_offset") else hw
+        lso = plog.last_stable_offset
         r.high_watermark = hw
         r.last_stable_offset = lso
         r.log_start_offset = plog.log_start_offset
@@ -106,11 +111,14 @@ def _read_all(broker: Broker, slots: list[_Slot], max_bytes: int, isolation: int
             r.records = res  # a ReadResult: file ranges the server sends with sendfile
             total += res.size
             first_data = False
-        if isolation == READ_COMMITTED and hasattr(plog, "aborted_transactions"):
-            r.aborted_transactions = [
-                FetchResponse.AbortedTransaction(producer_id=pid, first_offset=first)
-                for pid, first in plog.aborted_transactions(s.fetch_offset, upper)
-            ]
+            if isolation == READ_COMMITTED:
+                # Kafka's bound: the first index entry past the bytes read (else the next
+                # segment / the log end), not the LSO; an empty read lists nothing.
+                bound = plog.fetch_upper_bound(res)
+                r.aborted_transactions = [
+                    Aborted(producer_id=t.producer_id, first_offset=t.first_offset)
+                    for t in plog.aborted_transactions(s.fetch_offset, bound)
+                ]
     return total
 
 

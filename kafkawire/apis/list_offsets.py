@@ -60,9 +60,7 @@ async def handle(
             if code:
                 resp.error_code = code
                 continue
-            hw = plog.high_watermark
-            lso = getattr(plog, "last_stable_offset", hw)
-            upper = lso if read_committed else hw
+            upper = plog.last_stable_offset if read_committed else plog.high_watermark
             ts = p.timestamp
             if ts in MIN_VERSION_FOR and v < MIN_VERSION_FOR[ts]:
                 resp.error_code = ErrorCode.UNSUPPORTED_VERSION
