@@ -31,6 +31,8 @@ MODULES = [
     "describe_cluster",
     "describe_topic_partitions",
     "describe_log_dirs",
+    "write_txn_markers",
+    "describe_producers",
 ]
 
 

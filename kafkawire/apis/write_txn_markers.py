@@ -1,0 +1,51 @@
+"""WriteTxnMarkers (key 27), versions 1-2 (v0 was removed in Kafka 4.0, KIP-724).
+
+Sent by a transaction coordinator to the partition leaders of a transaction, and by
+``Admin.abortTransaction`` (``kafka-transactions abort``) to close a hanging transaction.
+Every listed partition gets a COMMIT (``transaction_result`` true) or ABORT marker with the
+producer id, epoch and coordinator epoch (``kafkawire.txn_markers``).
+
+- Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
+  INVALID_PRODUCER_EPOCH (older than the producer's epoch on that partition),
+  TRANSACTION_COORDINATOR_FENCED (older coordinator epoch than the last marker's).
+- v2 adds ``TransactionVersion`` (KIP-1228); it is read and not needed here: the epoch checks
+  are those of transaction version 1 (the version this broker finalizes).
+- Results keep the request's order; Kafka groups them by producer id (a map), so two markers
+  for one producer id in one request are answered as two entries here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkawire.txn_markers import write_marker
+from protocol._generated.write_txn_markers_request import WriteTxnMarkersRequest
+from protocol._generated.write_txn_markers_response import WriteTxnMarkersResponse
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+    from kafkawire.server import RequestContext
+
+API_KEY = 27
+VERSIONS = (1, 2)
+
+R = WriteTxnMarkersResponse
+
+
+async def handle(
+    broker: Broker, ctx: RequestContext, req: WriteTxnMarkersRequest
+) -> WriteTxnMarkersResponse:
+    markers: list[R.WritableTxnMarkerResult] = []
+    for m in req.markers:
+        topics: list[R.WritableTxnMarkerTopicResult] = []
+        for t in m.topics:
+            parts = []
+            for p in t.partition_indexes:
+                code = await write_marker(
+                    broker, t.name, p, m.producer_id, m.producer_epoch,
+                    m.transaction_result, m.coordinator_epoch,
+                )
+                parts.append(R.WritableTxnMarkerPartitionResult(partition_index=p, error_code=code))
+            topics.append(R.WritableTxnMarkerTopicResult(name=t.name, partitions=parts))
+        markers.append(R.WritableTxnMarkerResult(producer_id=m.producer_id, topics=topics))
+    return WriteTxnMarkersResponse(markers=markers)

@@ -1,0 +1,99 @@
+"""Writing transaction markers on the partition leader (what WriteTxnMarkers does).
+
+One function, :func:`write_marker`, used by the WriteTxnMarkers handler (key 27) and by the
+transaction coordinator's in-process marker path (a coordinator on this node whose partitions
+are led here skips the network round trip; partitions led elsewhere would get WriteTxnMarkers).
+
+A marker is a control batch with one record: key ``(version 0, type 0 ABORT / 1 COMMIT)``,
+value ``(version 0, coordinator epoch)``, transactional + control attributes, the
+transaction's producer id and epoch, no sequence, and this broker's clock as timestamp (as
+Kafka's ``MemoryRecords.withEndTransactionMarker``). The log checks it as Kafka's producer
+state does: an epoch older than the producer's -> INVALID_PRODUCER_EPOCH, a coordinator epoch
+older than the last marker's -> TRANSACTION_COORDINATOR_FENCED; otherwise it closes the
+producer's open transaction on that partition (an ABORT goes into the ``.txnindex``) and the
+last stable offset moves.
+
+Markers for ``__consumer_offsets`` partitions complete transactional offset commits: those go
+through the group coordinator (``broker.group_coordinator.complete_transaction``) when it is
+running, so its shard replays the marker it writes; without one they are appended here.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from protocol.errors import ErrorCode, KafkaError
+from protocol.records import ControlType, build_control_batch, iter_headers
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+
+__all__ = ["write_marker", "append_marker", "OFFSETS_TOPIC"]
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def append_marker(
+    broker: Broker,
+    topic: str,
+    partition: int,
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
+) -> ErrorCode:
+    """Append a marker to a partition led here and advance its high watermark."""
+    pimg = broker.image.partition(topic, partition)
+    if pimg is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if pimg.leader != broker.node_id:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    plog = broker.partition_log(topic, partition)
+    if plog is None:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    now = _now_ms()
+    batch = bytearray(
+        build_control_batch(
+            ControlType.COMMIT if commit else ControlType.ABORT,
+            producer_id,
+            producer_epoch,
+            coordinator_epoch,
+            timestamp=now,
+        )
+    )
+    try:
+        plog.append(batch, iter_headers(batch), leader_epoch=pimg.leader_epoch, now_ms=now)
+    except KafkaError as e:
+        return e.code
+    plog.update_high_watermark(plog.log_end_offset)
+    broker.notifier.notify(topic, partition)
+    return ErrorCode.NONE
+
+
+async def write_marker(
+    broker: Broker,
+    topic: str,
+    partition: int,
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
+) -> ErrorCode:
+    """Write one marker on this node: through the group coordinator for
+    ``__consumer_offsets``, else straight into the partition's log."""
+    if topic == OFFSETS_TOPIC:
+        groups: Any = getattr(broker, "group_coordinator", None)
+        complete = getattr(groups, "complete_transaction", None)
+        if complete is not None:
+            code: ErrorCode = await complete(
+                partition, producer_id, producer_epoch, coordinator_epoch, commit
+            )
+            return code
+    return append_marker(
+        broker, topic, partition, producer_id, producer_epoch, commit, coordinator_epoch
+    )

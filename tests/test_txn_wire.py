@@ -1,0 +1,188 @@
+"""Transactions on the wire (raw Kafka protocol with this repo's codecs, real broker process).
+
+Pitfalls pinned here (../shared/notes/pitfalls.md item 4 and the public reports): the LSO is the
+first offset of the oldest open transaction, not one past it (redpanda PR #3036);
+AbortedTransactions is listed only for read_committed, while read_uncommitted still returns the
+aborted data (redpanda#6630); markers are control batches in Kafka's exact format; ListOffsets
+latest at read_committed is the LSO.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import uuid
+from typing import Any
+
+from protocol._generated.describe_producers_request import DescribeProducersRequest
+from protocol._generated.fetch_request import FetchRequest
+from protocol._generated.init_producer_id_request import InitProducerIdRequest
+from protocol._generated.list_offsets_request import ListOffsetsRequest
+from protocol._generated.write_txn_markers_request import WriteTxnMarkersRequest
+from protocol.errors import ErrorCode
+from protocol.records import SimpleRecord, build_batch, decode_batch_records, iter_headers
+from tests.conftest import RawClient
+from tests.test_wire import new_topic, produce
+
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+
+
+def fetch(raw: RawClient, topic: str, offset: int, isolation: int, version: int = 12) -> Any:
+    req = FetchRequest(
+        replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+        isolation_level=isolation, session_id=0, session_epoch=-1,
+        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchPartition(
+            partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])],
+    )
+    return raw.request(req, version).responses[0].partitions[0]
+
+
+def latest(raw: RawClient, topic: str, isolation: int) -> int:
+    req = ListOffsetsRequest(replica_id=-1, isolation_level=isolation, topics=[
+        ListOffsetsRequest.ListOffsetsTopic(name=topic, partitions=[
+            ListOffsetsRequest.ListOffsetsPartition(partition_index=0, timestamp=-1)])])
+    p = raw.request(req, 7).topics[0].partitions[0]
+    assert p.error_code == 0
+    return int(p.offset)
+
+
+def idempotent_pid(raw: RawClient) -> int:
+    r = raw.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1), 4)
+    assert r.error_code == 0
+    return int(r.producer_id)
+
+
+def txn_batch(pid: int, seq: int, values: list[str], epoch: int = 0) -> bytes:
+    now = int(time.time() * 1000)
+    return build_batch([SimpleRecord(value=v.encode(), timestamp=now) for v in values],
+                       producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                       is_transactional=True)
+
+
+def write_markers(raw: RawClient, topic: str, pid: int, commit: bool, *, epoch: int = 0,
+                  coordinator_epoch: int = 0, partitions: tuple[int, ...] = (0,),
+                  version: int = 1) -> list[int]:
+    req = WriteTxnMarkersRequest(markers=[WriteTxnMarkersRequest.WritableTxnMarker(
+        producer_id=pid, producer_epoch=epoch, transaction_result=commit,
+        coordinator_epoch=coordinator_epoch, transaction_version=1,
+        topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(
+            name=topic, partition_indexes=list(partitions))])])
+    resp = raw.request(req, version)
+    (m,) = resp.markers
+    assert m.producer_id == pid
+    return [p.error_code for t in m.topics for p in t.partitions]
+
+
+def batches(part: Any) -> list[tuple[int, int, int, list[Any]]]:
+    """(base offset, attributes, producer id, record values or control (type, epoch))."""
+    data = bytes(part.records) if part.records else b""
+    out = []
+    for _pos, h in iter_headers(data):
+        _, recs = decode_batch_records(data[_pos:_pos + h.size])
+        if h.is_control:
+            vals = [struct.unpack(">hh", r.key)[1:] + struct.unpack(">hi", r.value)[1:] for r in recs]
+        else:
+            vals = [r.value.decode() for r in recs]
+        out.append((h.base_offset, h.attributes, h.producer_id, vals))
+    return out
+
+
+def test_lso_aborted_ranges_and_isolation(raw: RawClient) -> None:
+    topic = new_topic(raw, "txw")
+    pid = idempotent_pid(raw)
+    other = idempotent_pid(raw)
+    assert produce(raw, topic, txn_batch(pid, 0, ["c0", "c1", "c2"])).error_code == 0
+    assert write_markers(raw, topic, pid, True, coordinator_epoch=3) == [0]  # COMMIT at 3
+    assert produce(raw, topic, txn_batch(pid, 3, ["a0", "a1"])).error_code == 0  # 4-5
+    assert write_markers(raw, topic, pid, False, coordinator_epoch=3) == [0]  # ABORT at 6
+    assert produce(raw, topic, txn_batch(other, 0, ["o0"])).error_code == 0  # 7, left open
+
+    # read_committed stops AT the open transaction's first offset (7), not one past it
+    for v in (4, 7, 11, 12):
+        p = fetch(raw, topic, 0, READ_COMMITTED, v)
+        assert (p.error_code, p.high_watermark, p.last_stable_offset) == (0, 8, 7)
+        assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(pid, 4)]
+        got = batches(p)
+        assert [(b[0], b[1], b[3]) for b in got] == [
+            (0, 0x10, ["c0", "c1", "c2"]), (3, 0x30, [(1, 3)]),
+            (4, 0x10, ["a0", "a1"]), (6, 0x30, [(0, 3)]),
+        ]
+    # read_uncommitted: aborted AND open data, and AbortedTransactions is null
+    p = fetch(raw, topic, 0, READ_UNCOMMITTED)
+    assert p.aborted_transactions is None and p.last_stable_offset == 7
+    assert [b[3] for b in batches(p)][-1] == ["o0"] and len(batches(p)) == 5
+    assert latest(raw, topic, READ_COMMITTED) == 7
+    assert latest(raw, topic, READ_UNCOMMITTED) == 8
+    # a fetch at the LSO returns nothing and lists nothing
+    p = fetch(raw, topic, 7, READ_COMMITTED)
+    assert not p.records and p.aborted_transactions == []
+    # past the aborted range: not listed any more
+    p = fetch(raw, topic, 7, READ_UNCOMMITTED)
+    assert p.aborted_transactions is None
+
+    assert write_markers(raw, topic, other, True) == [0]  # COMMIT at 8
+    p = fetch(raw, topic, 0, READ_COMMITTED)
+    assert (p.high_watermark, p.last_stable_offset) == (9, 9)
+    assert latest(raw, topic, READ_COMMITTED) == 9
+    assert batches(p)[-1][:2] == (8, 0x30)
+
+
+def test_marker_batch_format(raw: RawClient) -> None:
+    topic = new_topic(raw, "txf")
+    pid = idempotent_pid(raw)
+    produce(raw, topic, txn_batch(pid, 0, ["x"]))
+    before = int(time.time() * 1000)
+    assert write_markers(raw, topic, pid, False, coordinator_epoch=7) == [0]
+    p = fetch(raw, topic, 1, READ_UNCOMMITTED)
+    data = bytes(p.records)
+    (pos, h), = iter_headers(data)
+    assert (h.base_offset, h.records_count, h.last_offset_delta) == (1, 1, 0)
+    assert (h.producer_id, h.producer_epoch, h.base_sequence) == (pid, 0, -1)
+    assert h.attributes == 0x30  # transactional + control, no compression, CreateTime
+    assert before - 5000 <= h.base_timestamp == h.max_timestamp <= int(time.time() * 1000) + 5000
+    _, (rec,) = decode_batch_records(data)
+    assert rec.key == b"\x00\x00\x00\x00"  # version 0, ABORT
+    assert rec.value == b"\x00\x00\x00\x00\x00\x07"  # version 0, coordinator epoch 7
+    assert rec.offset == 1 and rec.headers == []
+
+
+def test_write_txn_markers_errors(raw: RawClient) -> None:
+    topic = new_topic(raw, "txe")
+    pid = idempotent_pid(raw)
+    produce(raw, topic, txn_batch(pid, 0, ["x"], epoch=2))
+    assert write_markers(raw, f"nope-{uuid.uuid4().hex[:6]}", pid, True) == [
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    assert write_markers(raw, topic, pid, True, partitions=(5,)) == [
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    assert write_markers(raw, topic, pid, True, epoch=1) == [ErrorCode.INVALID_PRODUCER_EPOCH]
+    assert write_markers(raw, topic, pid, False, epoch=2, coordinator_epoch=5, version=2) == [0]
+    assert write_markers(raw, topic, pid, False, epoch=2, coordinator_epoch=4) == [
+        ErrorCode.TRANSACTION_COORDINATOR_FENCED]
+    # a marker for a producer with no open transaction is still written (Kafka does too)
+    assert write_markers(raw, topic, pid, True, epoch=2, coordinator_epoch=5) == [0]
+    assert fetch(raw, topic, 0, READ_COMMITTED).high_watermark == 3
+
+
+def test_describe_producers(raw: RawClient) -> None:
+    topic = new_topic(raw, "txd")
+    pid = idempotent_pid(raw)
+    produce(raw, topic, txn_batch(pid, 0, ["a", "b"]))
+    produce(raw, topic, txn_batch(pid, 2, ["c"]))
+
+    def describe(partitions: list[int]) -> Any:
+        req = DescribeProducersRequest(topics=[DescribeProducersRequest.TopicRequest(
+            name=topic, partition_indexes=partitions)])
+        (t,) = raw.request(req, 0).topics
+        assert t.name == topic
+        return t.partitions
+
+    p0, p9 = describe([0, 9])
+    assert p9.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert p0.error_code == 0 and p0.error_message is None
+    (s,) = p0.active_producers
+    assert (s.producer_id, s.producer_epoch, s.last_sequence) == (pid, 0, 2)
+    assert s.current_txn_start_offset == 0 and s.coordinator_epoch == -1
+    assert s.last_timestamp > 0
+    write_markers(raw, topic, pid, True, coordinator_epoch=2)
+    (s,) = describe([0])[0].active_producers
+    assert (s.current_txn_start_offset, s.coordinator_epoch, s.last_sequence) == (-1, 2, 2)
