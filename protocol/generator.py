@@ -198,7 +198,9 @@ def load_spec(path: Path, kind: str) -> Spec | None:
         t = str(fj["type"])
         is_array = t.startswith("[]")
         et = t[2:] if is_array else t
-        versions = VRange.parse(str(fj.get("versions", "0+")), cap)
+        # a tagged-only field without "versions" exists in its tagged versions only (Kafka's
+        # FieldSpec): e.g. TransactionLogValue's PreviousProducerId is absent from v0
+        versions = VRange.parse(str(fj.get("versions", fj.get("taggedVersions", "0+"))), cap)
         versions = VRange(max(versions.lo, valid.lo), min(versions.hi, cap))
         nullable = VRange.parse(fj.get("nullableVersions"), cap)  # type: ignore[arg-type]
         tagged = VRange.parse(fj.get("taggedVersions"), cap)  # type: ignore[arg-type]

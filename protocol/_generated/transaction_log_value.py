@@ -10,13 +10,11 @@ from protocol.primitives import (
     ZERO_UUID, Reader, RemoteProtocolError, Struct, Writer, write_tags,
 )
 
-_S0 = struct.Struct('>qqqhhib')
+_S0 = struct.Struct('>qhib')
 _S1 = struct.Struct('>i')
-_S2 = struct.Struct('>qqh')
-_S3 = struct.Struct('>qhib')
-_S4 = struct.Struct('>qq')
-_S5 = struct.Struct('>q')
-_S6 = struct.Struct('>h')
+_S2 = struct.Struct('>qq')
+_S3 = struct.Struct('>q')
+_S4 = struct.Struct('>h')
 
 
 class TransactionLogValue(Struct):
@@ -28,16 +26,16 @@ class TransactionLogValue(Struct):
     FLEXIBLE_FROM: ClassVar[int] = 1
     FIELDS: ClassVar[tuple[tuple[Any, ...], ...]] = (
         ('producer_id', 'int64', False, 0, 1, -1, -2, -1, -2, -1, '', False),
-        ('previous_producer_id', 'int64', False, 0, 1, -1, -2, 1, 1, 0, '', False),
-        ('next_producer_id', 'int64', False, 0, 1, -1, -2, 1, 1, 1, '', False),
+        ('previous_producer_id', 'int64', False, 1, 1, -1, -2, 1, 1, 0, '', False),
+        ('next_producer_id', 'int64', False, 1, 1, -1, -2, 1, 1, 1, '', False),
         ('producer_epoch', 'int16', False, 0, 1, -1, -2, -1, -2, -1, '', False),
-        ('next_producer_epoch', 'int16', False, 0, 1, -1, -2, 1, 1, 3, '', False),
+        ('next_producer_epoch', 'int16', False, 1, 1, -1, -2, 1, 1, 3, '', False),
         ('transaction_timeout_ms', 'int32', False, 0, 1, -1, -2, -1, -2, -1, '', False),
         ('transaction_status', 'int8', False, 0, 1, -1, -2, -1, -2, -1, '', False),
         ('transaction_partitions', 'PartitionsSchema', True, 0, 1, 0, 1, -1, -2, -1, 'PartitionsSchema', False),
         ('transaction_last_update_timestamp_ms', 'int64', False, 0, 1, -1, -2, -1, -2, -1, '', False),
         ('transaction_start_timestamp_ms', 'int64', False, 0, 1, -1, -2, -1, -2, -1, '', False),
-        ('client_transaction_version', 'int16', False, 0, 1, -1, -2, 1, 1, 2, '', False),
+        ('client_transaction_version', 'int16', False, 1, 1, -1, -2, 1, 1, 2, '', False),
     )
     class PartitionsSchema(Struct):
         __slots__ = ('topic', 'partition_ids', )
@@ -106,9 +104,9 @@ def _r_PartitionsSchema_1(r: Reader) -> TransactionLogValue.PartitionsSchema:
 
 def _r_TransactionLogValue_2(r: Reader) -> TransactionLogValue:
     o = TransactionLogValue()
-    (o.producer_id, o.previous_producer_id, o.next_producer_id, o.producer_epoch, o.next_producer_epoch, o.transaction_timeout_ms, o.transaction_status,) = r.unpack(_S0)
+    (o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status,) = r.unpack(_S0)
     o.transaction_partitions = (None if (n := r.narray_len()) < 0 else [_r_PartitionsSchema_1(r) for _ in range(n)])
-    (o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms, o.client_transaction_version,) = r.unpack(_S2)
+    (o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms,) = r.unpack(_S2)
     return o
 
 def _w_PartitionsSchema_3(w: Writer, o: TransactionLogValue.PartitionsSchema) -> None:
@@ -118,12 +116,12 @@ def _w_PartitionsSchema_3(w: Writer, o: TransactionLogValue.PartitionsSchema) ->
         w += _S1.pack(e_partition_ids)
 
 def _w_TransactionLogValue_4(w: Writer, o: TransactionLogValue) -> None:
-    w += _S0.pack(o.producer_id, o.previous_producer_id, o.next_producer_id, o.producer_epoch, o.next_producer_epoch, o.transaction_timeout_ms, o.transaction_status)
+    w += _S0.pack(o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status)
     w.narray_len(o.transaction_partitions)
     if o.transaction_partitions is not None:
         for e_transaction_partitions in o.transaction_partitions:
             _w_PartitionsSchema_3(w, e_transaction_partitions)
-    w += _S2.pack(o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms, o.client_transaction_version)
+    w += _S2.pack(o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms)
 
 def _r_PartitionsSchema_5(r: Reader) -> TransactionLogValue.PartitionsSchema:
     o = TransactionLogValue.PartitionsSchema()
@@ -136,23 +134,23 @@ def _r_PartitionsSchema_5(r: Reader) -> TransactionLogValue.PartitionsSchema:
 
 def _r_TransactionLogValue_6(r: Reader) -> TransactionLogValue:
     o = TransactionLogValue()
-    (o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status,) = r.unpack(_S3)
+    (o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status,) = r.unpack(_S0)
     o.transaction_partitions = (None if (n := r.ncarray_len()) < 0 else [_r_PartitionsSchema_5(r) for _ in range(n)])
-    (o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms,) = r.unpack(_S4)
+    (o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms,) = r.unpack(_S2)
     for _ in range(r.uvarint()):
         tag, size = r.tag_header()
         if tag == 0:
             s = r.sub(size)
-            o.previous_producer_id = s.unpack(_S5)[0]
+            o.previous_producer_id = s.unpack(_S3)[0]
         elif tag == 1:
             s = r.sub(size)
-            o.next_producer_id = s.unpack(_S5)[0]
+            o.next_producer_id = s.unpack(_S3)[0]
         elif tag == 2:
             s = r.sub(size)
-            o.client_transaction_version = s.unpack(_S6)[0]
+            o.client_transaction_version = s.unpack(_S4)[0]
         elif tag == 3:
             s = r.sub(size)
-            o.next_producer_epoch = s.unpack(_S6)[0]
+            o.next_producer_epoch = s.unpack(_S4)[0]
         else:
             o.read_unknown_tag(r, tag, size)
     return o
@@ -168,28 +166,28 @@ def _w_PartitionsSchema_7(w: Writer, o: TransactionLogValue.PartitionsSchema) ->
         w.append(0)
 
 def _w_TransactionLogValue_8(w: Writer, o: TransactionLogValue) -> None:
-    w += _S3.pack(o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status)
+    w += _S0.pack(o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status)
     w.ncarray_len(o.transaction_partitions)
     if o.transaction_partitions is not None:
         for e_transaction_partitions in o.transaction_partitions:
             _w_PartitionsSchema_7(w, e_transaction_partitions)
-    w += _S4.pack(o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms)
+    w += _S2.pack(o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms)
     tags: list[tuple[int, bytes | bytearray]] = []
     if o.previous_producer_id != -1:
         t = Writer()
-        t += _S5.pack(o.previous_producer_id)
+        t += _S3.pack(o.previous_producer_id)
         tags.append((0, t))
     if o.next_producer_id != -1:
         t = Writer()
-        t += _S5.pack(o.next_producer_id)
+        t += _S3.pack(o.next_producer_id)
         tags.append((1, t))
     if o.client_transaction_version != 0:
         t = Writer()
-        t += _S6.pack(o.client_transaction_version)
+        t += _S4.pack(o.client_transaction_version)
         tags.append((2, t))
     if o.next_producer_epoch != -1:
         t = Writer()
-        t += _S6.pack(o.next_producer_epoch)
+        t += _S4.pack(o.next_producer_epoch)
         tags.append((3, t))
     write_tags(w, tags, o.unknown_tags)
 
