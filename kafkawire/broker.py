@@ -23,6 +23,7 @@ from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum
 from kafkawire.purgatory import AppendNotifier
 from kafkawire.server import Connection, RequestContext, Server
 from kafkawire.storage import format_or_check
+from kafkawire.txn_coordinator import TxnCoordinator
 from kraft import controller
 from kraft.image import MetadataImage
 from log.config import LogConfig
@@ -75,6 +76,7 @@ class Broker:
         self.coordinators_by_key_type = {
             GROUP_TOPIC.key_type: self.group_runtime, TXN_TOPIC.key_type: self.txn_runtime
         }
+        self.txn_coordinator = TxnCoordinator(self)
 
     # ---- state --------------------------------------------------------------------------
     @property
@@ -243,6 +245,7 @@ class Broker:
                 await self.commit_metadata(self.register())
                 for runtime in self.coordinators_by_key_type.values():
                     await nursery.start(runtime.serve)
+                await nursery.start(self.txn_coordinator.serve)
                 nursery.start_soon(self.background_flush)
                 self.started.set()
                 task_status.started(self)

@@ -150,6 +150,8 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "transaction.state.log.segment.bytes": ("int", 104857600),
     "transaction.max.timeout.ms": ("int", 900000),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": ("int", 10000),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": ("int", 3600000),
+    "transaction.partition.verification.enable": ("boolean", True),
     "transactional.id.expiration.ms": ("int", 604800000),
     "producer.id.expiration.ms": ("int", 86400000),
     "producer.id.expiration.check.interval.ms": ("int", 600000),

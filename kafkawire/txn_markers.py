@@ -14,14 +14,14 @@ producer's open transaction on that partition (an ABORT goes into the ``.txninde
 last stable offset moves.
 
 Markers for ``__consumer_offsets`` partitions complete transactional offset commits: those go
-through the group coordinator (``broker.group_coordinator.complete_transaction``) when it is
-running, so its shard replays the marker it writes; without one they are appended here.
+through the group coordinator's runtime (``broker.group_runtime.append_marker``), which
+appends the marker and replays it into the group shard of that partition.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import ControlType, build_control_batch, iter_headers
@@ -84,16 +84,16 @@ async def write_marker(
     commit: bool,
     coordinator_epoch: int,
 ) -> ErrorCode:
-    """Write one marker on this node: through the group coordinator for
-    ``__consumer_offsets``, else straight into the partition's log."""
+    """Write one marker on this node: through the group coordinator runtime for
+    ``__consumer_offsets`` (its shard replays the marker: pending transactional offsets
+    become visible on COMMIT and are dropped on ABORT), else straight into the log."""
     if topic == OFFSETS_TOPIC:
-        groups: Any = getattr(broker, "group_coordinator", None)
-        complete = getattr(groups, "complete_transaction", None)
-        if complete is not None:
-            code: ErrorCode = await complete(
-                partition, producer_id, producer_epoch, coordinator_epoch, commit
-            )
-            return code
+        runtime = broker.group_runtime
+        try:
+            runtime.append_marker(partition, producer_id, producer_epoch, commit, coordinator_epoch)
+        except KafkaError as e:
+            return e.code
+        return ErrorCode.NONE
     return append_marker(
         broker, topic, partition, producer_id, producer_epoch, commit, coordinator_epoch
     )

@@ -65,6 +65,7 @@ __all__ = [
     "NeedProducerId",
     "epoch_exhausted",
     "state_names_to_filter",
+    "check_init_request",
 ]
 
 INT16_MAX = 32767
@@ -236,10 +237,9 @@ class TxnShard:
     ) -> tuple[Records, InitResult | NeedProducerId]:
         """InitProducerId with a transactional id. ``expected``: the (producer id, epoch) a
         v3+ client sends when it resumes after an error (KIP-360), None for a fresh start."""
-        if transactional_id == "":
-            return [], InitResult(E.INVALID_REQUEST)
-        if not 0 < timeout_ms <= self.config.max_timeout_ms:
-            return [], InitResult(E.INVALID_TRANSACTION_TIMEOUT)
+        code = check_init_request(transactional_id, timeout_ms, self.config)
+        if code != E.NONE:
+            return [], InitResult(code)
         meta = self.txns.get(transactional_id)
         old = meta
         if meta is None:
@@ -480,6 +480,16 @@ class TxnShard:
                 continue
             out.append((tid, meta.producer_id, meta.state.kafka_name))
         return out
+
+
+def check_init_request(transactional_id: str, timeout_ms: int, config: TxnConfig) -> ErrorCode:
+    """The checks Kafka makes before looking up the coordinator: an empty transactional id
+    (INVALID_REQUEST), a timeout outside (0, transaction.max.timeout.ms]."""
+    if transactional_id == "":
+        return E.INVALID_REQUEST
+    if not 0 < timeout_ms <= config.max_timeout_ms:
+        return E.INVALID_TRANSACTION_TIMEOUT
+    return E.NONE
 
 
 def _valid_producer_id(meta: TxnMetadata, expected: tuple[int, int]) -> bool:

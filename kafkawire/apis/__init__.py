@@ -34,6 +34,11 @@ MODULES = [
     "find_coordinator",
     "write_txn_markers",
     "describe_producers",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "describe_transactions",
+    "list_transactions",
 ]
 
 

@@ -1,0 +1,53 @@
+"""EndTxn (key 26), versions 0-5.
+
+Commit (``committed`` true) or abort the producer's ongoing transaction. The coordinator
+writes PrepareCommit / PrepareAbort to ``__transaction_state`` and answers as soon as that is
+committed; the COMMIT / ABORT markers are written to the transaction's partitions right after
+(so the LSO moves a moment after the answer, as with Kafka), then CompleteCommit /
+CompleteAbort.
+
+- A retry after completion gets NONE (commit after CompleteCommit, abort after CompleteAbort);
+  the other result, or EndTxn without a transaction (Empty): INVALID_TXN_STATE.
+- While the markers are being written: CONCURRENT_TRANSACTIONS (the client retries).
+- INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below v2, KIP-588),
+  NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE.
+- v5 (KIP-890 part 2) answers ProducerId/ProducerEpoch. **Deviation:** this broker finalizes
+  ``transaction.version`` 0, so Kafka's clients never send v5; a v5 request gets the
+  transaction-version-1 semantics (no epoch bump) and its unchanged producer id and epoch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkawire.apis.add_partitions_to_txn import fenced_for
+from protocol._generated.end_txn_request import EndTxnRequest
+from protocol._generated.end_txn_response import EndTxnResponse
+from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+    from kafkawire.server import RequestContext
+
+API_KEY = 26
+VERSIONS = (0, 5)
+
+
+async def handle(broker: Broker, ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
+    tid = req.transactional_id
+    if tid == "":
+        code = ErrorCode.INVALID_REQUEST
+    else:
+        try:
+            code = await broker.txn_coordinator.run(
+                tid,
+                lambda shard, now: shard.end_txn(
+                    tid, req.producer_id, req.producer_epoch, req.committed, now
+                ),
+            )
+        except KafkaError as e:
+            code = e.code
+    resp = EndTxnResponse(throttle_time_ms=0, error_code=fenced_for(code, ctx.api_version, 2))
+    if ctx.api_version >= 5 and code == ErrorCode.NONE:
+        resp.producer_id, resp.producer_epoch = req.producer_id, req.producer_epoch
+    return resp

@@ -1,0 +1,165 @@
+"""The transaction coordinator's driver: plugs ``txn.TxnShard`` into the coordinator runtime
+and writes transaction markers.
+
+* ``__transaction_state`` partitions are loaded, appended to and timed by the shared
+  ``CoordinatorRuntime`` (``broker.txn_runtime``, docs/COORDINATORS.md); this module sets its
+  shard factory from the broker config (``transaction.max.timeout.ms``,
+  ``transactional.id.expiration.ms``, ``transaction.abort.timed.out.transaction.cleanup.interval.ms``,
+  ``transaction.remove.expired.transaction.cleanup.interval.ms``).
+* :meth:`TxnCoordinator.run` runs one coordinator operation by transactional id and asks again
+  with a fresh producer id when the shard needs one (``Broker.next_producer_id``: ids come in
+  blocks reserved through the metadata log, so they never repeat across restarts).
+* The marker sender (:meth:`serve`) takes the shards' marker jobs (transactions in
+  PrepareCommit / PrepareAbort: after EndTxn, after a coordinator abort, and after a restart
+  for those replayed in a Prepare state) and writes a marker to every partition of the
+  transaction, in-process (``kafkawire.txn_markers``: the partition log, or the group
+  coordinator's runtime for ``__consumer_offsets``), then appends CompleteCommit /
+  CompleteAbort. Each transaction is its own task; partitions that are not available yet are
+  retried with a backoff (``MARKER_RETRY_BACKOFF_MAX_MS``).
+* Failures per partition as Kafka's TransactionMarkerRequestCompletionHandler: a deleted topic
+  (UNKNOWN_TOPIC_OR_PARTITION) is dropped from the transaction; NOT_LEADER / loading /
+  storage errors are retried. **Deviation:** INVALID_PRODUCER_EPOCH or
+  TRANSACTION_COORDINATOR_FENCED from a partition make Kafka stop sending (another coordinator
+  took over) and leave the transaction to that coordinator; a single node has no other
+  coordinator, so the partition is counted as done (it has already moved past this epoch)
+  rather than leaving the transaction stuck in a Prepare state.
+
+Partitions led by another node would be reached with WriteTxnMarkers (key 27, served by
+``apis/write_txn_markers.py``); with one node every partition is local.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import trio
+
+from kafkawire.txn_markers import write_marker
+from protocol.coordinator import CoordinatorRecord
+from protocol.errors import ErrorCode, KafkaError
+from txn.coordinator import NEED_PRODUCER_ID, MarkerJob, NeedProducerId, TxnConfig, TxnShard
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+
+log = logging.getLogger("kafkawire.txn")
+
+R = TypeVar("R")
+
+#: Longest wait between two attempts at a partition whose marker could not be written yet.
+MARKER_RETRY_BACKOFF_MAX_MS = 1000
+#: Marker jobs are also looked for this often (shards that finished loading, missed wakeups).
+MARKER_POLL_INTERVAL_MS = 1000
+
+_DONE = (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+_MOVED_ON = (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED)
+
+
+def txn_config(values: dict[str, Any]) -> TxnConfig:
+    return TxnConfig(
+        max_timeout_ms=int(values["transaction.max.timeout.ms"]),
+        id_expiration_ms=int(values["transactional.id.expiration.ms"]),
+        abort_interval_ms=int(values["transaction.abort.timed.out.transaction.cleanup.interval.ms"]),
+        remove_expired_interval_ms=int(
+            values["transaction.remove.expired.transaction.cleanup.interval.ms"]
+        ),
+    )
+
+
+class TxnCoordinator:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.runtime = broker.txn_runtime
+        self.config = txn_config(broker.config.values)
+        self.runtime.shard_factory = lambda partition: TxnShard(partition, self.config)
+        self.runtime.after_timer.append(lambda _partition: self.wake())
+        self._wake = trio.Event()
+
+    def wake(self) -> None:
+        """Look for marker jobs now (after EndTxn, a fence, a timer)."""
+        self._wake.set()
+
+    # ---- operations ---------------------------------------------------------------------
+    async def run(
+        self, transactional_id: str, op: Callable[[TxnShard, int], tuple[list[CoordinatorRecord], R]]
+    ) -> R:
+        """``op(shard, now_ms)`` on the shard of ``transactional_id``; raises KafkaError with
+        the coordinator errors (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...)."""
+        reply: R = await self.runtime.run(transactional_id, op)
+        self.wake()
+        return reply
+
+    async def run_with_producer_id(
+        self,
+        transactional_id: str,
+        op: Callable[[TxnShard, int, int | None], tuple[list[CoordinatorRecord], R | NeedProducerId]],
+    ) -> R:
+        """Like :meth:`run` for an op that may need a fresh producer id (third argument)."""
+        pid: int | None = None
+        while True:
+            reply = await self.run(
+                transactional_id, lambda shard, now, pid=pid: op(shard, now, pid)  # type: ignore[misc]
+            )
+            if reply is not NEED_PRODUCER_ID:
+                return reply  # type: ignore[return-value]
+            pid = await self.broker.next_producer_id()
+
+    def shard_or_error(self, transactional_id: str) -> TxnShard | ErrorCode:
+        try:
+            shard: TxnShard = self.runtime.shard_for(transactional_id)  # type: ignore[assignment]
+        except KafkaError as e:
+            return e.code
+        return shard
+
+    # ---- markers ------------------------------------------------------------------------
+    async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            while True:
+                self._wake = trio.Event()
+                for partition, shard in self.runtime.loaded_shards():
+                    if not isinstance(shard, TxnShard):
+                        continue
+                    for job in shard.marker_jobs():
+                        nursery.start_soon(self._send, partition, shard, job)
+                with trio.move_on_after(MARKER_POLL_INTERVAL_MS / 1000):
+                    await self._wake.wait()
+
+    def _current(self, partition: int, shard: TxnShard) -> bool:
+        return any(s is shard for p, s in self.runtime.loaded_shards() if p == partition)
+
+    async def _send(self, partition: int, shard: TxnShard, job: MarkerJob) -> None:
+        coordinator_epoch = self.runtime.coordinator_epoch(partition)
+        pending = list(job.partitions)
+        backoff_ms = 50
+        try:
+            while pending:
+                left = []
+                for topic, p in pending:
+                    code = await write_marker(
+                        self.broker, topic, p, job.producer_id, job.producer_epoch, job.commit,
+                        coordinator_epoch,
+                    )
+                    if code in _MOVED_ON:
+                        log.warning(
+                            "marker for %s (producer %d epoch %d) on %s-%d: %s; counted as done",
+                            job.transactional_id, job.producer_id, job.producer_epoch, topic, p,
+                            code.name,
+                        )
+                    elif code not in _DONE:
+                        left.append((topic, p))
+                pending = left
+                if pending:
+                    await trio.sleep(backoff_ms / 1000)
+                    backoff_ms = min(backoff_ms * 2, MARKER_RETRY_BACKOFF_MAX_MS)
+                    if not self._current(partition, shard):
+                        return  # the partition moved; its new shard owns the job
+            await self.runtime.run_on(partition, lambda s, now: s.complete(job, now))
+        except KafkaError as e:
+            log.info("markers of %s not completed: %s", job.transactional_id, e)
+            shard.release(job.transactional_id)
+        except BaseException:
+            shard.release(job.transactional_id)
+            raise
