@@ -55,6 +55,10 @@ MARKER_POLL_INTERVAL_MS = 1000
 
 _DONE = (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 _MOVED_ON = (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED)
+_RETRY_LATER = (
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+)
 
 
 def txn_config(values: dict[str, Any]) -> TxnConfig:
@@ -73,6 +77,7 @@ class TxnCoordinator:
         self.broker = broker
         self.runtime = broker.txn_runtime
         self.config = txn_config(broker.config.values)
+        self.verification = bool(broker.config.values["transaction.partition.verification.enable"])
         self.runtime.shard_factory = lambda partition: TxnShard(partition, self.config)
         self.runtime.after_timer.append(lambda _partition: self.wake())
         self._wake = trio.Event()
@@ -105,6 +110,38 @@ class TxnCoordinator:
             if reply is not NEED_PRODUCER_ID:
                 return reply  # type: ignore[return-value]
             pid = await self.broker.next_producer_id()
+
+    def verify_produce(
+        self,
+        transactional_id: str,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        produce_version: int,
+    ) -> ErrorCode:
+        """KIP-890 part 1 (``transaction.partition.verification.enable``, on by default as in
+        Kafka): the first transactional batch of a producer on a partition is accepted only if
+        the coordinator has that partition in the producer's ongoing transaction. This keeps a
+        late or stray write from opening a transaction nobody will ever close (a hanging
+        transaction holding the LSO back). Errors as Kafka's produce path maps them: not in
+        the transaction -> TRANSACTION_ABORTABLE (INVALID_TXN_STATE before Produce v11), another
+        epoch -> INVALID_PRODUCER_EPOCH, coordinator busy or moving -> NOT_ENOUGH_REPLICAS
+        (retriable)."""
+        shard = self.shard_or_error(transactional_id)
+        if isinstance(shard, ErrorCode):
+            code = shard
+        else:
+            code = shard.verify_partitions(
+                transactional_id, producer_id, producer_epoch, [(topic, partition)]
+            )[(topic, partition)]
+        if code == ErrorCode.PRODUCER_FENCED:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if code == ErrorCode.TRANSACTION_ABORTABLE and produce_version < 11:
+            return ErrorCode.INVALID_TXN_STATE
+        if code in _RETRY_LATER:
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        return code
 
     def shard_or_error(self, transactional_id: str) -> TxnShard | ErrorCode:
         try:

@@ -12,6 +12,11 @@ frame and writes the client's bytes verbatim. No Python loop ever visits a recor
   OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH (idempotence, in the log),
   UNSUPPORTED_COMPRESSION_TYPE (zstd before v7).
 - A duplicate of one of a producer's last five batches is answered with its original offsets.
+- Transactional batches (request with a transactional id) that open a transaction on a
+  partition are verified with the transaction coordinator first (KIP-890 part 1,
+  ``transaction.partition.verification.enable``): TRANSACTION_ABORTABLE (v11+) /
+  INVALID_TXN_STATE when the partition was not added, INVALID_PRODUCER_EPOCH for another
+  epoch, NOT_ENOUGH_REPLICAS while the coordinator cannot answer.
 - v0-2 are advertised (librdkafka disables compression otherwise, KAFKA-18659) but refused,
   as Kafka 4 does. v13 names topics by id.
 """
@@ -19,12 +24,12 @@ frame and writes the client's bytes verbatim. No Python loop ever visits a recor
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from protocol._generated.produce_request import ProduceRequest
 from protocol._generated.produce_response import ProduceResponse
 from protocol.errors import ErrorCode, KafkaError
-from protocol.records import validate_batches
+from protocol.records import BatchHeader, validate_batches
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
@@ -49,6 +54,33 @@ def _error(
         index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
         log_start_offset=log_start_offset, error_message=message,
     )
+
+
+class _NotVerified(KafkaError):
+    """Refused before the append: carries no log start offset (Kafka's unknown append info)."""
+
+
+def _verify_transaction(
+    broker: Broker, tid: str, topic: str, partition: int, plog: Any,
+    batches: list[tuple[int, BatchHeader]], version: int,
+) -> None:
+    """Transactional batches opening a transaction on this partition must belong to a
+    transaction that has the partition (KIP-890 part 1, ``kafkawire.txn_coordinator``)."""
+    coordinator = broker.txn_coordinator
+    if not coordinator.verification:
+        return
+    for _pos, h in batches:
+        if h.is_transactional and not h.is_control:
+            if h.producer_id in plog.producer_state.ongoing:
+                return
+            code = coordinator.verify_produce(
+                tid, topic, partition, h.producer_id, h.producer_epoch, version
+            )
+            if code != ErrorCode.NONE:
+                raise _NotVerified(code, "Partition was not added to the transaction"
+                                   if code in (ErrorCode.INVALID_TXN_STATE,
+                                               ErrorCode.TRANSACTION_ABORTABLE) else None)
+            return
 
 
 async def handle(
@@ -106,6 +138,9 @@ async def handle(
                                 "Timestamp of the batch is out of range "
                                 "(message.timestamp.before.max.ms / after.max.ms)",
                             )
+                if req.transactional_id is not None and v >= 3:
+                    _verify_transaction(broker, req.transactional_id, topic.name, pd.index,
+                                        plog, batches, v)
                 last_pos, last_h = batches[-1]
                 info = plog.append(
                     records[: last_pos + last_h.size], batches, leader_epoch=pimg.leader_epoch, now_ms=now_ms,
@@ -113,7 +148,9 @@ async def handle(
                 )
             except KafkaError as e:
                 # errors found by the log (sequence, epoch) carry the real log start offset
-                lso = plog.log_start_offset if e.code in _LOG_ERRORS else -1
+                lso = -1
+                if e.code in _LOG_ERRORS and not isinstance(e, _NotVerified):
+                    lso = plog.log_start_offset
                 parts.append(_error(pd.index, e.code, e.message or str(e), lso))
                 continue
             plog.update_high_watermark(plog.log_end_offset)
