@@ -131,6 +131,7 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "offsets.topic.num.partitions": ("int", 50),
     "offsets.topic.replication.factor": ("int", 1),
     "offsets.topic.segment.bytes": ("int", 104857600),
+    "offsets.topic.compression.codec": ("int", 0),
     "offsets.retention.minutes": ("int", 10080),
     "offsets.retention.check.interval.ms": ("long", 600000),
     "offset.metadata.max.bytes": ("int", 4096),
