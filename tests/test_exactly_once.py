@@ -1,0 +1,239 @@
+"""Consume-transform-produce with offsets committed in the transaction (exactly-once), with
+stock clients, under repeated processor crashes and broker restarts (SIGTERM and kill -9).
+
+The processor reads an input topic at read_committed in a consumer group, writes one output
+record per input record inside a transaction, adds its consumed positions with
+``send_offsets_to_transaction`` (AddOffsetsToTxn + TxnOffsetCommit) and commits; some
+transactions are aborted on purpose, some processors "crash" between producing and
+committing, the broker is restarted in the middle. In the end the output topic, read at
+read_committed, holds every input value exactly once and nothing from an aborted or crashed
+transaction; read_uncommitted still shows the aborted duplicates.
+
+Needs the group coordinator (JoinGroup, TxnOffsetCommit, OffsetFetch require_stable); skipped
+while the broker does not serve TxnOffsetCommit (API 28).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkawire.testing import BrokerProcess
+from protocol._generated.api_versions_request import ApiVersionsRequest
+from tests.conftest import RawClient
+from tests.test_transactions import OVERRIDES, consume
+
+TXN_OFFSET_COMMIT = 28
+INPUTS = 240
+PARTITIONS = 3
+
+
+def serves(bootstrap: str, api_key: int) -> bool:
+    raw = RawClient(bootstrap)
+    try:
+        keys = raw.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3).api_keys
+        return any(k.api_key == api_key for k in keys)
+    finally:
+        raw.close()
+
+
+def make_topics(bootstrap: str) -> tuple[str, str]:
+    src, dst = f"in-{uuid.uuid4().hex[:6]}", f"out-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(src, PARTITIONS, 1), NewTopic(dst, PARTITIONS, 1)]).values():
+        f.result(30)
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i in range(INPUTS):
+        p.produce(src, value=f"v{i}".encode(), partition=i % PARTITIONS)
+    assert p.flush(30) == 0
+    return src, dst
+
+
+class ConfluentProcessor:
+    """One processor instance (consumer + transactional producer with a fixed id)."""
+
+    def __init__(self, bootstrap: str, src: str, dst: str, group: str, tid: str) -> None:
+        self.dst = dst
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
+            "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "session.timeout.ms": 10000, "heartbeat.interval.ms": 500,
+        })
+        self.consumer.subscribe([src])
+        self.producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid,
+                                  "linger.ms": 5})
+        self.producer.init_transactions(60)
+
+    def step(self, rng: random.Random, crash: bool = False) -> int:
+        msgs = [m for m in self.consumer.consume(num_messages=25, timeout=1.0) if not m.error()]
+        if not msgs:
+            return 0
+        p = self.producer
+        p.begin_transaction()
+        for m in msgs:
+            p.produce(self.dst, value=b"out-" + (m.value() or b""), partition=m.partition())
+        if crash:
+            p.flush(30)
+            return -1  # dies with the transaction open
+        positions = self.consumer.position(self.consumer.assignment())
+        p.send_offsets_to_transaction(positions, self.consumer.consumer_group_metadata(), 60)
+        if rng.random() < 0.2:
+            p.abort_transaction(60)
+            self.rewind()
+            return 0
+        p.commit_transaction(60)
+        return len(msgs)
+
+    def rewind(self) -> None:
+        """After an abort: back to the committed offsets (as an application must)."""
+        assignment = self.consumer.assignment()
+        for tp in self.consumer.committed(assignment, timeout=30):
+            self.consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+
+    def close(self) -> None:
+        try:
+            self.consumer.close()
+        except KafkaException:
+            pass
+
+
+def test_consume_transform_produce_confluent(tmp_path: Path) -> None:
+    bp = BrokerProcess(tmp_path / "data", overrides=OVERRIDES).start()
+    try:
+        b = bp.bootstrap
+        if not serves(b, TXN_OFFSET_COMMIT):
+            pytest.skip("no group coordinator (TxnOffsetCommit) in this broker yet")
+        src, dst = make_topics(b)
+        rng = random.Random(7)
+        group, tid = f"ctp-{uuid.uuid4().hex[:6]}", f"ctp-tx-{uuid.uuid4().hex[:6]}"
+        done = 0
+        deadline = time.monotonic() + 240
+        generation = 0
+        while done < INPUTS and time.monotonic() < deadline:
+            proc = ConfluentProcessor(b, src, dst, group, tid)
+            generation += 1
+            steps = 0
+            try:
+                while done < INPUTS and time.monotonic() < deadline:
+                    steps += 1
+                    crash = generation <= 3 and steps == 3
+                    n = proc.step(rng, crash=crash)
+                    if n < 0:
+                        break  # crashed: the next instance fences and aborts it
+                    done += n
+                    if generation == 2 and steps == 2:
+                        bp.restart(kill=True)
+                    elif generation == 4 and steps == 2:
+                        bp.restart()
+            finally:
+                proc.close()
+        assert done >= INPUTS, f"only {done} processed"
+        want = sorted(f"out-v{i}" for i in range(INPUTS))
+        assert consume(b, dst, "read_committed", INPUTS, partitions=PARTITIONS, idle_s=3) == want
+        everything = consume(b, dst, "read_uncommitted", INPUTS, partitions=PARTITIONS, idle_s=3)
+        assert set(everything) == set(want) and len(everything) > INPUTS  # aborted duplicates
+    finally:
+        bp.close()
+
+
+def test_consume_transform_produce_kafka_python(tmp_path: Path) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.structs import OffsetAndMetadata
+
+    bp = BrokerProcess(tmp_path / "data", overrides=OVERRIDES).start()
+    try:
+        b = bp.bootstrap
+        if not serves(b, TXN_OFFSET_COMMIT):
+            pytest.skip("no group coordinator (TxnOffsetCommit) in this broker yet")
+        src, dst = make_topics(b)
+        group, tid = f"kctp-{uuid.uuid4().hex[:6]}", f"kctp-tx-{uuid.uuid4().hex[:6]}"
+        done = 0
+        deadline = time.monotonic() + 240
+        for generation in range(1, 50):
+            if done >= INPUTS or time.monotonic() > deadline:
+                break
+            consumer = KafkaConsumer(
+                src, bootstrap_servers=b, group_id=group, isolation_level="read_committed",
+                enable_auto_commit=False, auto_offset_reset="earliest", max_poll_records=30,
+            )
+            producer = KafkaProducer(bootstrap_servers=b, transactional_id=tid)
+            producer.init_transactions()
+            try:
+                for step in range(1, 1000):
+                    if done >= INPUTS or time.monotonic() > deadline:
+                        break
+                    batch: dict[Any, list[Any]] = consumer.poll(1000)
+                    msgs = [m for ms in batch.values() for m in ms]
+                    if not msgs:
+                        continue
+                    producer.begin_transaction()
+                    for m in msgs:
+                        producer.send(dst, b"out-" + m.value, partition=m.partition)
+                    if generation <= 2 and step == 2:
+                        producer.flush()
+                        break  # crash with the transaction open
+                    offsets = {
+                        tp: OffsetAndMetadata(consumer.position(tp), "", -1)
+                        for tp in consumer.assignment()
+                    }
+                    producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+                    producer.commit_transaction()
+                    done += len(msgs)
+                    if generation == 3 and step == 2:
+                        bp.restart(kill=True)
+            finally:
+                consumer.close(autocommit=False)
+                producer.close(timeout=1)
+        assert done >= INPUTS, f"only {done} processed"
+        want = sorted(f"out-v{i}" for i in range(INPUTS))
+        assert consume(b, dst, "read_committed", INPUTS, partitions=PARTITIONS, idle_s=3) == want
+    finally:
+        bp.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Kafka's TransactionalMessageCopier (the tool Kafka's own EOS system tests run)
+
+COPIER = "org.apache.kafka.tools.TransactionalMessageCopier"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("line", ["4.3.1", "3.9.2"])
+@pytest.mark.parametrize("group_mode", [False, True], ids=["assign", "group-mode"])
+def test_transactional_message_copier(broker: BrokerProcess, line: str, group_mode: bool) -> None:
+    from tests.test_admin_java_tools import available, tool
+
+    if not available(line):
+        pytest.skip(f"Kafka {line} jars or java not available")
+    b = broker.bootstrap
+    if not serves(b, TXN_OFFSET_COMMIT):
+        pytest.skip("no group coordinator (TxnOffsetCommit) in this broker yet")
+    src, dst = f"cin-{uuid.uuid4().hex[:6]}", f"cout-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": b})
+    for f in admin.create_topics([NewTopic(src, 1, 1), NewTopic(dst, 1, 1)]).values():
+        f.result(30)
+    p = Producer({"bootstrap.servers": b})
+    n = 600
+    for i in range(n):
+        p.produce(src, key=str(i).encode(), value=f"m{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    args = ["--input-topic", src, "--input-partition", "0", "--output-topic", dst,
+            "--broker-list", b, "--transactional-id", f"copier-{uuid.uuid4().hex[:6]}",
+            "--consumer-group", f"copier-g-{uuid.uuid4().hex[:6]}", "--transaction-size", "40",
+            "--enable-random-aborts", "--use-group-metadata"]
+    if group_mode:
+        args.append("--group-mode")
+    # two runs: the second resumes from the offsets the first committed in its transactions
+    first = tool(line, COPIER, *args, "--max-messages", "250")
+    assert '"stage":"ShutdownComplete"' in first, first
+    second = tool(line, COPIER, *args)
+    assert '"remaining":0' in second.splitlines()[-1] or '"remaining":0' in second, second
+    want = sorted(f"m{i}" for i in range(n))
+    assert consume(b, dst, "read_committed", n, partitions=1, idle_s=2) == want
