@@ -38,7 +38,6 @@ QUERY_TIMEOUT_S = 90.0
 
 API_CREATE_TOPICS = 19
 API_DELETE_RECORDS = 21
-API_END_TXN = 26
 API_JOIN_GROUP = 11
 
 
@@ -501,8 +500,6 @@ def test_fail_on_data_loss(spark: Any, kafka: Kafka, tmp_path: Path) -> None:
 
 
 def test_read_committed(spark: Any, kafka: Kafka) -> None:
-    if API_END_TXN not in kafka.api_versions():
-        pytest.skip("broker has no transactions yet (EndTxn, API 26): read_committed needs them")
     from confluent_kafka import Producer
 
     topic = new_topic(kafka, "sp-txn")

@@ -146,6 +146,8 @@ class TxnShard:
         #: transit an operation prepared, by transactional id: replay takes the non-persisted
         #: fields (last_producer_epoch) from it when the record matches
         self._transits: dict[str, TxnMetadata] = {}
+        #: transactional ids in a Prepare state (their markers are due), kept by replay
+        self._due: set[str] = set()
         #: transactional ids whose markers a driver is writing (volatile)
         self._in_flight: set[str] = set()
         self._next_abort_ms: int | None = None
@@ -167,6 +169,7 @@ class TxnShard:
         old = self.txns.get(tid)
         if meta is None:
             self.txns.pop(tid, None)
+            self._due.discard(tid)
             self._in_flight.discard(tid)
             self._transits.pop(tid, None)
             return
@@ -176,7 +179,10 @@ class TxnShard:
         if old is not None and old.state not in VALID_PREVIOUS[meta.state]:
             self.irregular_replays += 1
         self.txns[tid] = meta
-        if not meta.state.is_prepare:
+        if meta.state.is_prepare:
+            self._due.add(tid)
+        else:
+            self._due.discard(tid)
             self._in_flight.discard(tid)
 
     def replay_end_txn(
@@ -383,8 +389,9 @@ class TxnShard:
         """Transactions in a Prepare state whose markers nobody is writing yet; they count as
         being written until :meth:`complete` or :meth:`release`."""
         jobs = []
-        for tid, meta in self.txns.items():
-            if meta.state.is_prepare and tid not in self._in_flight:
+        for tid in sorted(self._due - self._in_flight):
+            meta = self.txns[tid]
+            if meta.state.is_prepare:
                 self._in_flight.add(tid)
                 jobs.append(
                     MarkerJob(
