@@ -14,10 +14,17 @@ import time
 import uuid
 from typing import Any
 
+from protocol._generated.add_offsets_to_txn_request import AddOffsetsToTxnRequest
+from protocol._generated.add_partitions_to_txn_request import AddPartitionsToTxnRequest
 from protocol._generated.describe_producers_request import DescribeProducersRequest
+from protocol._generated.describe_transactions_request import DescribeTransactionsRequest
+from protocol._generated.end_txn_request import EndTxnRequest
 from protocol._generated.fetch_request import FetchRequest
+from protocol._generated.find_coordinator_request import FindCoordinatorRequest
 from protocol._generated.init_producer_id_request import InitProducerIdRequest
 from protocol._generated.list_offsets_request import ListOffsetsRequest
+from protocol._generated.list_transactions_request import ListTransactionsRequest
+from protocol._generated.produce_request import ProduceRequest
 from protocol._generated.write_txn_markers_request import WriteTxnMarkersRequest
 from protocol.errors import ErrorCode
 from protocol.records import SimpleRecord, build_batch, decode_batch_records, iter_headers
@@ -186,3 +193,171 @@ def test_describe_producers(raw: RawClient) -> None:
     write_markers(raw, topic, pid, True, coordinator_epoch=2)
     (s,) = describe([0])[0].active_producers
     assert (s.current_txn_start_offset, s.coordinator_epoch, s.last_sequence) == (-1, 2, 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# the coordinator APIs, raw
+
+
+APT = AddPartitionsToTxnRequest
+
+
+def coordinator_ready(raw: RawClient, tid: str) -> None:
+    """FindCoordinator (key type 1) until the transaction coordinator answers (the first call
+    creates __transaction_state), then until its partition is loaded."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        r = raw.request(FindCoordinatorRequest(key=tid, key_type=1), 3)
+        if r.error_code == 0:
+            d = raw.request(DescribeTransactionsRequest(transactional_ids=[tid]), 0)
+            if d.transaction_states[0].error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                return
+        time.sleep(0.1)
+    raise AssertionError("transaction coordinator not available")
+
+
+def init_txn(raw: RawClient, tid: str, version: int = 4, timeout_ms: int = 60000,
+             pid: int = -1, epoch: int = -1) -> Any:
+    while True:
+        r = raw.request(InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=timeout_ms,
+                                              producer_id=pid, producer_epoch=epoch), version)
+        if r.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:
+            return r
+        time.sleep(0.05)
+
+
+def add_partitions(raw: RawClient, tid: str, pid: int, epoch: int, topics: dict[str, list[int]],
+                   version: int = 3) -> dict[tuple[str, int], int]:
+    req = APT(v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+              v3_and_below_producer_epoch=epoch,
+              v3_and_below_topics=[APT.AddPartitionsToTxnTopic(name=t, partitions=ps)
+                                   for t, ps in topics.items()])
+    r = raw.request(req, version)
+    return {(t.name, p.partition_index): p.partition_error_code
+            for t in r.results_by_topic_v3_and_below for p in t.results_by_partition}
+
+
+def end_txn(raw: RawClient, tid: str, pid: int, epoch: int, commit: bool, version: int = 3) -> Any:
+    return raw.request(EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                                     committed=commit), version)
+
+
+def produce_txn(raw: RawClient, tid: str | None, topic: str, batch: bytes, version: int = 9) -> Any:
+    req = ProduceRequest(transactional_id=tid, acks=-1, timeout_ms=5000, topic_data=[
+        ProduceRequest.TopicProduceData(name=topic, partition_data=[
+            ProduceRequest.PartitionProduceData(index=0, records=batch)])])
+    return raw.request(req, version).responses[0].partition_responses[0]
+
+
+def wait_lso(raw: RawClient, topic: str, lso: int) -> Any:
+    deadline = time.monotonic() + 10
+    while True:
+        p = fetch(raw, topic, 0, READ_COMMITTED)
+        if p.last_stable_offset == lso or time.monotonic() > deadline:
+            assert p.last_stable_offset == lso
+            return p
+        time.sleep(0.05)
+
+
+def test_full_transaction_on_the_wire(raw: RawClient) -> None:
+    topic = new_topic(raw, "txc")
+    tid = f"raw-{uuid.uuid4().hex[:6]}"
+    coordinator_ready(raw, tid)
+    r = init_txn(raw, tid)
+    assert (r.error_code, r.producer_epoch) == (0, 0)
+    pid = r.producer_id
+    # produce before AddPartitionsToTxn: refused (KIP-890 part 1 verification), by version
+    b0 = txn_batch(pid, 0, ["x"])
+    assert produce_txn(raw, tid, topic, b0, 9).error_code == ErrorCode.INVALID_TXN_STATE
+    p = produce_txn(raw, tid, topic, b0, 11)
+    assert (p.error_code, p.log_start_offset) == (ErrorCode.TRANSACTION_ABORTABLE, -1)
+    assert add_partitions(raw, tid, pid, 0, {topic: [0]}) == {(topic, 0): 0}
+    assert produce_txn(raw, tid, topic, txn_batch(pid, 0, ["a", "b"])).error_code == 0
+    assert produce_txn(raw, tid, topic, txn_batch(pid, 2, ["c"])).error_code == 0
+    d = raw.request(DescribeTransactionsRequest(transactional_ids=[tid]), 0).transaction_states[0]
+    assert (d.transaction_state, d.producer_id, d.producer_epoch) == ("Ongoing", pid, 0)
+    assert [(t.topic, t.partitions) for t in d.topics] == [(topic, [0])]
+    assert end_txn(raw, tid, pid, 0, True).error_code == 0
+    p = wait_lso(raw, topic, 4)
+    assert [b[3] for b in batches(p)] == [["a", "b"], ["c"], [(1, 0)]]
+    # retried commit after completion: NONE; abort now: INVALID_TXN_STATE
+    deadline = time.monotonic() + 10
+    while end_txn(raw, tid, pid, 0, True).error_code == ErrorCode.CONCURRENT_TRANSACTIONS:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert end_txn(raw, tid, pid, 0, True).error_code == 0
+    assert end_txn(raw, tid, pid, 0, False).error_code == ErrorCode.INVALID_TXN_STATE
+    # second transaction, aborted: listed as aborted from its first offset (5)
+    assert add_partitions(raw, tid, pid, 0, {topic: [0]}) == {(topic, 0): 0}
+    assert produce_txn(raw, tid, topic, txn_batch(pid, 3, ["d"])).error_code == 0
+    assert end_txn(raw, tid, pid, 0, False).error_code == 0
+    p = wait_lso(raw, topic, 6)
+    assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(pid, 4)]
+
+
+def test_coordinator_errors_by_version(raw: RawClient) -> None:
+    topic = new_topic(raw, "txv")
+    tid = f"rawv-{uuid.uuid4().hex[:6]}"
+    coordinator_ready(raw, tid)
+    pid = init_txn(raw, tid).producer_id
+    assert init_txn(raw, tid).producer_epoch == 1  # a second init bumps the epoch
+    # the old epoch is fenced: PRODUCER_FENCED from v2 (KIP-588), INVALID_PRODUCER_EPOCH before
+    assert add_partitions(raw, tid, pid, 0, {topic: [0]}, 1) == {(topic, 0): ErrorCode.INVALID_PRODUCER_EPOCH}
+    assert add_partitions(raw, tid, pid, 0, {topic: [0]}, 2) == {(topic, 0): ErrorCode.PRODUCER_FENCED}
+    assert end_txn(raw, tid, pid, 0, True, 1).error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert end_txn(raw, tid, pid, 0, True, 3).error_code == ErrorCode.PRODUCER_FENCED
+    r = init_txn(raw, tid, 3, pid=pid, epoch=0)
+    assert r.error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert init_txn(raw, tid, 4, pid=pid, epoch=0).error_code == ErrorCode.PRODUCER_FENCED
+    assert init_txn(raw, tid, 4, pid=pid, epoch=-1).error_code == ErrorCode.INVALID_REQUEST
+    # KIP-360: the current instance resumes with its own id/epoch and gets the next epoch
+    assert init_txn(raw, tid, 4, pid=pid, epoch=1).producer_epoch == 2
+    # unknown transactional id / producer id, empty id, timeouts
+    assert add_partitions(raw, "nobody", pid, 0, {topic: [0]}) == {(topic, 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+    assert add_partitions(raw, tid, pid + 1, 2, {topic: [0]}) == {(topic, 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+    assert end_txn(raw, "", pid, 2, True).error_code == ErrorCode.INVALID_REQUEST
+    assert init_txn(raw, "").error_code == ErrorCode.INVALID_REQUEST
+    assert init_txn(raw, tid, timeout_ms=0).error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+    assert init_txn(raw, tid, timeout_ms=900001).error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+    assert end_txn(raw, tid, pid, 2, True).error_code == ErrorCode.INVALID_TXN_STATE  # Empty
+    # unknown partitions: UNKNOWN_TOPIC_OR_PARTITION, the rest OPERATION_NOT_ATTEMPTED
+    assert add_partitions(raw, tid, pid, 2, {topic: [0, 7]}) == {
+        (topic, 0): ErrorCode.OPERATION_NOT_ATTEMPTED, (topic, 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    d = raw.request(DescribeTransactionsRequest(transactional_ids=[tid, "nobody", ""]), 0)
+    assert [s.error_code for s in d.transaction_states] == [
+        0, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, ErrorCode.INVALID_REQUEST]
+    assert d.transaction_states[0].transaction_state == "Empty"
+    assert d.transaction_states[0].transaction_start_time_ms == -1
+    # AddOffsetsToTxn adds the group's __consumer_offsets partition
+    r = raw.request(AddOffsetsToTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=2,
+                                           group_id="some-group"), 3)
+    assert r.error_code == 0
+    d = raw.request(DescribeTransactionsRequest(transactional_ids=[tid]), 0).transaction_states[0]
+    assert d.transaction_state == "Ongoing" and [t.topic for t in d.topics] == ["__consumer_offsets"]
+    # v4+: several transactions per request, VerifyOnly checks without adding
+    req = APT(transactions=[
+        APT.AddPartitionsToTxnTransaction(
+            transactional_id=tid, producer_id=pid, producer_epoch=2, verify_only=True,
+            topics=[APT.AddPartitionsToTxnTopic(name=topic, partitions=[0])]),
+        APT.AddPartitionsToTxnTransaction(
+            transactional_id="nobody", producer_id=pid, producer_epoch=2, verify_only=False,
+            topics=[APT.AddPartitionsToTxnTopic(name=topic, partitions=[0])]),
+    ])
+    r = raw.request(req, 5)
+    got = {(t.transactional_id, p.partition_index): p.partition_error_code
+           for t in r.results_by_transaction for tr in t.topic_results for p in tr.results_by_partition}
+    assert got == {(tid, 0): ErrorCode.TRANSACTION_ABORTABLE,
+                   ("nobody", 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
+    # ListTransactions filters
+    lt = raw.request(ListTransactionsRequest(state_filters=["Ongoing", "Nope"], producer_id_filters=[pid]), 0)
+    assert lt.error_code == 0 and lt.unknown_state_filters == ["Nope"]
+    assert [(s.transactional_id, s.transaction_state) for s in lt.transaction_states] == [(tid, "Ongoing")]
+    lt = raw.request(ListTransactionsRequest(state_filters=["Nope"]), 0)
+    assert lt.transaction_states == []
+    lt = raw.request(ListTransactionsRequest(transactional_id_pattern=tid[:5] + ".*"), 2)
+    assert tid in [s.transactional_id for s in lt.transaction_states]
+    lt = raw.request(ListTransactionsRequest(duration_filter=3_600_000), 1)
+    assert tid not in [s.transactional_id for s in lt.transaction_states]
+    assert raw.request(ListTransactionsRequest(transactional_id_pattern="("), 2).error_code == (
+        ErrorCode.INVALID_REGULAR_EXPRESSION)
+    assert end_txn(raw, tid, pid, 2, False).error_code == 0
