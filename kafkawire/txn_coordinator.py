@@ -197,6 +197,10 @@ class TxnCoordinator:
         except KafkaError as e:
             log.info("markers of %s not completed: %s", job.transactional_id, e)
             shard.release(job.transactional_id)
+        except Exception:
+            # never let one transaction's failure take the broker down: retried on next poll
+            log.exception("writing the markers of %s", job.transactional_id)
+            shard.release(job.transactional_id)
         except BaseException:
             shard.release(job.transactional_id)
             raise

@@ -237,3 +237,88 @@ def test_transactional_message_copier(broker: BrokerProcess, line: str, group_mo
     assert '"remaining":0' in second.splitlines()[-1] or '"remaining":0' in second, second
     want = sorted(f"m{i}" for i in range(n))
     assert consume(b, dst, "read_committed", n, partitions=1, idle_s=2) == want
+
+
+# ---------------------------------------------------------------------------------------------
+# UNSTABLE_OFFSET_COMMIT must clear on commit, abort and coordinator timeout (redpanda#6423)
+
+
+@pytest.fixture(scope="module")
+def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    bp = BrokerProcess(tmp_path_factory.mktemp("kweos") / "data", overrides=OVERRIDES).start()
+    try:
+        yield bp
+    finally:
+        bp.close()
+
+
+def test_require_stable_clears_on_commit_abort_and_timeout(txn_broker: BrokerProcess) -> None:
+    from protocol._generated.add_offsets_to_txn_request import AddOffsetsToTxnRequest
+    from protocol._generated.offset_fetch_request import OffsetFetchRequest
+    from protocol._generated.txn_offset_commit_request import TxnOffsetCommitRequest as TOC
+    from protocol.errors import ErrorCode
+    from tests.test_txn_wire import coordinator_ready, end_txn, init_txn
+
+    b = txn_broker.bootstrap
+    if not serves(b, TXN_OFFSET_COMMIT):
+        pytest.skip("no group coordinator (TxnOffsetCommit) in this broker yet")
+    topic = f"st-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": b})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    group = f"stable-{uuid.uuid4().hex[:6]}"
+    raw = RawClient(b)
+    try:
+        def begin(tid: str, timeout_ms: int = 60000) -> tuple[int, int]:
+            coordinator_ready(raw, tid)
+            r = init_txn(raw, tid, timeout_ms=timeout_ms)
+            assert r.error_code == 0
+            a = raw.request(AddOffsetsToTxnRequest(transactional_id=tid, producer_id=r.producer_id,
+                                                   producer_epoch=r.producer_epoch, group_id=group), 3)
+            assert a.error_code == 0
+            return r.producer_id, r.producer_epoch
+
+        def commit_offset(tid: str, pid: int, epoch: int, offset: int) -> None:
+            deadline = time.monotonic() + 30
+            while True:
+                req = TOC(transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=epoch,
+                          topics=[TOC.TxnOffsetCommitRequestTopic(name=topic, partitions=[
+                              TOC.TxnOffsetCommitRequestPartition(partition_index=0,
+                                                                  committed_offset=offset)])])
+                code = raw.request(req, 3).topics[0].partitions[0].error_code
+                if code == 0:
+                    return
+                assert code in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS), code
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+
+        def fetched(stable: bool) -> tuple[int, int]:
+            req = OffsetFetchRequest(group_id=group, require_stable=stable, topics=[
+                OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])])
+            p = raw.request(req, 7).topics[0].partitions[0]
+            return p.error_code, p.committed_offset
+
+        def until(stable_result: tuple[int, int]) -> None:
+            deadline = time.monotonic() + 30
+            while fetched(True) != stable_result:
+                assert time.monotonic() < deadline, fetched(True)
+                time.sleep(0.1)
+
+        tid = f"st-{uuid.uuid4().hex[:6]}"
+        pid, epoch = begin(tid)
+        commit_offset(tid, pid, epoch, 5)
+        assert fetched(True)[0] == ErrorCode.UNSTABLE_OFFSET_COMMIT
+        assert fetched(False) == (0, -1)  # pending offsets are not visible
+        assert end_txn(raw, tid, pid, epoch, False).error_code == 0
+        until((0, -1))  # aborted: dropped
+        pid, epoch = begin(tid)
+        commit_offset(tid, pid, epoch, 7)
+        assert end_txn(raw, tid, pid, epoch, True).error_code == 0
+        until((0, 7))  # committed: visible
+        # a transaction the coordinator times out (1 s; checked every 300 ms here)
+        pid, epoch = begin(tid, timeout_ms=1000)
+        commit_offset(tid, pid, epoch, 9)
+        assert fetched(True)[0] == ErrorCode.UNSTABLE_OFFSET_COMMIT
+        until((0, 7))
+    finally:
+        raw.close()

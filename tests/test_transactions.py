@@ -343,3 +343,49 @@ def test_open_transaction_times_out_after_restart(tmp_path: Path) -> None:
         assert consume(b, topic, "read_committed", 0) == []
     finally:
         bp.close()
+
+
+def test_resumed_transaction_commits_after_kill9(tmp_path: Path) -> None:
+    """Flink's exactly-once sink (redpanda#4029, #7975) resumes a transaction after a restart
+    with the producer id and epoch it saved, and commits it: EndTxn from a new connection,
+    after the broker was killed, must commit what the first connection wrote."""
+    from protocol.errors import ErrorCode
+    from tests.test_txn_wire import (
+        add_partitions,
+        coordinator_ready,
+        end_txn,
+        init_txn,
+        produce_txn,
+        txn_batch,
+        wait_lso,
+    )
+    from tests.test_wire import new_topic as raw_topic
+
+    bp = BrokerProcess(tmp_path / "data", overrides=OVERRIDES).start()
+    try:
+        raw = RawClient(bp.bootstrap)
+        topic = raw_topic(raw, "flink")
+        tid = "flink-sink-0"
+        coordinator_ready(raw, tid)
+        r = init_txn(raw, tid)
+        pid, epoch = r.producer_id, r.producer_epoch
+        assert add_partitions(raw, tid, pid, epoch, {topic: [0]}) == {(topic, 0): 0}
+        assert produce_txn(raw, tid, topic, txn_batch(pid, 0, ["f0", "f1"], epoch)).error_code == 0
+        raw.close()
+        bp.kill()
+        bp.start()
+        raw = RawClient(bp.bootstrap)
+        coordinator_ready(raw, tid)
+        deadline = time.monotonic() + 30
+        while (code := end_txn(raw, tid, pid, epoch, True).error_code) in (
+            ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR,
+        ):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert code == 0
+        p = wait_lso(raw, topic, 3)
+        assert p.aborted_transactions == []
+        raw.close()
+        assert consume(bp.bootstrap, topic, "read_committed", 2, partitions=1) == ["f0", "f1"]
+    finally:
+        bp.close()
