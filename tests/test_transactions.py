@@ -359,12 +359,11 @@ def test_resumed_transaction_commits_after_kill9(tmp_path: Path) -> None:
         txn_batch,
         wait_lso,
     )
-    from tests.test_wire import new_topic as raw_topic
 
     bp = BrokerProcess(tmp_path / "data", overrides=OVERRIDES).start()
     try:
         raw = RawClient(bp.bootstrap)
-        topic = raw_topic(raw, "flink")
+        topic = new_topic(bp.bootstrap, partitions=1)
         tid = "flink-sink-0"
         coordinator_ready(raw, tid)
         r = init_txn(raw, tid)
