@@ -254,6 +254,7 @@ def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def test_require_stable_clears_on_commit_abort_and_timeout(txn_broker: BrokerProcess) -> None:
     from protocol._generated.add_offsets_to_txn_request import AddOffsetsToTxnRequest
+    from protocol._generated.find_coordinator_request import FindCoordinatorRequest
     from protocol._generated.offset_fetch_request import OffsetFetchRequest
     from protocol._generated.txn_offset_commit_request import TxnOffsetCommitRequest as TOC
     from protocol.errors import ErrorCode
@@ -279,6 +280,10 @@ def test_require_stable_clears_on_commit_abort_and_timeout(txn_broker: BrokerPro
 
         def commit_offset(tid: str, pid: int, epoch: int, offset: int) -> None:
             deadline = time.monotonic() + 30
+            # the group's coordinator first (its FindCoordinator creates __consumer_offsets)
+            while raw.request(FindCoordinatorRequest(key=group, key_type=0), 3).error_code:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
             while True:
                 req = TOC(transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=epoch,
                           topics=[TOC.TxnOffsetCommitRequestTopic(name=topic, partitions=[
