@@ -361,3 +361,10 @@ def test_coordinator_errors_by_version(raw: RawClient) -> None:
     assert raw.request(ListTransactionsRequest(transactional_id_pattern="("), 2).error_code == (
         ErrorCode.INVALID_REGULAR_EXPRESSION)
     assert end_txn(raw, tid, pid, 2, False).error_code == 0
+
+
+def test_read_committed_errors_carry_no_aborted_list(raw: RawClient) -> None:
+    topic = new_topic(raw, "txo")
+    p = fetch(raw, topic, 5, READ_COMMITTED)
+    assert p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert (p.high_watermark, p.last_stable_offset, p.aborted_transactions) == (-1, -1, None)

@@ -103,9 +103,10 @@ def _read_all(broker: Broker, slots: list[_Slot], max_bytes: int, isolation: int
                 s.fetch_offset, max(limit, 0), max_offset=upper, min_one_message=first_data
             )
         except KafkaError as e:
-            # as Kafka: an errored partition carries default (-1) offsets
+            # as Kafka: an errored partition carries default (-1) offsets and no aborted list
             r.error_code = e.code
             r.high_watermark = r.last_stable_offset = r.log_start_offset = -1
+            r.aborted_transactions = None
             continue
         if res.size > 0:
             r.records = res  # a ReadResult: file ranges the server sends with sendfile
