@@ -111,23 +111,25 @@ class TxnCoordinator:
                 return reply  # type: ignore[return-value]
             pid = await self.broker.next_producer_id()
 
-    def verify_produce(
+    def verify(
         self,
         transactional_id: str,
         topic: str,
         partition: int,
         producer_id: int,
         producer_epoch: int,
-        produce_version: int,
+        abortable_supported: bool,
     ) -> ErrorCode:
         """KIP-890 part 1 (``transaction.partition.verification.enable``, on by default as in
-        Kafka): the first transactional batch of a producer on a partition is accepted only if
+        Kafka): the first transactional write of a producer to a partition is accepted only if
         the coordinator has that partition in the producer's ongoing transaction. This keeps a
         late or stray write from opening a transaction nobody will ever close (a hanging
-        transaction holding the LSO back). Errors as Kafka's produce path maps them: not in
-        the transaction -> TRANSACTION_ABORTABLE (INVALID_TXN_STATE before Produce v11), another
-        epoch -> INVALID_PRODUCER_EPOCH, coordinator busy or moving -> NOT_ENOUGH_REPLICAS
-        (retriable)."""
+        transaction holding the LSO back). Errors as Kafka maps them: not in the transaction
+        -> TRANSACTION_ABORTABLE (INVALID_TXN_STATE for requests older than the one that
+        introduced it: Produce v11, TxnOffsetCommit v4), another epoch ->
+        INVALID_PRODUCER_EPOCH, coordinator busy or moving -> NOT_ENOUGH_REPLICAS (retriable).
+        Produce uses it; a TxnOffsetCommit handler can call it for the group's
+        ``__consumer_offsets`` partition the same way."""
         shard = self.shard_or_error(transactional_id)
         if isinstance(shard, ErrorCode):
             code = shard
@@ -137,7 +139,7 @@ class TxnCoordinator:
             )[(topic, partition)]
         if code == ErrorCode.PRODUCER_FENCED:
             return ErrorCode.INVALID_PRODUCER_EPOCH
-        if code == ErrorCode.TRANSACTION_ABORTABLE and produce_version < 11:
+        if code == ErrorCode.TRANSACTION_ABORTABLE and not abortable_supported:
             return ErrorCode.INVALID_TXN_STATE
         if code in _RETRY_LATER:
             return ErrorCode.NOT_ENOUGH_REPLICAS

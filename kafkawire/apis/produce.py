@@ -73,8 +73,8 @@ def _verify_transaction(
         if h.is_transactional and not h.is_control:
             if h.producer_id in plog.producer_state.ongoing:
                 return
-            code = coordinator.verify_produce(
-                tid, topic, partition, h.producer_id, h.producer_epoch, version
+            code = coordinator.verify(
+                tid, topic, partition, h.producer_id, h.producer_epoch, version >= 11
             )
             if code != ErrorCode.NONE:
                 raise _NotVerified(code, "Partition was not added to the transaction"
