@@ -29,50 +29,13 @@ from protocol.records import ControlType, build_control_batch, iter_headers
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
 
-__all__ = ["write_marker", "append_marker", "OFFSETS_TOPIC"]
+__all__ = ["write_marker", "OFFSETS_TOPIC"]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def append_marker(
-    broker: Broker,
-    topic: str,
-    partition: int,
-    producer_id: int,
-    producer_epoch: int,
-    commit: bool,
-    coordinator_epoch: int,
-) -> ErrorCode:
-    """Append a marker to a partition led here and advance its high watermark."""
-    pimg = broker.image.partition(topic, partition)
-    if pimg is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if pimg.leader != broker.node_id:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    plog = broker.partition_log(topic, partition)
-    if plog is None:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    now = _now_ms()
-    batch = bytearray(
-        build_control_batch(
-            ControlType.COMMIT if commit else ControlType.ABORT,
-            producer_id,
-            producer_epoch,
-            coordinator_epoch,
-            timestamp=now,
-        )
-    )
-    try:
-        plog.append(batch, iter_headers(batch), leader_epoch=pimg.leader_epoch, now_ms=now)
-    except KafkaError as e:
-        return e.code
-    plog.update_high_watermark(plog.log_end_offset)
-    broker.notifier.notify(topic, partition)
-    return ErrorCode.NONE
 
 
 async def write_marker(
@@ -94,6 +57,21 @@ async def write_marker(
         except KafkaError as e:
             return e.code
         return ErrorCode.NONE
-    return append_marker(
-        broker, topic, partition, producer_id, producer_epoch, commit, coordinator_epoch
+    pimg = broker.image.partition(topic, partition)
+    if pimg is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    plog = broker.partition_log(topic, partition)
+    if pimg.leader != broker.node_id or plog is None:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    now = _now_ms()
+    kind = ControlType.COMMIT if commit else ControlType.ABORT
+    batch = bytearray(
+        build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch, timestamp=now)
     )
+    try:
+        plog.append(batch, iter_headers(batch), leader_epoch=pimg.leader_epoch, now_ms=now)
+    except KafkaError as e:
+        return e.code
+    plog.update_high_watermark(plog.log_end_offset)
+    broker.notifier.notify(topic, partition)
+    return ErrorCode.NONE

@@ -56,6 +56,18 @@ def make_topics(bootstrap: str) -> tuple[str, str]:
     return src, dst
 
 
+@pytest.fixture
+def eos_broker(tmp_path: Path) -> Any:
+    """A broker of the test's own (it gets restarted), skipping without a group coordinator."""
+    bp = BrokerProcess(tmp_path / "data", overrides=OVERRIDES).start()
+    try:
+        if not serves(bp.bootstrap, TXN_OFFSET_COMMIT):
+            pytest.skip("no group coordinator (TxnOffsetCommit) in this broker yet")
+        yield bp
+    finally:
+        bp.close()
+
+
 class ConfluentProcessor:
     """One processor instance (consumer + transactional producer with a fixed id)."""
 
@@ -104,98 +116,88 @@ class ConfluentProcessor:
             pass
 
 
-def test_consume_transform_produce_confluent(tmp_path: Path) -> None:
-    bp = BrokerProcess(tmp_path / "data", overrides=OVERRIDES).start()
-    try:
-        b = bp.bootstrap
-        if not serves(b, TXN_OFFSET_COMMIT):
-            pytest.skip("no group coordinator (TxnOffsetCommit) in this broker yet")
-        src, dst = make_topics(b)
-        rng = random.Random(7)
-        group, tid = f"ctp-{uuid.uuid4().hex[:6]}", f"ctp-tx-{uuid.uuid4().hex[:6]}"
-        done = 0
-        deadline = time.monotonic() + 240
-        generation = 0
-        while done < INPUTS and time.monotonic() < deadline:
-            proc = ConfluentProcessor(b, src, dst, group, tid)
-            generation += 1
-            steps = 0
-            try:
-                while done < INPUTS and time.monotonic() < deadline:
-                    steps += 1
-                    crash = generation <= 3 and steps == 3
-                    n = proc.step(rng, crash=crash)
-                    if n < 0:
-                        break  # crashed: the next instance fences and aborts it
-                    done += n
-                    if generation == 2 and steps == 2:
-                        bp.restart(kill=True)
-                    elif generation == 4 and steps == 2:
-                        bp.restart()
-            finally:
-                proc.close()
-        assert done >= INPUTS, f"only {done} processed"
-        want = sorted(f"out-v{i}" for i in range(INPUTS))
-        assert consume(b, dst, "read_committed", INPUTS, partitions=PARTITIONS, idle_s=3) == want
-        everything = consume(b, dst, "read_uncommitted", INPUTS, partitions=PARTITIONS, idle_s=3)
-        assert set(everything) == set(want) and len(everything) > INPUTS  # aborted duplicates
-    finally:
-        bp.close()
+def test_consume_transform_produce_confluent(eos_broker: BrokerProcess) -> None:
+    bp = eos_broker
+    b = bp.bootstrap
+    src, dst = make_topics(b)
+    rng = random.Random(7)
+    group, tid = f"ctp-{uuid.uuid4().hex[:6]}", f"ctp-tx-{uuid.uuid4().hex[:6]}"
+    done = 0
+    deadline = time.monotonic() + 240
+    generation = 0
+    while done < INPUTS and time.monotonic() < deadline:
+        proc = ConfluentProcessor(b, src, dst, group, tid)
+        generation += 1
+        steps = 0
+        try:
+            while done < INPUTS and time.monotonic() < deadline:
+                steps += 1
+                crash = generation <= 3 and steps == 3
+                n = proc.step(rng, crash=crash)
+                if n < 0:
+                    break  # crashed: the next instance fences and aborts it
+                done += n
+                if generation == 2 and steps == 2:
+                    bp.restart(kill=True)
+                elif generation == 4 and steps == 2:
+                    bp.restart()
+        finally:
+            proc.close()
+    assert done >= INPUTS, f"only {done} processed"
+    want = sorted(f"out-v{i}" for i in range(INPUTS))
+    assert consume(b, dst, "read_committed", INPUTS, partitions=PARTITIONS, idle_s=3) == want
+    everything = consume(b, dst, "read_uncommitted", INPUTS, partitions=PARTITIONS, idle_s=3)
+    assert set(everything) == set(want) and len(everything) > INPUTS  # aborted duplicates
 
 
-def test_consume_transform_produce_kafka_python(tmp_path: Path) -> None:
+def test_consume_transform_produce_kafka_python(eos_broker: BrokerProcess) -> None:
     from kafka import KafkaConsumer, KafkaProducer
     from kafka.structs import OffsetAndMetadata
 
-    bp = BrokerProcess(tmp_path / "data", overrides=OVERRIDES).start()
-    try:
-        b = bp.bootstrap
-        if not serves(b, TXN_OFFSET_COMMIT):
-            pytest.skip("no group coordinator (TxnOffsetCommit) in this broker yet")
-        src, dst = make_topics(b)
-        group, tid = f"kctp-{uuid.uuid4().hex[:6]}", f"kctp-tx-{uuid.uuid4().hex[:6]}"
-        done = 0
-        deadline = time.monotonic() + 240
-        for generation in range(1, 50):
-            if done >= INPUTS or time.monotonic() > deadline:
-                break
-            consumer = KafkaConsumer(
-                src, bootstrap_servers=b, group_id=group, isolation_level="read_committed",
-                enable_auto_commit=False, auto_offset_reset="earliest", max_poll_records=30,
-            )
-            producer = KafkaProducer(bootstrap_servers=b, transactional_id=tid)
-            producer.init_transactions()
-            try:
-                for step in range(1, 1000):
-                    if done >= INPUTS or time.monotonic() > deadline:
-                        break
-                    batch: dict[Any, list[Any]] = consumer.poll(1000)
-                    msgs = [m for ms in batch.values() for m in ms]
-                    if not msgs:
-                        continue
-                    producer.begin_transaction()
-                    for m in msgs:
-                        producer.send(dst, b"out-" + m.value, partition=m.partition)
-                    if generation <= 2 and step == 2:
-                        producer.flush()
-                        break  # crash with the transaction open
-                    offsets = {
-                        tp: OffsetAndMetadata(consumer.position(tp), "", -1)
-                        for tp in consumer.assignment()
-                    }
-                    producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
-                    producer.commit_transaction()
-                    done += len(msgs)
-                    if generation == 3 and step == 2:
-                        bp.restart(kill=True)
-            finally:
-                consumer.close(autocommit=False)
-                producer.close(timeout=1)
-        assert done >= INPUTS, f"only {done} processed"
-        want = sorted(f"out-v{i}" for i in range(INPUTS))
-        assert consume(b, dst, "read_committed", INPUTS, partitions=PARTITIONS, idle_s=3) == want
-    finally:
-        bp.close()
+    bp = eos_broker
+    b = bp.bootstrap
+    src, dst = make_topics(b)
+    group, tid = f"kctp-{uuid.uuid4().hex[:6]}", f"kctp-tx-{uuid.uuid4().hex[:6]}"
+    done = 0
+    deadline = time.monotonic() + 240
+    for generation in range(1, 50):
+        if done >= INPUTS or time.monotonic() > deadline:
+            break
+        consumer = KafkaConsumer(
+            src, bootstrap_servers=b, group_id=group, isolation_level="read_committed",
+            enable_auto_commit=False, auto_offset_reset="earliest", max_poll_records=30,
+        )
+        producer = KafkaProducer(bootstrap_servers=b, transactional_id=tid)
+        producer.init_transactions()
+        try:
+            for step in range(1, 1000):
+                if done >= INPUTS or time.monotonic() > deadline:
+                    break
+                batch: dict[Any, list[Any]] = consumer.poll(1000)
+                msgs = [m for ms in batch.values() for m in ms]
+                if not msgs:
+                    continue
+                producer.begin_transaction()
+                for m in msgs:
+                    producer.send(dst, b"out-" + m.value, partition=m.partition)
+                if generation <= 2 and step == 2:
+                    producer.flush()
+                    break  # crash with the transaction open
+                offsets = {
+                    tp: OffsetAndMetadata(consumer.position(tp), "", -1)
+                    for tp in consumer.assignment()
+                }
+                producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+                producer.commit_transaction()
+                done += len(msgs)
+                if generation == 3 and step == 2:
+                    bp.restart(kill=True)
+        finally:
+            consumer.close(autocommit=False)
+            producer.close(timeout=1)
+    assert done >= INPUTS, f"only {done} processed"
+    want = sorted(f"out-v{i}" for i in range(INPUTS))
+    assert consume(b, dst, "read_committed", INPUTS, partitions=PARTITIONS, idle_s=3) == want
 
 
 # ---------------------------------------------------------------------------------------------

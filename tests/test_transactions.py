@@ -55,6 +55,18 @@ def confluent_producer(bootstrap: str, tid: str, **extra: Any) -> Producer:
                      **extra})
 
 
+def open_transaction(bootstrap: str, tid: str, topic: str, values: list[str], partition: int,
+                     **extra: Any) -> Producer:
+    """A producer with a transaction begun, ``values`` written to ``partition`` and flushed."""
+    p = confluent_producer(bootstrap, tid, **extra)
+    p.init_transactions(30)
+    p.begin_transaction()
+    for v in values:
+        p.produce(topic, value=v.encode(), partition=partition)
+    p.flush(30)
+    return p
+
+
 def consume(bootstrap: str, topic: str, isolation: str, expect: int, partitions: int = 2,
             idle_s: float = 1.5, timeout_s: float = 30) -> list[str]:
     """Every value of ``topic`` visible at ``isolation``: polls until ``expect`` values arrived,
@@ -150,12 +162,7 @@ def test_confluent_zombie_fenced_by_second_instance(txn_broker: BrokerProcess) -
     b = txn_broker.bootstrap
     topic = new_topic(b)
     tid = f"z-{uuid.uuid4().hex[:6]}"
-    zombie = confluent_producer(b, tid)
-    zombie.init_transactions(30)
-    zombie.begin_transaction()
-    for i in range(3):
-        zombie.produce(topic, value=f"zombie{i}".encode(), partition=0)
-    zombie.flush(30)
+    zombie = open_transaction(b, tid, topic, [f"zombie{i}" for i in range(3)], 0)
     # a new instance with the same transactional.id aborts the open transaction and fences
     fresh = confluent_producer(b, tid)
     fresh.init_transactions(30)
@@ -178,12 +185,8 @@ def test_confluent_abort_on_timeout(txn_broker: BrokerProcess) -> None:
     b = txn_broker.bootstrap
     topic = new_topic(b)
     tid = f"t-{uuid.uuid4().hex[:6]}"
-    p = confluent_producer(b, tid, **{"transaction.timeout.ms": 2000})
-    p.init_transactions(30)
-    p.begin_transaction()
-    for i in range(3):
-        p.produce(topic, value=f"slow{i}".encode(), partition=1)
-    p.flush(30)
+    p = open_transaction(b, tid, topic, [f"slow{i}" for i in range(3)], 1,
+                         **{"transaction.timeout.ms": 2000})
     # the coordinator aborts it on its own, fencing this producer (epoch 0 -> 1)
     st = wait_state(b, tid, "CompleteAbort", timeout_s=30)
     assert st.producer_epoch == 1
@@ -299,12 +302,7 @@ def test_in_flight_transaction_survives_restart_and_kill9(tmp_path: Path) -> Non
         done.commit_transaction(30)
         # 2) open at the kill: after the restart the LSO stays below it until the next
         #    instance of the same transactional id aborts it
-        open_ = confluent_producer(b, "restart-open")
-        open_.init_transactions(30)
-        open_.begin_transaction()
-        for i in range(3):
-            open_.produce(topic, value=f"open{i}".encode(), partition=1)
-        open_.flush(30)
+        open_transaction(b, "restart-open", topic, [f"open{i}" for i in range(3)], 1)
         bp.kill()
         bp.start()
         assert consume(b, topic, "read_committed", 3) == ["done0", "done1", "done2"]
@@ -329,11 +327,7 @@ def test_open_transaction_times_out_after_restart(tmp_path: Path) -> None:
     try:
         b = bp.bootstrap
         topic = new_topic(b)
-        p = confluent_producer(b, "restart-timeout", **{"transaction.timeout.ms": 4000})
-        p.init_transactions(30)
-        p.begin_transaction()
-        p.produce(topic, value=b"x", partition=0)
-        p.flush(30)
+        open_transaction(b, "restart-timeout", topic, ["x"], 0, **{"transaction.timeout.ms": 4000})
         bp.kill()
         bp.start()
         # the start time is in __transaction_state: the timeout still applies after a restart
