@@ -119,7 +119,7 @@ class TxnCoordinator:
         producer_id: int,
         producer_epoch: int,
         abortable_supported: bool,
-    ) -> ErrorCode:
+    ) -> tuple[ErrorCode, ErrorCode]:
         """KIP-890 part 1 (``transaction.partition.verification.enable``, on by default as in
         Kafka): the first transactional write of a producer to a partition is accepted only if
         the coordinator has that partition in the producer's ongoing transaction. This keeps a
@@ -129,7 +129,8 @@ class TxnCoordinator:
         introduced it: Produce v11, TxnOffsetCommit v4), another epoch ->
         INVALID_PRODUCER_EPOCH, coordinator busy or moving -> NOT_ENOUGH_REPLICAS (retriable).
         Produce uses it; a TxnOffsetCommit handler can call it for the group's
-        ``__consumer_offsets`` partition the same way."""
+        ``__consumer_offsets`` partition the same way. Returns (the error to answer, the
+        coordinator's own error)."""
         shard = self.shard_or_error(transactional_id)
         if isinstance(shard, ErrorCode):
             code = shard
@@ -138,12 +139,12 @@ class TxnCoordinator:
                 transactional_id, producer_id, producer_epoch, [(topic, partition)]
             )[(topic, partition)]
         if code == ErrorCode.PRODUCER_FENCED:
-            return ErrorCode.INVALID_PRODUCER_EPOCH
+            return ErrorCode.INVALID_PRODUCER_EPOCH, code
         if code == ErrorCode.TRANSACTION_ABORTABLE and not abortable_supported:
-            return ErrorCode.INVALID_TXN_STATE
+            return ErrorCode.INVALID_TXN_STATE, code
         if code in _RETRY_LATER:
-            return ErrorCode.NOT_ENOUGH_REPLICAS
-        return code
+            return ErrorCode.NOT_ENOUGH_REPLICAS, code
+        return code, code
 
     def shard_or_error(self, transactional_id: str) -> TxnShard | ErrorCode:
         try:

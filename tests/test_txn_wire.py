@@ -271,6 +271,8 @@ def test_full_transaction_on_the_wire(raw: RawClient) -> None:
     assert produce_txn(raw, tid, topic, b0, 9).error_code == ErrorCode.INVALID_TXN_STATE
     p = produce_txn(raw, tid, topic, b0, 11)
     assert (p.error_code, p.log_start_offset) == (ErrorCode.TRANSACTION_ABORTABLE, -1)
+    # a transactional id the coordinator does not know
+    assert produce_txn(raw, tid + "-x", topic, b0).error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
     assert add_partitions(raw, tid, pid, 0, {topic: [0]}) == {(topic, 0): 0}
     assert produce_txn(raw, tid, topic, txn_batch(pid, 0, ["a", "b"])).error_code == 0
     assert produce_txn(raw, tid, topic, txn_batch(pid, 2, ["c"])).error_code == 0

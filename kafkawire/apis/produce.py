@@ -73,9 +73,12 @@ def _verify_transaction(
         if h.is_transactional and not h.is_control:
             if h.producer_id in plog.producer_state.ongoing:
                 return
-            code = coordinator.verify(
+            code, underlying = coordinator.verify(
                 tid, topic, partition, h.producer_id, h.producer_epoch, version >= 11
             )
+            if code == ErrorCode.NOT_ENOUGH_REPLICAS:
+                raise _NotVerified(code, "Unable to verify the partition has been added to the "
+                                         "transaction. Underlying error: " + underlying.name)
             if code != ErrorCode.NONE:
                 raise _NotVerified(code, "Partition was not added to the transaction"
                                    if code in (ErrorCode.INVALID_TXN_STATE,
