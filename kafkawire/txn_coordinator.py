@@ -61,6 +61,17 @@ _RETRY_LATER = (
 )
 
 
+def _mapped(code: ErrorCode, abortable_supported: bool) -> ErrorCode:
+    """A coordinator answer as a write (Produce, TxnOffsetCommit) reports it."""
+    if code == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if code == ErrorCode.TRANSACTION_ABORTABLE and not abortable_supported:
+        return ErrorCode.INVALID_TXN_STATE
+    if code in _RETRY_LATER:
+        return ErrorCode.NOT_ENOUGH_REPLICAS
+    return code
+
+
 def txn_config(values: dict[str, Any]) -> TxnConfig:
     return TxnConfig(
         max_timeout_ms=int(values["transaction.max.timeout.ms"]),
@@ -138,13 +149,26 @@ class TxnCoordinator:
             code = shard.verify_partitions(
                 transactional_id, producer_id, producer_epoch, [(topic, partition)]
             )[(topic, partition)]
-        if code == ErrorCode.PRODUCER_FENCED:
-            return ErrorCode.INVALID_PRODUCER_EPOCH, code
-        if code == ErrorCode.TRANSACTION_ABORTABLE and not abortable_supported:
-            return ErrorCode.INVALID_TXN_STATE, code
-        if code in _RETRY_LATER:
-            return ErrorCode.NOT_ENOUGH_REPLICAS, code
-        return code, code
+        return _mapped(code, abortable_supported), code
+
+    async def add_implicitly(
+        self, transactional_id: str, topic: str, partition: int, producer_id: int,
+        producer_epoch: int,
+    ) -> tuple[ErrorCode, ErrorCode]:
+        """Transaction version 2 (Produce v12+, TxnOffsetCommit v5+): the partition joins the
+        producer's transaction with the write itself, no AddPartitionsToTxn. Errors mapped as
+        :meth:`verify` maps them (TRANSACTION_ABORTABLE is understood by these versions)."""
+        try:
+            code: ErrorCode = await self.run(
+                transactional_id,
+                lambda shard, now: shard.add_partitions(
+                    transactional_id, producer_id, producer_epoch, [(topic, partition)], now,
+                    client_version=2,
+                ),
+            )
+        except KafkaError as e:
+            code = e.code
+        return _mapped(code, True), code
 
     def shard_or_error(self, transactional_id: str) -> TxnShard | ErrorCode:
         try:

@@ -495,3 +495,74 @@ class CoordinatorMachine(RuleBasedStateMachine):
 
 CoordinatorMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
 test_coordinator_machine = CoordinatorMachine.TestCase
+
+
+# ---------------------------------------------------------------------------------------------
+# transaction version 2 (EndTxn v5, implicit adds)
+
+
+def v2_end(log: Log, commit: bool, epoch: int, pid: int = 1000, new_pid: int | None = None) -> InitResult:
+    res = log.run(log.shard.end_txn_v2(TID, pid, epoch, commit, T0 + 5, new_pid))
+    assert isinstance(res, InitResult)
+    return res
+
+
+def test_v2_end_bumps_the_epoch_and_retries_are_recognised() -> None:
+    log = new_log()
+    init(log)  # epoch 0
+    assert log.run(log.shard.add_partitions(TID, 1000, 0, [("a", 0)], T0, client_version=2)) == E.NONE
+    assert v2_end(log, True, 0) == InitResult(E.NONE, 1000, 1)
+    m = log.shard.txns[TID]
+    assert (m.state, m.producer_epoch, m.last_producer_epoch, m.client_version) == (S.PREPARE_COMMIT, 1, 0, 2)
+    (job,) = log.shard.marker_jobs()
+    assert job.producer_epoch == 1  # markers carry the bumped epoch
+    assert v2_end(log, True, 0).error == E.CONCURRENT_TRANSACTIONS  # retry while markers go
+    assert v2_end(log, True, 1).error == E.PRODUCER_FENCED
+    log.apply(log.shard.complete(job, T0 + 6)[0])
+    assert log.shard.txns[TID].state is S.COMPLETE_COMMIT
+    assert v2_end(log, True, 0) == InitResult(E.NONE, 1000, 1)  # retry after completion
+    assert v2_end(log, False, 0).error == E.INVALID_TXN_STATE
+    assert v2_end(log, True, 1).error == E.INVALID_TXN_STATE
+    # records are TransactionLogValue v1: the rebuilt shard keeps the client version
+    rebuilt = log.rebuilt()
+    assert rebuilt.txns[TID].client_version == 2 and persisted(rebuilt) == persisted(log.shard)
+    # an abort with nothing added is allowed and bumps too (Kafka's table)
+    assert v2_end(log, False, 1) == InitResult(E.NONE, 1000, 2)
+    finish_markers(log)
+    assert v2_end(log, False, 1) == InitResult(E.NONE, 1000, 2)  # retry
+    assert v2_end(log, True, 2).error == E.INVALID_TXN_STATE
+
+
+@pytest.mark.parametrize(("state", "commit", "retry", "want"), [
+    (S.EMPTY, False, True, E.PRODUCER_FENCED), (S.EMPTY, False, False, "bump"),
+    (S.EMPTY, True, True, E.PRODUCER_FENCED), (S.EMPTY, True, False, E.INVALID_TXN_STATE),
+    (S.COMPLETE_ABORT, False, True, E.NONE), (S.COMPLETE_ABORT, False, False, "bump"),
+    (S.COMPLETE_ABORT, True, True, E.INVALID_TXN_STATE), (S.COMPLETE_ABORT, True, False, E.INVALID_TXN_STATE),
+    (S.COMPLETE_COMMIT, False, True, E.INVALID_TXN_STATE), (S.COMPLETE_COMMIT, False, False, "bump"),
+    (S.COMPLETE_COMMIT, True, True, E.NONE), (S.COMPLETE_COMMIT, True, False, E.INVALID_TXN_STATE),
+])
+def test_v2_end_table(state: TxnState, commit: bool, retry: bool, want: Any) -> None:
+    log = shard_in(state)  # epoch 3
+    res = v2_end(log, commit, 2 if retry else 3)
+    if want == "bump":
+        assert res == InitResult(E.NONE, 1000, 4)
+        assert log.shard.txns[TID].state is S.PREPARE_ABORT
+    else:
+        assert res.error == want
+
+
+def test_v2_epoch_overflow_moves_to_the_next_producer_id() -> None:
+    log = new_log()
+    init(log)
+    m = log.shard.txns[TID]
+    log.shard.txns[TID] = replace(m, producer_epoch=32766, state=S.ONGOING, partitions=frozenset({("a", 0)}),
+                                  start_ms=T0)
+    assert log.run(log.shard.end_txn_v2(TID, 1000, 32766, True, T0)) is NEED_PRODUCER_ID
+    assert v2_end(log, True, 32766, new_pid=2000) == InitResult(E.NONE, 2000, 0)
+    m = log.shard.txns[TID]
+    assert (m.producer_id, m.producer_epoch, m.next_producer_id) == (1000, 32767, 2000)
+    finish_markers(log)
+    m = log.shard.txns[TID]
+    assert (m.state, m.producer_id, m.producer_epoch, m.prev_producer_id) == (S.COMPLETE_COMMIT, 2000, 0, 1000)
+    assert v2_end(log, True, 32766, pid=1000) == InitResult(E.NONE, 2000, 0)  # retried across it
+    assert log.rebuilt().txns[TID].producer_id == 2000

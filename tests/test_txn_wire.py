@@ -370,3 +370,39 @@ def test_read_committed_errors_carry_no_aborted_list(raw: RawClient) -> None:
     p = fetch(raw, topic, 5, READ_COMMITTED)
     assert p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     assert (p.high_watermark, p.last_stable_offset, p.aborted_transactions) == (-1, -1, None)
+
+
+def test_transaction_version_2_requests(raw: RawClient) -> None:
+    """Produce v12 adds the partition itself and EndTxn v5 bumps the epoch (KIP-890 part 2),
+    as Kafka serves those versions (Kafka's clients send them once transaction.version 2 is
+    finalized)."""
+    topic = new_topic(raw, "tx2")
+    tid = f"tv2-{uuid.uuid4().hex[:6]}"
+    coordinator_ready(raw, tid)
+    r = init_txn(raw, tid, 5)
+    pid = r.producer_id
+    assert produce_txn(raw, tid, topic, txn_batch(pid, 0, ["a", "b"]), 12).error_code == 0
+    d = raw.request(DescribeTransactionsRequest(transactional_ids=[tid]), 0).transaction_states[0]
+    assert d.transaction_state == "Ongoing" and [t.partitions for t in d.topics] == [[0]]
+    e = end_txn(raw, tid, pid, 0, True, 5)
+    assert (e.error_code, e.producer_id, e.producer_epoch) == (0, pid, 1)
+    p = wait_lso(raw, topic, 3)
+    # the COMMIT marker carries the bumped epoch
+    data = bytes(p.records)
+    assert [(h.base_offset, h.producer_epoch, h.is_control) for _, h in iter_headers(data)] == [
+        (0, 0, False), (2, 1, True)]
+    # the next transaction runs on epoch 1 from sequence 0; abort it
+    assert produce_txn(raw, tid, topic, txn_batch(pid, 0, ["c"], epoch=1), 12).error_code == 0
+    deadline = time.monotonic() + 10
+    while (e := end_txn(raw, tid, pid, 1, False, 5)).error_code == ErrorCode.CONCURRENT_TRANSACTIONS:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert (e.error_code, e.producer_epoch) == (0, 2)
+    p = wait_lso(raw, topic, 5)
+    assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(pid, 3)]
+    # a retry of that EndTxn (epoch 1) is recognised and answered with the current epoch
+    e = end_txn(raw, tid, pid, 1, False, 5)
+    assert (e.error_code, e.producer_epoch) in ((0, 2), (ErrorCode.CONCURRENT_TRANSACTIONS, -1))
+    # the old epoch cannot write any more
+    p = produce_txn(raw, tid, topic, txn_batch(pid, 1, ["late"], epoch=1), 12)
+    assert p.error_code == ErrorCode.INVALID_PRODUCER_EPOCH

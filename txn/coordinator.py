@@ -218,7 +218,9 @@ class TxnShard:
         """Check ``old -> new`` against the table and remember the transit for replay."""
         check_transition(old.state if old is not None else None, new.state)
         self._transits[new.transactional_id] = new
-        return encode(new, self.config.log_value_version)
+        # v1 (flexible, with next producer id and client version) for version-2 transactions
+        version = 1 if new.client_version >= 2 else self.config.log_value_version
+        return encode(new, version)
 
     def _fence_and_abort(self, meta: TxnMetadata, now_ms: int) -> CoordinatorRecord:
         """Ongoing -> PrepareEpochFence -> PrepareAbort with the epoch bumped (one record)."""
@@ -320,7 +322,10 @@ class TxnShard:
         producer_epoch: int,
         partitions: Iterable[TopicPartition],
         now_ms: int,
+        client_version: int = 0,
     ) -> tuple[Records, ErrorCode]:
+        """Add partitions (AddPartitionsToTxn, AddOffsetsToTxn; with ``client_version`` 2 the
+        implicit add of Produce v12 / TxnOffsetCommit v5)."""
         meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         if isinstance(meta, ErrorCode):
             return [], meta
@@ -334,7 +339,7 @@ class TxnShard:
         start = now_ms if meta.state is not TxnState.ONGOING else meta.start_ms
         new = replace(
             meta, state=TxnState.ONGOING, partitions=meta.partitions | added, start_ms=start,
-            last_update_ms=now_ms,
+            last_update_ms=now_ms, client_version=client_version,
         )
         return [self._transit(meta, new)], E.NONE
 
@@ -385,6 +390,92 @@ class TxnShard:
             return [], E.NONE
         return [], E.INVALID_TXN_STATE
 
+    def end_txn_v2(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        now_ms: int,
+        new_producer_id: int | None = None,
+    ) -> tuple[Records, InitResult | NeedProducerId]:
+        """EndTxn v5, transaction version 2 (KIP-890 part 2): every end bumps the epoch (the
+        Prepare record carries epoch + 1 and the markers are written with it), and the reply
+        names the producer id and epoch to use next. A retry is recognised by the epoch one
+        below the current one; an EndTxn(abort) with nothing added is allowed. Kafka's table::
+
+                           Abort              Commit
+                        retry  current     retry  current
+            Empty       FENCED bump        FENCED INVALID_TXN_STATE
+            CompleteAb. NONE   bump        ITS    ITS
+            CompleteCo. ITS    bump        NONE   ITS
+
+        When the bumped epoch would be exhausted, the transaction completes onto a fresh
+        producer id (``next_producer_id``, epoch 0)."""
+        if transactional_id == "":
+            return [], InitResult(E.INVALID_REQUEST)
+        meta = self.txns.get(transactional_id)
+        if meta is None:
+            return [], InitResult(E.INVALID_PRODUCER_ID_MAPPING)
+        state = meta.state
+        retry_overflow = (
+            meta.prev_producer_id == producer_id and producer_epoch == INT16_MAX - 1
+            and meta.producer_epoch == 0
+        )
+        retry_bump = meta.producer_epoch == producer_epoch + 1
+        if state.is_prepare:
+            valid = retry_bump
+        elif state.is_complete:
+            valid = retry_bump or retry_overflow or producer_epoch == meta.producer_epoch
+        else:
+            valid = producer_epoch == meta.producer_epoch
+        is_retry = retry_bump or retry_overflow
+        if meta.producer_id != producer_id and not retry_overflow:
+            return [], InitResult(E.INVALID_PRODUCER_ID_MAPPING)
+        if not valid:
+            return [], InitResult(E.PRODUCER_FENCED)
+        if state.is_prepare:
+            return [], InitResult(E.CONCURRENT_TRANSACTIONS)
+        current = InitResult(E.NONE, meta.producer_id, meta.producer_epoch)
+        if state is TxnState.ONGOING:
+            target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+            return self._end_v2(meta, target, now_ms, meta.start_ms, new_producer_id)
+        if state is TxnState.COMPLETE_COMMIT:
+            if commit:
+                return [], current if is_retry else InitResult(E.INVALID_TXN_STATE)
+            if is_retry:
+                return [], InitResult(E.INVALID_TXN_STATE)
+            return self._end_v2(meta, TxnState.PREPARE_ABORT, now_ms, now_ms, new_producer_id)
+        if state is TxnState.COMPLETE_ABORT:
+            if commit:
+                return [], InitResult(E.INVALID_TXN_STATE)
+            if is_retry:
+                return [], current
+            return self._end_v2(meta, TxnState.PREPARE_ABORT, now_ms, now_ms, new_producer_id)
+        if state is TxnState.EMPTY and not commit:
+            return self._end_v2(meta, TxnState.PREPARE_ABORT, now_ms, now_ms, new_producer_id)
+        return [], InitResult(E.INVALID_TXN_STATE)
+
+    def _end_v2(
+        self, meta: TxnMetadata, target: TxnState, now_ms: int, start_ms: int,
+        new_producer_id: int | None,
+    ) -> tuple[Records, InitResult | NeedProducerId]:
+        next_pid = NO_PRODUCER_ID
+        if epoch_exhausted(meta.producer_epoch):
+            if new_producer_id is None:
+                return [], NEED_PRODUCER_ID
+            next_pid = new_producer_id
+        new = replace(
+            meta, state=target, producer_epoch=meta.producer_epoch + 1,
+            last_producer_epoch=meta.producer_epoch, next_producer_id=next_pid,
+            start_ms=start_ms, last_update_ms=now_ms, client_version=2,
+        )
+        reply = (
+            InitResult(E.NONE, next_pid, 0) if next_pid != NO_PRODUCER_ID
+            else InitResult(E.NONE, new.producer_id, new.producer_epoch)
+        )
+        return [self._transit(meta, new)], reply
+
     def marker_jobs(self) -> list[MarkerJob]:
         """Transactions in a Prepare state whose markers nobody is writing yet; they count as
         being written until :meth:`complete` or :meth:`release`."""
@@ -418,6 +509,12 @@ class TxnShard:
             return [], False
         done = TxnState.COMPLETE_COMMIT if job.commit else TxnState.COMPLETE_ABORT
         new = replace(meta, state=done, partitions=frozenset(), last_update_ms=now_ms)
+        if meta.client_version >= 2 and meta.next_producer_id != NO_PRODUCER_ID:
+            # transaction version 2 with an exhausted epoch: continue on the next producer id
+            new = replace(
+                new, producer_id=meta.next_producer_id, prev_producer_id=meta.producer_id,
+                producer_epoch=0, next_producer_id=NO_PRODUCER_ID,
+            )
         return [self._transit(meta, new)], True
 
     # ------------------------------------------------------------------------------------

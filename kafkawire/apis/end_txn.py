@@ -11,9 +11,11 @@ CompleteAbort.
 - While the markers are being written: CONCURRENT_TRANSACTIONS (the client retries).
 - INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below v2, KIP-588),
   NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS / COORDINATOR_NOT_AVAILABLE.
-- v5 (KIP-890 part 2) answers ProducerId/ProducerEpoch. **Deviation:** this broker finalizes
-  ``transaction.version`` 0, so Kafka's clients never send v5; a v5 request gets the
-  transaction-version-1 semantics (no epoch bump) and its unchanged producer id and epoch.
+- v5 is transaction version 2 (KIP-890 part 2), as in Kafka whatever the finalized level: the
+  epoch is bumped by every EndTxn (the markers carry the new epoch) and the answer names the
+  producer id and epoch to continue with; retries are recognised by the previous epoch, an
+  abort with nothing added is allowed. Kafka's clients send v5 only when
+  ``transaction.version`` 2 is finalized, which this broker does not do yet.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from kafkawire.apis.add_partitions_to_txn import fenced_for
 from protocol._generated.end_txn_request import EndTxnRequest
 from protocol._generated.end_txn_response import EndTxnResponse
 from protocol.errors import ErrorCode, KafkaError
+from txn.coordinator import InitResult
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
@@ -34,20 +37,31 @@ VERSIONS = (0, 5)
 
 
 async def handle(broker: Broker, ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
+    v = ctx.api_version
     tid = req.transactional_id
+    pid, epoch = -1, -1
     if tid == "":
         code = ErrorCode.INVALID_REQUEST
     else:
         try:
-            code = await broker.txn_coordinator.run(
-                tid,
-                lambda shard, now: shard.end_txn(
-                    tid, req.producer_id, req.producer_epoch, req.committed, now
-                ),
-            )
+            if v >= 5:  # transaction version 2: the epoch is bumped, the reply says to what
+                res: InitResult = await broker.txn_coordinator.run_with_producer_id(
+                    tid,
+                    lambda shard, now, new_pid: shard.end_txn_v2(
+                        tid, req.producer_id, req.producer_epoch, req.committed, now, new_pid
+                    ),
+                )
+                code, pid, epoch = res
+            else:
+                code = await broker.txn_coordinator.run(
+                    tid,
+                    lambda shard, now: shard.end_txn(
+                        tid, req.producer_id, req.producer_epoch, req.committed, now
+                    ),
+                )
         except KafkaError as e:
             code = e.code
-    resp = EndTxnResponse(throttle_time_ms=0, error_code=fenced_for(code, ctx.api_version, 2))
-    if ctx.api_version >= 5 and code == ErrorCode.NONE:
-        resp.producer_id, resp.producer_epoch = req.producer_id, req.producer_epoch
+    resp = EndTxnResponse(throttle_time_ms=0, error_code=fenced_for(code, v, 2))
+    if v >= 5 and code == ErrorCode.NONE:
+        resp.producer_id, resp.producer_epoch = pid, epoch
     return resp

@@ -16,7 +16,8 @@ frame and writes the client's bytes verbatim. No Python loop ever visits a recor
   partition are verified with the transaction coordinator first (KIP-890 part 1,
   ``transaction.partition.verification.enable``): TRANSACTION_ABORTABLE (v11+) /
   INVALID_TXN_STATE when the partition was not added, INVALID_PRODUCER_EPOCH for another
-  epoch, NOT_ENOUGH_REPLICAS while the coordinator cannot answer.
+  epoch, NOT_ENOUGH_REPLICAS while the coordinator cannot answer. From v12 (transaction
+  version 2, KIP-890 part 2) the write adds the partition to the transaction instead.
 - v0-2 are advertised (librdkafka disables compression otherwise, KAFKA-18659) but refused,
   as Kafka 4 does. v13 names topics by id.
 """
@@ -60,22 +61,28 @@ class _NotVerified(KafkaError):
     """Refused before the append: carries no log start offset (Kafka's unknown append info)."""
 
 
-def _verify_transaction(
+async def _verify_transaction(
     broker: Broker, tid: str, topic: str, partition: int, plog: Any,
     batches: list[tuple[int, BatchHeader]], version: int,
 ) -> None:
     """Transactional batches opening a transaction on this partition must belong to a
-    transaction that has the partition (KIP-890 part 1, ``kafkawire.txn_coordinator``)."""
+    transaction that has the partition (KIP-890 part 1, ``kafkawire.txn_coordinator``); from
+    v12 (transaction version 2) the write adds the partition itself."""
     coordinator = broker.txn_coordinator
-    if not coordinator.verification:
+    if not coordinator.verification and version < 12:
         return
     for _pos, h in batches:
         if h.is_transactional and not h.is_control:
             if h.producer_id in plog.producer_state.ongoing:
                 return
-            code, underlying = coordinator.verify(
-                tid, topic, partition, h.producer_id, h.producer_epoch, version >= 11
-            )
+            if version >= 12:
+                code, underlying = await coordinator.add_implicitly(
+                    tid, topic, partition, h.producer_id, h.producer_epoch
+                )
+            else:
+                code, underlying = coordinator.verify(
+                    tid, topic, partition, h.producer_id, h.producer_epoch, version >= 11
+                )
             if code == ErrorCode.NOT_ENOUGH_REPLICAS:
                 raise _NotVerified(code, "Unable to verify the partition has been added to the "
                                          "transaction. Underlying error: " + underlying.name)
@@ -142,8 +149,8 @@ async def handle(
                                 "(message.timestamp.before.max.ms / after.max.ms)",
                             )
                 if req.transactional_id is not None and v >= 3:
-                    _verify_transaction(broker, req.transactional_id, topic.name, pd.index,
-                                        plog, batches, v)
+                    await _verify_transaction(broker, req.transactional_id, topic.name,
+                                              pd.index, plog, batches, v)
                 last_pos, last_h = batches[-1]
                 info = plog.append(
                     records[: last_pos + last_h.size], batches, leader_epoch=pimg.leader_epoch, now_ms=now_ms,
