@@ -15,7 +15,6 @@ while the broker does not serve TxnOffsetCommit (API 28).
 
 from __future__ import annotations
 
-import random
 import time
 import uuid
 from pathlib import Path
@@ -83,10 +82,12 @@ class ConfluentProcessor:
                                   "linger.ms": 5})
         self.producer.init_transactions(60)
 
-    def step(self, rng: random.Random, crash: bool = False) -> int:
+    def step(self, crash: bool = False, abort: bool = False) -> int | None:
+        """One transaction over what one poll returns: the records committed (0 when aborted),
+        -1 for a crash with the transaction left open, None when the poll was empty."""
         msgs = [m for m in self.consumer.consume(num_messages=25, timeout=1.0) if not m.error()]
         if not msgs:
-            return 0
+            return None
         p = self.producer
         p.begin_transaction()
         for m in msgs:
@@ -96,7 +97,7 @@ class ConfluentProcessor:
             return -1  # dies with the transaction open
         positions = self.consumer.position(self.consumer.assignment())
         p.send_offsets_to_transaction(positions, self.consumer.consumer_group_metadata(), 60)
-        if rng.random() < 0.2:
+        if abort:
             p.abort_transaction(60)
             self.rewind()
             return 0
@@ -120,7 +121,6 @@ def test_consume_transform_produce_confluent(eos_broker: BrokerProcess) -> None:
     bp = eos_broker
     b = bp.bootstrap
     src, dst = make_topics(b)
-    rng = random.Random(7)
     group, tid = f"ctp-{uuid.uuid4().hex[:6]}", f"ctp-tx-{uuid.uuid4().hex[:6]}"
     done = 0
     deadline = time.monotonic() + 240
@@ -128,22 +128,27 @@ def test_consume_transform_produce_confluent(eos_broker: BrokerProcess) -> None:
     while done < INPUTS and time.monotonic() < deadline:
         proc = ConfluentProcessor(b, src, dst, group, tid)
         generation += 1
-        steps = 0
+        productive = 0  # transactions this instance ran (empty polls do not count)
         try:
             while done < INPUTS and time.monotonic() < deadline:
-                steps += 1
-                crash = generation <= 3 and steps == 3
-                n = proc.step(rng, crash=crash)
+                crash = generation <= 3 and productive == 2
+                n = proc.step(crash=crash, abort=productive % 4 == 1)
+                if n is None:
+                    continue
+                productive += 1
                 if n < 0:
                     break  # crashed: the next instance fences and aborts it
                 done += n
-                if generation == 2 and steps == 2:
-                    bp.restart(kill=True)
-                elif generation == 4 and steps == 2:
-                    bp.restart()
+                if generation in (2, 4) and productive == 2:
+                    bp.restart(kill=generation == 2)
+                    # a new instance after each restart: librdkafka 2.x re-bootstraps when its
+                    # only broker goes away and may then hang in send_offsets_to_transaction
+                    # past its timeout (confluentinc/librdkafka#5511, #5456), with any broker
+                    break
         finally:
             proc.close()
     assert done >= INPUTS, f"only {done} processed"
+    assert generation >= 4  # three crashed instances, a kill -9 and a clean restart happened
     want = sorted(f"out-v{i}" for i in range(INPUTS))
     assert consume(b, dst, "read_committed", INPUTS, partitions=PARTITIONS, idle_s=3) == want
     everything = consume(b, dst, "read_uncommitted", INPUTS, partitions=PARTITIONS, idle_s=3)
