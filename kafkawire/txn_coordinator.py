@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
@@ -89,9 +90,15 @@ class TxnCoordinator:
         self.runtime = broker.txn_runtime
         self.config = txn_config(broker.config.values)
         self.verification = bool(broker.config.values["transaction.partition.verification.enable"])
-        self.runtime.shard_factory = lambda partition: TxnShard(partition, self.config)
+        self.runtime.shard_factory = self._new_shard
         self.runtime.after_timer.append(lambda _partition: self.wake())
         self._wake = trio.Event()
+
+    def _new_shard(self, partition: int) -> TxnShard:
+        # the finalized transaction.version as the shard loads (a feature change reloads it
+        # with the next leadership change; with one node: the next start)
+        level = self.broker.image.features.get("transaction.version", 0)
+        return TxnShard(partition, replace(self.config, transaction_version=level))
 
     def wake(self) -> None:
         """Look for marker jobs now (after EndTxn, a fence, a timer)."""

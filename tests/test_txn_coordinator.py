@@ -566,3 +566,25 @@ def test_v2_epoch_overflow_moves_to_the_next_producer_id() -> None:
     assert (m.state, m.producer_id, m.producer_epoch, m.prev_producer_id) == (S.COMPLETE_COMMIT, 2000, 0, 1000)
     assert v2_end(log, True, 32766, pid=1000) == InitResult(E.NONE, 2000, 0)  # retried across it
     assert log.rebuilt().txns[TID].producer_id == 2000
+
+
+def test_coordinator_aborts_with_transaction_version_2_finalized() -> None:
+    """Kafka's own aborts use the cluster's finalized level: with version 2 the fenced
+    producer's old epoch is two behind, so its EndTxn is PRODUCER_FENCED, not a retry."""
+    log = Log(TxnShard(7, replace(CFG, transaction_version=2)))
+    init(log, timeout=1_000)
+    log.shard.on_loaded(T0)
+    log.run(log.shard.add_partitions(TID, 1000, 0, [("a", 0)], T0, client_version=2))
+    log.apply(log.shard.on_timer(T0 + 5_000))
+    m = log.shard.txns[TID]
+    assert (m.state, m.producer_epoch, m.last_producer_epoch) == (S.PREPARE_ABORT, 2, 1)
+    (job,) = log.shard.marker_jobs()
+    assert job.producer_epoch == 2
+    log.apply(log.shard.complete(job, T0)[0])
+    assert v2_end(log, True, 0).error == E.PRODUCER_FENCED
+    assert v2_end(log, False, 0).error == E.PRODUCER_FENCED
+    # InitProducerId from a new instance while Ongoing fences the same way
+    init(log)  # epoch 3
+    log.run(log.shard.add_partitions(TID, 1000, 3, [("a", 0)], T0, client_version=2))
+    assert init(log).error == E.CONCURRENT_TRANSACTIONS
+    assert log.shard.txns[TID].producer_epoch == 5

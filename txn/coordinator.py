@@ -86,6 +86,9 @@ class TxnConfig:
     abort_interval_ms: int = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
     remove_expired_interval_ms: int = 3_600_000  # ...remove.expired.transaction.cleanup.interval.ms
     log_value_version: int = 0  # TransactionLogValue version: 1 only with transaction.version 2
+    #: the cluster's finalized ``transaction.version``: the coordinator's own aborts (timeouts,
+    #: fencing InitProducerId) use it, as Kafka's do
+    transaction_version: int = 0
 
 
 class NeedProducerId:
@@ -223,13 +226,25 @@ class TxnShard:
         return encode(new, version)
 
     def _fence_and_abort(self, meta: TxnMetadata, now_ms: int) -> CoordinatorRecord:
-        """Ongoing -> PrepareEpochFence -> PrepareAbort with the epoch bumped (one record)."""
+        """Ongoing -> PrepareEpochFence -> PrepareAbort with the epoch bumped (one record).
+        With transaction version 2 finalized the abort itself bumps once more (Kafka: the
+        fence takes epoch + 1, the version-2 PrepareAbort epoch + 2), so a version-2 client
+        still on the old epoch is told PRODUCER_FENCED rather than taken for a retry."""
         fenced = replace(
             meta, state=TxnState.PREPARE_EPOCH_FENCE, producer_epoch=meta.producer_epoch + 1,
             last_producer_epoch=NO_PRODUCER_EPOCH,
         )
         check_transition(meta.state, fenced.state)
-        return self._transit(fenced, replace(fenced, state=TxnState.PREPARE_ABORT, last_update_ms=now_ms))
+        abort = replace(fenced, state=TxnState.PREPARE_ABORT, last_update_ms=now_ms)
+        if self.config.transaction_version >= 2:
+            abort = replace(
+                abort, producer_epoch=fenced.producer_epoch + 1,
+                last_producer_epoch=fenced.producer_epoch, client_version=2,
+            )
+        return self._transit(fenced, abort)
+
+    def _fence_bumps(self) -> int:
+        return 2 if self.config.transaction_version >= 2 else 1
 
     # ------------------------------------------------------------------------------------
     # InitProducerId
@@ -265,7 +280,7 @@ class TxnShard:
         if state is TxnState.ONGOING:
             # Abort the open transaction with a bumped epoch (fencing the old instance); the
             # client retries and gets the epoch bumped once more.
-            if meta.producer_epoch >= INT16_MAX:
+            if meta.producer_epoch >= INT16_MAX - self._fence_bumps() + 1:
                 return [], InitResult(E.CONCURRENT_TRANSACTIONS)
             return [self._fence_and_abort(meta, now_ms)], InitResult(E.CONCURRENT_TRANSACTIONS)
         if state not in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
@@ -527,7 +542,7 @@ class TxnShard:
             if (
                 meta.state is TxnState.ONGOING
                 and meta.start_ms + meta.timeout_ms < now_ms
-                and meta.producer_epoch < INT16_MAX
+                and meta.producer_epoch <= INT16_MAX - self._fence_bumps()
             ):
                 out.append(self._fence_and_abort(meta, now_ms))
         return out
