@@ -16,10 +16,13 @@ from typing import Any
 import trio
 
 from kafkawire.apis import REGISTRY
-from kafkawire.config import LONG_MAX, TOPIC_CONFIGS, BrokerConfig
+from kafkawire.config import TOPIC_CONFIGS, BrokerConfig
 from kafkawire.config_entries import effective_topic_values
+from kafkawire.log_cleaner import LogCleanerService
+from kafkawire.log_flusher import LogFlusher
 from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum
 from kafkawire.purgatory import AppendNotifier
+from kafkawire.retention import run_producer_expiration, run_retention
 from kafkawire.server import Connection, RequestContext, Server
 from kafkawire.storage import format_or_check
 from kraft import controller
@@ -57,6 +60,8 @@ class Broker:
         self.cluster_id = ""
         self.incarnation_id = uuid.uuid4()
         self.logs: LogManager | None = None
+        self.flusher: LogFlusher | None = None
+        self.cleaner: LogCleanerService | None = None
         self.quorum: MetadataQuorum | None = None
         self.notifier = AppendNotifier()
         self.server = Server(self.dispatch, config.socket_request_max_bytes, self.on_disconnect)
@@ -188,6 +193,8 @@ class Broker:
             cfg.log_dirs[0], now_ms(), default_config=defaults,
             config_for=self._log_config_for,
         )
+        self.flusher = LogFlusher(self.logs, cfg, now_ms)
+        self.cleaner = LogCleanerService(self)
         self.quorum = MetadataQuorum(self.logs, self.node_id, now_ms)
         self.quorum.load()
         if not self.image.features:
@@ -197,7 +204,9 @@ class Broker:
         self.sync_logs_with_image()
 
     def _log_config_for(self, topic: str) -> LogConfig:
-        if self.quorum is None or topic == METADATA_TOPIC:
+        if topic == METADATA_TOPIC:  # no retention, no cleaning: it is replayed whole
+            return LogConfig(segment_bytes=64 * 1024 * 1024, retention_ms=-1, retention_bytes=-1)
+        if self.quorum is None:
             return LogConfig.from_properties(
                 {name: self.config.topic_default(name)[0] for name in TOPIC_CONFIGS}
             )
@@ -231,28 +240,15 @@ class Broker:
                         self.config.log_dirs[0],
                     )
                 await self.commit_metadata(self.register())
-                nursery.start_soon(self.background_flush)
+                assert self.flusher is not None and self.cleaner is not None
+                await nursery.start(self.flusher.run)
+                nursery.start_soon(run_retention, self)
+                nursery.start_soon(run_producer_expiration, self)
+                nursery.start_soon(self.cleaner.run)
                 self.started.set()
                 task_status.started(self)
         finally:
             self.close()
-
-    async def background_flush(self) -> None:
-        """Group commit when a flush policy is set: fsync dirty logs off the event loop.
-
-        As in Kafka, the default (log.flush.interval.ms unset, flush.ms = Long.MAX) is no
-        periodic fsync: acknowledged data is in the page cache, which survives a crash of the
-        process (kill -9); segments are fsynced when they roll and at clean shutdown.
-        """
-        interval = self.config.values.get("log.flush.interval.ms")
-        if interval is None or int(interval) >= LONG_MAX // 2:
-            return
-        period_s = max(int(interval), 1) / 1000.0
-        assert self.logs is not None
-        logs = self.logs
-        while True:
-            await trio.sleep(period_s)
-            await trio.to_thread.run_sync(logs.flush_all)
 
     def close(self) -> None:
         if self.logs is not None:

@@ -108,6 +108,9 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "log.cleaner.max.compaction.lag.ms": ("long", LONG_MAX),
     "log.cleaner.min.cleanable.ratio": ("double", 0.5),
     "log.cleaner.backoff.ms": ("long", 15000),
+    "log.cleaner.dedupe.buffer.size": ("long", 134217728),
+    "log.cleaner.io.buffer.load.factor": ("double", 0.9),
+    "log.cleaner.threads": ("int", 1),
     "log.index.interval.bytes": ("int", 4096),
     "log.index.size.max.bytes": ("int", 10485760),
     "log.flush.interval.messages": ("long", LONG_MAX),
@@ -115,6 +118,8 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "log.flush.scheduler.interval.ms": ("long", LONG_MAX),
     "log.flush.offset.checkpoint.interval.ms": ("int", 60000),
     "log.flush.start.offset.checkpoint.interval.ms": ("int", 60000),
+    "replica.high.watermark.checkpoint.interval.ms": ("long", 5000),
+    "log.initial.task.delay.ms": ("long", 30000),
     "log.message.timestamp.type": ("string", "CreateTime"),
     "log.message.timestamp.after.max.ms": ("long", 3600000),
     "log.message.timestamp.before.max.ms": ("long", LONG_MAX),
@@ -166,6 +171,9 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "replica.lag.time.max.ms": ("long", 30000),
     "cluster.id": ("string", None),
 }
+
+# Kafka's internal configs (``defineInternal``): accepted, never listed by DescribeConfigs.
+INTERNAL_BROKER_CONFIGS = frozenset({"log.initial.task.delay.ms"})
 
 # Keys accepted and reported but with no effect in kafkawire (logged once at start).
 IGNORED_PREFIXES = ("ssl.", "sasl.", "listener.name.", "confluent.", "metric.", "metrics.")

@@ -35,6 +35,7 @@ from typing import Any
 
 from kafkawire.config import (
     BROKER_CONFIGS,
+    INTERNAL_BROKER_CONFIGS,
     TOPIC_CONFIGS,
     BrokerConfig,
     ConfigError,
@@ -414,7 +415,8 @@ def broker_config_entries(
     layers = _broker_layers(config, image)
     effective = effective_broker_config(config, image)
     _per, default = dynamic_broker_configs(image, config.node_id)
-    keys = sorted(BROKER_CONFIGS) if per_broker else sorted(k for k in default if k in BROKER_CONFIGS)
+    listed = BROKER_CONFIGS.keys() - INTERNAL_BROKER_CONFIGS
+    keys = sorted(listed) if per_broker else sorted(k for k in default if k in listed)
     if names is not None:
         wanted = set(names)
         keys = [k for k in keys if k in wanted]

@@ -29,6 +29,7 @@ from protocol.records import validate_batches
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
     from kafkawire.server import RequestContext
+    from log.partition_log import PartitionLog
 
 API_KEY = 0
 VERSIONS = (3, 13)
@@ -59,6 +60,7 @@ async def handle(
     img = broker.image
     now_ms = int(time.time() * 1000)
     out: list[ProduceResponse.TopicProduceResponse] = []
+    to_flush: list[tuple[PartResp, PartitionLog]] = []  # flush.messages reached
     for td in req.topic_data:
         if v >= 13:
             topic = img.topics_by_id.get(td.topic_id)
@@ -118,15 +120,26 @@ async def handle(
                 continue
             plog.update_high_watermark(plog.log_end_offset)
             broker.notifier.notify(topic.name, pd.index)
-            parts.append(
-                PartResp(
-                    index=pd.index,
-                    error_code=ErrorCode.NONE,
-                    base_offset=info.first_offset,
-                    log_append_time_ms=info.log_append_time_ms,
-                    log_start_offset=info.log_start_offset,
-                )
+            resp = PartResp(
+                index=pd.index,
+                error_code=ErrorCode.NONE,
+                base_offset=info.first_offset,
+                log_append_time_ms=info.log_append_time_ms,
+                log_start_offset=info.log_start_offset,
             )
+            parts.append(resp)
+            if plog.unflushed_messages >= plog.config.flush_messages:
+                to_flush.append((resp, plog))
+    if to_flush:  # as Kafka, the append that reaches flush.messages is fsynced before the answer
+        assert broker.flusher is not None
+        failed = await broker.flusher.wait_all_durable(
+            [(plog, plog.log_end_offset) for _resp, plog in to_flush]
+        )
+        for resp, plog in to_flush:
+            if id(plog) in failed:
+                resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                resp.error_message = failed[id(plog)]
+                resp.base_offset = -1
     if acks == 0:
         return None
     return ProduceResponse(responses=out, throttle_time_ms=0)
