@@ -69,6 +69,7 @@ from log.config import LONG_MAX, LogConfig
 from log.partition_log import CLEANED_SUFFIX, PartitionLog
 from log.segment import INT32_MAX, LogSegment, scan_file
 from protocol.compression import compress
+from protocol.errors import ErrorCode, KafkaError
 from protocol.records import (
     CONTROL_BIT,
     DELETE_HORIZON_BIT,
@@ -94,6 +95,7 @@ __all__ = [
     "cleanable_offsets",
     "grab_filthiest",
     "map_capacity",
+    "keyless_records",
     "clean_log",
     "MAP_ENTRY_BYTES",
 ]
@@ -232,6 +234,29 @@ def grab_filthiest(
     if not eligible:
         return None, forced
     return max(eligible, key=lambda c: c.cleanable_ratio), forced
+
+
+def keyless_records(
+    buf: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]], max_inflated: int
+) -> list[tuple[int, int]]:
+    """(batch number, record index in the batch) of every record without a key.
+
+    A compacted topic refuses those at Produce (Kafka's LogValidator: INVALID_RECORD, "Compacted
+    topic cannot accept message without key"). This is the one place Produce looks at records:
+    the batch is inflated and each record's prefix walked (about a microsecond per record), and
+    only for topics whose cleanup.policy contains ``compact``. Raises ``KafkaError`` when the
+    records cannot be parsed.
+    """
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    out: list[tuple[int, int]] = []
+    for n, (pos, h) in enumerate(batches):
+        try:
+            missing = _records.keyless_records(view[pos : pos + h.batch_length + LOG_OVERHEAD],
+                                               max_inflated)
+        except (ValueError, IndexError) as exc:
+            raise KafkaError(ErrorCode.INVALID_RECORD, f"invalid record in batch {n}: {exc}") from exc
+        out.extend((n, i) for i in missing)
+    return out
 
 
 def map_capacity(dedupe_buffer_bytes: int, load_factor: float = 0.9) -> int:

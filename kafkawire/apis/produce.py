@@ -12,6 +12,12 @@ frame and writes the client's bytes verbatim. No Python loop ever visits a recor
   OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH (idempotence, in the log),
   UNSUPPORTED_COMPRESSION_TYPE (zstd before v7).
 - A duplicate of one of a producer's last five batches is answered with its original offsets.
+- Compacted topics (cleanup.policy contains ``compact``): a record without a key fails the
+  partition with INVALID_RECORD and per-record ``record_errors`` (v8+), Kafka's messages. This
+  inflates the batch and walks the record prefixes (~1 us per record); other topics never pay
+  it (one attribute test).
+- ``flush.messages``: the append that leaves that many offsets unflushed is answered after an
+  fsync covering it (group commit off the event loop, ``kafkawire.log_flusher``).
 - v0-2 are advertised (librdkafka disables compression otherwise, KAFKA-18659) but refused,
   as Kafka 4 does. v13 names topics by id.
 """
@@ -21,10 +27,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from log.cleaner import keyless_records
 from protocol._generated.produce_request import ProduceRequest
 from protocol._generated.produce_response import ProduceResponse
 from protocol.errors import ErrorCode, KafkaError
-from protocol.records import validate_batches
+from protocol.records import DEFAULT_MAX_UNCOMPRESSED_BYTES, validate_batches
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
@@ -50,6 +57,26 @@ def _error(
         index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
         log_start_offset=log_start_offset, error_message=message,
     )
+
+
+def _keyless_error(
+    index: int, topic: str, keyless: list[tuple[int, int]], plog: PartitionLog
+) -> PartResp:
+    """Kafka's answer to records without a key on a compacted topic (LogValidator)."""
+    message = f"Compacted topic cannot accept message without key in topic partition {topic}-{index}"
+    errors = [
+        ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=message)
+        for _batch, i in keyless
+    ]
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{message}')" for _b, i in keyless[:3])
+    resp = _error(
+        index, ErrorCode.INVALID_RECORD,
+        f"One or more records have been rejected due to {len(keyless)} record errors in total, "
+        f"and only showing the first three errors at most: [{shown}]",
+        plog.log_start_offset,
+    )
+    resp.record_errors = errors
+    return resp
 
 
 async def handle(
@@ -108,6 +135,11 @@ async def handle(
                                 "Timestamp of the batch is out of range "
                                 "(message.timestamp.before.max.ms / after.max.ms)",
                             )
+                if plog.config.compact:  # the only records-level check, compacted topics only
+                    keyless = keyless_records(records, batches, DEFAULT_MAX_UNCOMPRESSED_BYTES)
+                    if keyless:
+                        parts.append(_keyless_error(pd.index, topic.name, keyless, plog))
+                        continue
                 last_pos, last_h = batches[-1]
                 info = plog.append(
                     records[: last_pos + last_h.size], batches, leader_epoch=pimg.leader_epoch, now_ms=now_ms,
