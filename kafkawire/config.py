@@ -60,6 +60,13 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     "unclean.leader.election.enable": ("boolean", False, "unclean.leader.election.enable"),
 }
 
+# Topic configs Kafka defines as internal (``defineInternal``): accepted by CreateTopics and the
+# AlterConfigs APIs and applied, never listed by DescribeConfigs. ``internal.segment.bytes``
+# overrides segment.bytes, which Kafka 4 requires to be at least 1 MiB (tests use it).
+INTERNAL_TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
+    "internal.segment.bytes": ("int", None, None),
+}
+
 # ---------------------------------------------------------------------------------------------
 # Broker configs we understand: name -> (type, default)
 
@@ -415,7 +422,8 @@ def format_config_value(kind: str, value: Any) -> str | None:
 
 # Range checks of Kafka's LogConfig definitions: name -> (at least, at most or None).
 _TOPIC_RANGES: dict[str, tuple[float, float | None]] = {
-    "segment.bytes": (14, None),
+    "segment.bytes": (1048576, None),  # Kafka 4.x (internal.segment.bytes for smaller)
+    "internal.segment.bytes": (14, None),
     "segment.ms": (1, None),
     "segment.jitter.ms": (0, None),
     "segment.index.bytes": (4, None),
@@ -462,9 +470,10 @@ def validate_topic_config(name: str, raw: str | None) -> Any:
     name: x``, ``Invalid value abc for configuration retention.ms: Not a number of type LONG``,
     ``... Value must be at least 1``, ``... String must be one of: ...``.
     """
-    if name not in TOPIC_CONFIGS:
+    definition = TOPIC_CONFIGS.get(name) or INTERNAL_TOPIC_CONFIGS.get(name)
+    if definition is None:
         raise ConfigError(f"Unknown topic config name: {name}")
-    kind, _default, _syn = TOPIC_CONFIGS[name]
+    kind, _default, _syn = definition
     if raw is None:
         return None
     text = raw.strip()

@@ -36,6 +36,7 @@ from typing import Any
 from kafkawire.config import (
     BROKER_CONFIGS,
     INTERNAL_BROKER_CONFIGS,
+    INTERNAL_TOPIC_CONFIGS,
     TOPIC_CONFIGS,
     BrokerConfig,
     ConfigError,
@@ -324,6 +325,12 @@ def effective_topic_values(
                 out[name] = effective.topic_default(name)[0]
         else:
             out[name] = effective.topic_default(name)[0]
+    for name, (kind, _d, _s) in INTERNAL_TOPIC_CONFIGS.items():
+        if name in overrides:
+            try:
+                out[name] = parse_value(kind, overrides[name], name)
+            except ConfigError:
+                pass
     return out
 
 
@@ -345,7 +352,7 @@ def validate_topic_overrides(configs: Mapping[str, str | None]) -> dict[str, str
             value = validate_topic_config(name, raw)
         except ConfigError as e:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
-        kind = TOPIC_CONFIGS[name][0]
+        kind = (TOPIC_CONFIGS.get(name) or INTERNAL_TOPIC_CONFIGS[name])[0]
         formatted = format_config_value(kind, value)
         out[name] = formatted if formatted is not None else raw
     return out

@@ -74,8 +74,7 @@ class LogCleanerService:
             return
         from kafkawire.retention import delete_old_segments
 
-        await trio.sleep(max(int(self.broker.config.values["log.initial.task.delay.ms"]), 0) / 1e3)
-        while True:
+        while True:  # Kafka's cleaner threads start at once (no log.initial.task.delay.ms)
             cleaned = False
             try:
                 cleaned = await self.clean_filthiest()

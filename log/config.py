@@ -108,6 +108,9 @@ class LogConfig:
     def with_properties(self, props: Mapping[str, str | int | None]) -> LogConfig:
         """A copy with Kafka-named properties applied (``None`` values and unknown keys skipped)."""
         changes: dict[str, object] = {}
+        internal = props.get("internal.segment.bytes")
+        if internal is not None:  # Kafka's internal override wins over segment.bytes
+            props = {**props, "segment.bytes": internal}
         for key, value in props.items():
             field = _PROPERTIES.get(key)
             if field is None or value is None:

@@ -1063,7 +1063,11 @@ class PartitionLog:
     # truncation and deletion
     # ---------------------------------------------------------------------------------------
     def truncate_to(self, offset: int) -> None:
-        """Drop everything from the batch containing ``offset`` onwards (follower truncation)."""
+        """Drop everything from the batch containing ``offset`` onwards (follower truncation).
+
+        The log end offset becomes the next offset after the last batch kept (or the active
+        segment's base offset when it is empty), as a restart would derive it, but never less
+        than the log start offset (a compaction gap can hold the start)."""
         if offset >= self._leo:
             return
         if offset < self.log_start_offset:
@@ -1077,7 +1081,7 @@ class PartitionLog:
         active.truncate_to(offset)
         active.open_for_append()
         nxt = active.read_next_offset()
-        self._leo = nxt if nxt is not None else active.base_offset
+        self._leo = max(nxt if nxt is not None else active.base_offset, self.log_start_offset)
         self._after_truncation()
 
     def _drop_last_segment(self) -> None:

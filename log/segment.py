@@ -594,6 +594,9 @@ class LogSegment:
         removed = self.size - pos
         os.ftruncate(self.file().fd, pos)
         self.size = pos
+        if self.unverified_end > pos:  # what is appended later is checked on the way in
+            self.unverified_end = pos
+            self._verified = [(a, min(b, pos)) for a, b in self._verified if a < pos]
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.version += 1
