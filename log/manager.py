@@ -8,6 +8,9 @@ from then on is detected at the next start. Checkpoints (``recovery-point-offset
 written by :meth:`checkpoint` (the broker calls it periodically) and on :meth:`close`, which ends
 by writing the clean shutdown marker.
 
+The log cleaner's ``cleaner-offset-checkpoint`` (where each compacted log is clean up to) is
+kept here too: read at open, updated in memory by the cleaner, written by it and at close.
+
 Partition directories are ``<topic>-<partition>``; the partition number follows the LAST '-'
 since topic names may contain '-' and '.'. Kafka's ``*-delete`` directories (topics deleted
 asynchronously) are removed at startup, ``*-future`` / ``*-stray`` ones are left alone.

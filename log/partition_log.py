@@ -26,6 +26,16 @@ segment from the one holding the recovery point: each batch is checked (header s
 CRC-32C), the file is cut at the first bad one, later segments are dropped, indexes are
 rebuilt. A clean open reads only index summaries and the tail of the last segment.
 
+Data that was on disk when the log was opened and that recovery did not scan (everything after
+a clean shutdown, the segments below the recovery point otherwise) is CRC-checked the first
+time ``read`` returns it; a bad batch is logged once and never returned (CORRUPT_MESSAGE when a
+read starts at it). Appended and recovered bytes are known good and go straight to sendfile.
+
+Retention (``delete_old_segments``) and DeleteRecords (``delete_records_before``) delete whole
+segments and move the log start offset; the log cleaner (``log.cleaner``) rewrites closed
+segments and ``replace_segments`` swaps each result in, crash-safely (``swap_steps``;
+``_complete_swaps`` finishes an interrupted swap at open).
+
 Threads (layer 1 has no locks and starts none): every method is meant for ONE thread, the
 broker's event loop, except ``flush`` / ``prepare_flush`` / ``FlushJob.run`` /
 ``complete_flush``, which one worker thread may run while that thread keeps appending. This is

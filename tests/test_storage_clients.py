@@ -484,3 +484,20 @@ def test_segment_bytes_below_one_mebibyte_is_refused(fast_broker: BrokerProcess)
     [f] = admin.describe_configs([ConfigResource("topic", t)]).values()
     cfg = f.result(30)
     assert "internal.segment.bytes" not in cfg and cfg["segment.bytes"].value == "1073741824"
+
+
+def test_cleaner_disabled_retention_still_applies(tmp_path: Path) -> None:
+    """log.cleaner.enable=false: no compaction, and retention covers compact,delete topics."""
+    with BrokerProcess(tmp_path / "d", overrides={**FAST, "log.cleaner.enable": "false"}) as b:
+        t = name("nocl")
+        create(b.bootstrap, t, **{**COMPACT, "cleanup.policy": "compact,delete",
+                                  "retention.ms": "60000"})
+        produce(b.bootstrap, t, [(b"k", b"old")] * 3,
+                timestamp=int(time.time() * 1000) - 3_600_000)
+        time.sleep(0.3)
+        produce(b.bootstrap, t, [(b"k", b"new1"), (b"k", b"new2")])
+        wait_for(lambda: watermarks(b.bootstrap, t)[0] == 3, 30, "retention")
+        time.sleep(1.0)
+        # both new records stay: nothing compacts them
+        assert [v for _o, _k, v in consume_all(b.bootstrap, t)] == [b"new1", b"new2"]
+        assert "cleaned" not in b.log()
