@@ -19,6 +19,7 @@ from kafkawire.apis import REGISTRY
 from kafkawire.config import LONG_MAX, TOPIC_CONFIGS, BrokerConfig
 from kafkawire.config_entries import effective_topic_values
 from kafkawire.coordinator_runtime import GROUP_TOPIC, TXN_TOPIC, CoordinatorRuntime
+from kafkawire.group_coordinator import make_shard_factory
 from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum
 from kafkawire.purgatory import AppendNotifier
 from kafkawire.server import Connection, RequestContext, Server
@@ -70,7 +71,7 @@ class Broker:
         self._pid_end = 0
         # Coordinator runtimes (docs/COORDINATORS.md), one per internal topic. A coordinator
         # plugs in by setting its runtime's ``shard_factory`` before ``run``.
-        self.group_runtime = CoordinatorRuntime(self, GROUP_TOPIC)
+        self.group_runtime = CoordinatorRuntime(self, GROUP_TOPIC, make_shard_factory(config))
         self.txn_runtime = CoordinatorRuntime(self, TXN_TOPIC)
         self.coordinators_by_key_type = {
             GROUP_TOPIC.key_type: self.group_runtime, TXN_TOPIC.key_type: self.txn_runtime

@@ -32,6 +32,17 @@ MODULES = [
     "describe_topic_partitions",
     "describe_log_dirs",
     "find_coordinator",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "offset_commit",
+    "offset_fetch",
+    "list_groups",
+    "describe_groups",
+    "delete_groups",
+    "offset_delete",
+    "txn_offset_commit",
 ]
 
 
