@@ -1,0 +1,239 @@
+"""One consumer-group member of a stock client family, as a process the group tests can kill.
+
+    python tests/group_member.py FAMILY BOOTSTRAP GROUP TOPIC [--strategy S] [--instance ID]
+                                 [--session-ms N] [--protocol classic|consumer] [--max N]
+
+FAMILY: confluent (librdkafka), kafka-python, aiokafka. Prints JSON lines on stdout:
+``{"assigned": [partitions]}`` whenever its assignment changes (also once it is first known),
+``{"m": [partition, offset, value]}`` per record consumed (committed synchronously after each
+poll), ``{"revoked": [partitions]}`` on revocations, ``{"closed": true}`` after a clean close
+(SIGTERM). Offsets start at the earliest when the group has none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from typing import Any
+
+stop = False
+
+
+def emit(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def on_term(_sig: int, _frm: Any) -> None:
+    global stop
+    stop = True
+
+
+def run_confluent(a: argparse.Namespace) -> None:
+    from confluent_kafka import Consumer
+
+    conf: dict[str, Any] = {
+        "bootstrap.servers": a.bootstrap,
+        "group.id": a.group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    }
+    if a.protocol == "consumer":
+        conf["group.protocol"] = "consumer"
+    else:
+        conf["session.timeout.ms"] = a.session_ms
+        conf["heartbeat.interval.ms"] = max(100, a.session_ms // 6)
+        conf["partition.assignment.strategy"] = a.strategy or "range"
+    if a.instance:
+        conf["group.instance.id"] = a.instance
+    c = Consumer(conf)
+    last: list[int] | None = None
+    incremental = a.strategy == "cooperative-sticky" or a.protocol == "consumer"
+
+    def report() -> None:
+        nonlocal last
+        now = sorted(tp.partition for tp in c.assignment())
+        if now != last:
+            last = now
+            emit({"assigned": now})
+
+    def assigned(consumer: Any, parts: list[Any]) -> None:
+        if incremental:
+            consumer.incremental_assign(parts)
+        else:
+            consumer.assign(parts)
+        report()
+
+    def revoked(consumer: Any, parts: list[Any]) -> None:
+        emit({"revoked": sorted(tp.partition for tp in parts)})
+        if incremental:
+            consumer.incremental_unassign(parts)
+        else:
+            consumer.unassign()
+        report()
+
+    c.subscribe([a.topic], on_assign=assigned, on_revoke=revoked)
+    n = 0
+    while not stop:
+        msgs = c.consume(100, 0.2)
+        report()
+        got = False
+        for m in msgs:
+            if m.error():
+                continue
+            emit({"m": [m.partition(), m.offset(), m.value().decode()]})
+            got = True
+            n += 1
+        if got:
+            c.commit(asynchronous=False)
+        if a.max and n >= a.max:
+            break
+    c.close()
+    emit({"closed": True})
+
+
+def run_kafka_python(a: argparse.Namespace) -> None:
+    from kafka import KafkaConsumer
+    from kafka.consumer.subscription_state import ConsumerRebalanceListener
+
+    import kafka.coordinator.assignors.range as r
+    import kafka.coordinator.assignors.roundrobin as rr
+
+    assignor = {"range": r.RangePartitionAssignor, "roundrobin": rr.RoundRobinPartitionAssignor}
+    if a.strategy == "sticky":
+        import kafka.coordinator.assignors.sticky.sticky_assignor as st
+
+        assignor["sticky"] = st.StickyPartitionAssignor
+    kw: dict[str, Any] = {}
+    if a.instance:
+        kw["group_instance_id"] = a.instance
+    c = KafkaConsumer(
+        bootstrap_servers=a.bootstrap,
+        group_id=a.group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=a.session_ms,
+        heartbeat_interval_ms=max(100, a.session_ms // 6),
+        partition_assignment_strategy=[assignor[a.strategy or "range"]],
+        **kw,
+    )
+    last: list[int] | None = None
+
+    def report() -> None:
+        nonlocal last
+        now = sorted(tp.partition for tp in c.assignment())
+        if now != last:
+            last = now
+            emit({"assigned": now})
+
+    class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            emit({"revoked": sorted(tp.partition for tp in revoked)})
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            report()
+
+    c.subscribe([a.topic], listener=Listener())
+    n = 0
+    while not stop:
+        batches = c.poll(timeout_ms=200)
+        report()
+        got = False
+        for _tp, msgs in batches.items():
+            for m in msgs:
+                emit({"m": [m.partition, m.offset, m.value.decode()]})
+                got = True
+                n += 1
+        if got:
+            c.commit()
+        if a.max and n >= a.max:
+            break
+    c.close()
+    emit({"closed": True})
+
+
+def run_aiokafka(a: argparse.Namespace) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+    from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+    from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    assignor = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
+
+    async def main() -> None:
+        kw: dict[str, Any] = {}
+        if a.instance:
+            kw["group_instance_id"] = a.instance
+        c = AIOKafkaConsumer(
+            bootstrap_servers=a.bootstrap,
+            group_id=a.group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=a.session_ms,
+            heartbeat_interval_ms=max(100, a.session_ms // 6),
+            partition_assignment_strategy=(assignor[a.strategy or "range"],),
+            **kw,
+        )
+        last: list[int] | None = None
+
+        def report() -> None:
+            nonlocal last
+            now = sorted(tp.partition for tp in c.assignment())
+            if now != last:
+                last = now
+                emit({"assigned": now})
+
+        class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+            async def on_partitions_revoked(self, revoked: Any) -> None:
+                emit({"revoked": sorted(tp.partition for tp in revoked)})
+
+            async def on_partitions_assigned(self, assigned: Any) -> None:
+                report()
+
+        await c.start()
+        c.subscribe([a.topic], listener=Listener())
+        n = 0
+        try:
+            while not stop:
+                batches = await c.getmany(timeout_ms=200)
+                report()
+                got = False
+                for _tp, msgs in batches.items():
+                    for m in msgs:
+                        emit({"m": [m.partition, m.offset, m.value.decode()]})
+                        got = True
+                        n += 1
+                if got:
+                    await c.commit()
+                if a.max and n >= a.max:
+                    break
+        finally:
+            await c.stop()
+        emit({"closed": True})
+
+    asyncio.run(main())
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("family")
+    p.add_argument("bootstrap")
+    p.add_argument("group")
+    p.add_argument("topic")
+    p.add_argument("--strategy", default=None)
+    p.add_argument("--instance", default=None)
+    p.add_argument("--session-ms", type=int, default=6000)
+    p.add_argument("--protocol", default="classic")
+    p.add_argument("--max", type=int, default=0)
+    a = p.parse_args()
+    signal.signal(signal.SIGTERM, on_term)
+    {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka}[
+        a.family
+    ](a)
+
+
+if __name__ == "__main__":
+    main()
