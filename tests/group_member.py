@@ -95,11 +95,10 @@ def run_confluent(a: argparse.Namespace) -> None:
 
 
 def run_kafka_python(a: argparse.Namespace) -> None:
-    from kafka import KafkaConsumer
-    from kafka.consumer.subscription_state import ConsumerRebalanceListener
-
     import kafka.coordinator.assignors.range as r
     import kafka.coordinator.assignors.roundrobin as rr
+    from kafka import KafkaConsumer
+    from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
     assignor = {"range": r.RangePartitionAssignor, "roundrobin": rr.RoundRobinPartitionAssignor}
     if a.strategy == "sticky":
