@@ -259,3 +259,36 @@ GroupMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestGroupMachine = GroupMachine.TestCase
+
+
+def test_offsets_retention_expires_and_deletes_empty_groups() -> None:
+    """offsets.retention.minutes: a simple group's offsets expire after their commit; an Empty
+    consumer group's after it became empty; a Stable group keeps subscribed topics' offsets."""
+    from groups.consumer_protocol import encode_subscription
+    from protocol.coordinator import record_type
+
+    shard = GroupShard(0, CONFIG, lambda: "m")
+    shard.on_loaded(0)
+    log = Log()
+    assert shard.validate_commit("simple", -1, "", None, False, 0) == ErrorCode.NONE
+    log.append(shard, [shard.offset_record("simple", "t", 0, 5, 0, "", 0)])
+    # a consumer group, Stable, subscribed to "t" with an old offset on "other"
+    req = JoinGroupRequest(group_id="cg", session_timeout_ms=100_000, rebalance_timeout_ms=100,
+                           protocol_type="consumer", protocols=[JoinGroupRequest.JoinGroupRequestProtocol(
+                               name="range", metadata=encode_subscription(["t"]))])
+    records, pending = shard.join(req, 3, "c", "/h", 0)
+    log.append(shard, records)
+    log.append(shard, shard.on_timer(100))  # initial delay over: join completes
+    assert isinstance(pending, Pending) and pending.done
+    mid = pending.value.member_id  # type: ignore[union-attr]
+    records, _ = shard.sync(SyncGroupRequest(group_id="cg", generation_id=1, member_id=mid), 3, 100)
+    log.append(shard, records)
+    log.append(shard, [shard.offset_record("cg", "t", 0, 1, 0, "", 100),
+                       shard.offset_record("cg", "other", 0, 1, 0, "", 100)])
+    records, _ = shard.heartbeat(HeartbeatRequest(group_id="cg", generation_id=1, member_id=mid), 3, 6000)
+    expired = shard.expire_offsets(6000)
+    log.append(shard, expired)
+    assert "simple" not in shard.groups
+    assert shard.offsets.group_offsets("cg").keys() == {("t", 0)}
+    assert [record_type(r.key) for r in expired] == [1, 1, 2]  # cg/other, simple offset, simple group
+    assert log.rebuild(6000).offsets.committed == shard.offsets.committed
