@@ -22,8 +22,13 @@ from typing import Any
 
 from groups.classic import ClassicGroup, ClassicGroupState, ClassicMember
 from groups.config import GroupConfig
+from groups.consumer import RECORD_TYPES as CONSUMER_RECORD_TYPES
+from groups.consumer import ConsumerGroups, TopicsView
 from groups.offsets import OffsetAndMetadata, OffsetStore
 from groups.timers import Timers
+from protocol._generated.consumer_group_describe_response import ConsumerGroupDescribeResponse
+from protocol._generated.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
+from protocol._generated.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
 from protocol._generated.describe_groups_response import DescribeGroupsResponse
 from protocol._generated.group_metadata_key import GroupMetadataKey
 from protocol._generated.group_metadata_value import GroupMetadataValue
@@ -92,6 +97,8 @@ class GroupShard:
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
         self.timers = Timers()
+        #: KIP-848 consumer groups (groups/consumer.py); ``groups`` holds the classic ones
+        self.consumer = ConsumerGroups(config, self.timers)
         self.loaded = False
         #: Pending replies whose group/state went away (completed on unload)
         self._now_ms = 0
@@ -114,7 +121,10 @@ class GroupShard:
                     expire_timestamp_ms=v.expire_timestamp if version == 1 else -1,
                     record_offset=offset,
                 )
-                if producer_id < 0 and key.group not in self.groups:
+                if (
+                    producer_id < 0 and key.group not in self.groups
+                    and key.group not in self.consumer.groups
+                ):
                     # a simple (non-member) group, as Kafka recreates it from its offsets
                     self.groups[key.group] = ClassicGroup(key.group)
             self.offsets.replay_commit(key.group, (key.topic, key.partition), om, producer_id)
@@ -127,7 +137,9 @@ class GroupShard:
                 return
             _version, gv = decode_value(GroupMetadataValue, rec.value)
             self.groups[key.group] = self._group_from_record(key.group, gv)
-        # other record types (KIP-848 consumer groups, share groups) are not ours here
+        elif rtype in CONSUMER_RECORD_TYPES:
+            self.consumer.replay(rtype, rec.key, rec.value)
+        # other record types (share and streams groups) are not served here
 
     def _group_from_record(self, group_id: str, gv: GroupMetadataValue) -> ClassicGroup:
         g = ClassicGroup(group_id)
@@ -163,6 +175,7 @@ class GroupShard:
         for g in self.groups.values():
             for m in g.members.values():
                 self._schedule_heartbeat(g, m, now_ms)
+        self.consumer.on_loaded(now_ms)
         self.timers.schedule(RETENTION_TIMER, now_ms + self.config.offsets_retention_check_interval_ms)
 
     def on_unloaded(self) -> None:
@@ -188,6 +201,9 @@ class GroupShard:
                 self.timers.schedule(
                     RETENTION_TIMER, now_ms + self.config.offsets_retention_check_interval_ms
                 )
+                continue
+            if kind in ("csession", "crevoke"):
+                records += self.consumer.on_timer(key, now_ms)
                 continue
             g = self.groups.get(key[1])
             if g is None:
@@ -255,6 +271,19 @@ class GroupShard:
     # JoinGroup
     # =====================================================================================
     def join(
+        self, req: JoinGroupRequest, version: int, client_id: str, client_host: str, now_ms: int
+    ) -> tuple[Records, JoinGroupResponse | Pending[Any]]:
+        converted: Records = []
+        cg = self.consumer.groups.get(req.group_id)
+        if cg is not None:
+            if cg.members:  # no mixed groups here (Kafka supports them)
+                return [], join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
+            converted = self.consumer.tombstones(cg)  # an empty consumer group becomes classic
+            del self.consumer.groups[req.group_id]
+        records, reply = self._join_classic(req, version, client_id, client_host, now_ms)
+        return converted + records, reply
+
+    def _join_classic(
         self, req: JoinGroupRequest, version: int, client_id: str, client_host: str, now_ms: int
     ) -> tuple[Records, JoinGroupResponse | Pending[Any]]:
         self._now_ms = now_ms
@@ -665,10 +694,49 @@ class GroupShard:
     # =====================================================================================
     # offsets
     # =====================================================================================
+    # =====================================================================================
+    # KIP-848: ConsumerGroupHeartbeat / ConsumerGroupDescribe
+    # =====================================================================================
+    def consumer_heartbeat(
+        self, req: ConsumerGroupHeartbeatRequest, version: int, client_id: str, client_host: str,
+        topics: TopicsView, now_ms: int,
+    ) -> tuple[Records, ConsumerGroupHeartbeatResponse]:
+        converted: Records = []
+        g = self.groups.get(req.group_id)
+        if g is not None and req.group_id:
+            if g.members or not g.is_in(S.EMPTY):
+                return [], ConsumerGroupHeartbeatResponse(
+                    error_code=ErrorCode.GROUP_ID_NOT_FOUND,
+                    error_message=f"Group {req.group_id} is not a consumer group.",
+                )
+            if req.member_epoch == 0:  # an empty classic (or simple) group becomes a consumer group
+                if g.generation_id > 0 or g.protocol_type:
+                    converted.append(record(GroupMetadataKey(group=g.group_id), None))
+                del self.groups[g.group_id]
+        records, resp = self.consumer.heartbeat(
+            req, version, client_id, client_host, topics, self.id_factory(), now_ms
+        )
+        return converted + records, resp
+
+    def consumer_describe(
+        self, group_id: str, names: dict[Any, str]
+    ) -> ConsumerGroupDescribeResponse.DescribedGroup:
+        if group_id in self.groups:
+            return ConsumerGroupDescribeResponse.DescribedGroup(
+                error_code=ErrorCode.GROUP_ID_NOT_FOUND, group_id=group_id, members=[],
+                error_message=f"Group {group_id} is not a consumer group.",
+            )
+        return self.consumer.describe(group_id, names)
+
     def validate_commit(
         self, group_id: str, generation: int, member_id: str, instance_id: str | None,
         transactional: bool, now_ms: int,
     ) -> ErrorCode:
+        cg = self.consumer.groups.get(group_id)
+        if cg is not None:
+            if transactional and generation < 0 and member_id == UNKNOWN_MEMBER_ID:
+                return ErrorCode.NONE
+            return self.consumer.validate_commit(cg, member_id, generation)
         g = self.groups.get(group_id)
         if g is None:
             if generation >= 0 and not transactional:
@@ -747,13 +815,16 @@ class GroupShard:
         for topics no member subscribes to. A group left Empty without offsets is deleted."""
         records: Records = []
         retention = self.config.offsets_retention_ms
-        for group_id in sorted(self.offsets.groups() | set(self.groups)):
+        for group_id in sorted(self.offsets.groups() | set(self.groups) | set(self.consumer.groups)):
             g = self.groups.get(group_id)
             offsets = self.offsets.group_offsets(group_id)
             subscribed: set[str] | None = None
             base_state: int | None = None
             expirable = True
-            if g is not None and g.protocol_type:
+            cg = self.consumer.groups.get(group_id)
+            if cg is not None:
+                subscribed = self.consumer.subscribed_topics(cg)
+            elif g is not None and g.protocol_type:
                 if g.is_in(S.EMPTY):
                     base_state = g.state_timestamp_ms if g.state_timestamp_ms >= 0 else None
                 elif g.is_in(S.STABLE) and g.protocol_type == "consumer":
@@ -778,6 +849,9 @@ class GroupShard:
                 if expired:
                     records.append(self.offset_tombstone(group_id, topic, partition))
                     gone += 1
+            if cg is not None and not cg.members and gone == len(offsets) and not pending:
+                records += self.consumer.tombstones(cg)
+                continue
             if (
                 g is not None and g.is_in(S.EMPTY) and gone == len(offsets)
                 and not pending
@@ -811,6 +885,18 @@ class GroupShard:
                     group_state=g.state.value, group_type="classic",
                 )
             )
+        for cg in self.consumer.groups.values():
+            state = cg.state()
+            if want_states and state.lower() not in want_states:
+                continue
+            if want_types and "consumer" not in want_types:
+                continue
+            out.append(
+                ListGroupsResponse.ListedGroup(
+                    group_id=cg.group_id, protocol_type="consumer", group_state=state,
+                    group_type="consumer",
+                )
+            )
         return out
 
     def describe(self, group_id: str) -> DescribeGroupsResponse.DescribedGroup:
@@ -838,6 +924,15 @@ class GroupShard:
         )
 
     def delete_group(self, group_id: str, now_ms: int) -> tuple[Records, ErrorCode]:
+        cg = self.consumer.groups.get(group_id)
+        if cg is not None:
+            if cg.members:
+                return [], ErrorCode.NON_EMPTY_GROUP
+            offsets = [
+                self.offset_tombstone(group_id, t, p)
+                for (t, p) in sorted(self.offsets.group_offsets(group_id))
+            ]
+            return offsets + self.consumer.tombstones(cg), ErrorCode.NONE
         g = self.groups.get(group_id)
         if g is None or g.is_in(S.DEAD):
             return [], ErrorCode.GROUP_ID_NOT_FOUND
@@ -853,6 +948,9 @@ class GroupShard:
 
     def offset_delete_check(self, group_id: str) -> tuple[ErrorCode, set[str]]:
         """(group error, topics the group is subscribed to) for OffsetDelete."""
+        cg = self.consumer.groups.get(group_id)
+        if cg is not None:
+            return ErrorCode.NONE, self.consumer.subscribed_topics(cg)
         g = self.groups.get(group_id)
         if g is None or g.is_in(S.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, set()

@@ -19,7 +19,7 @@ from kafkawire.apis import REGISTRY
 from kafkawire.config import LONG_MAX, TOPIC_CONFIGS, BrokerConfig
 from kafkawire.config_entries import effective_topic_values
 from kafkawire.coordinator_runtime import GROUP_TOPIC, TXN_TOPIC, CoordinatorRuntime
-from kafkawire.group_coordinator import make_shard_factory
+from kafkawire.group_coordinator import group_version_records, make_shard_factory
 from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum
 from kafkawire.purgatory import AppendNotifier
 from kafkawire.server import Connection, RequestContext, Server
@@ -35,13 +35,13 @@ log = logging.getLogger("kafkawire.broker")
 
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
-# feature name -> (min, max) we support. transaction.version / group.version stay at 0 until the
-# KIP-890 / KIP-848 paths are implemented.
+# feature name -> (min, max) we support. transaction.version stays at 0 until the KIP-890 path
+# is implemented; group.version 1 = KIP-848 consumer groups (groups/consumer.py).
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     "metadata.version": (7, controller.METADATA_VERSION_LEVEL),
     "kraft.version": (0, 0),
     "eligible.leader.replicas.version": (0, 0),
-    "group.version": (0, 0),
+    "group.version": (0, 1),
     "share.version": (0, 0),
     "streams.version": (0, 0),
     "transaction.version": (0, 0),
@@ -203,6 +203,7 @@ class Broker:
         self.quorum.load()
         if not self.image.features:
             self.quorum.append_sync(controller.bootstrap_records())
+        self.quorum.append_sync(group_version_records(self.config, self.image))
         for topic in self.image.topics:
             self.logs.update_config(topic, self.topic_log_config(topic))
         self.sync_logs_with_image()

@@ -34,6 +34,23 @@ def make_shard_factory(config: BrokerConfig) -> Callable[[int], GroupShard]:
     return factory
 
 
+#: group.version 1 enables KIP-848 consumer groups (ConsumerGroupHeartbeat/Describe)
+GROUP_VERSION_CONSUMER = 1
+
+
+def group_version_records(config: BrokerConfig, image: MetadataImage) -> list[Any]:
+    """Finalize ``group.version=1`` (as a fresh Kafka 4.x cluster has it) when the consumer
+    protocol is enabled (``group.coordinator.rebalance.protocols`` lists ``consumer``): the
+    ConsumerGroup* APIs are advertised only then, so clients never see them otherwise."""
+    from protocol._generated.feature_level_record import FeatureLevelRecord
+
+    protocols = {p.strip() for p in str(config["group.coordinator.rebalance.protocols"]).split(",")}
+    want = GROUP_VERSION_CONSUMER if "consumer" in protocols else 0
+    if image.features.get("group.version", 0) == want:
+        return []
+    return [FeatureLevelRecord(name="group.version", feature_level=want)]
+
+
 def client_host(ctx: RequestContext) -> str:
     """Kafka reports a member's host as ``/<address>``."""
     return "/" + ctx.connection.peer.rsplit(":", 1)[0]

@@ -43,6 +43,8 @@ MODULES = [
     "delete_groups",
     "offset_delete",
     "txn_offset_commit",
+    "consumer_group_heartbeat",
+    "consumer_group_describe",
 ]
 
 
@@ -57,6 +59,8 @@ class ApiHandler:
     request_cls: Any
     response_cls: Any
     handle: Callable[..., Awaitable[Any]]
+    #: (feature, level): advertised only while that feature is finalized at >= level
+    requires_feature: tuple[str, int] | None = None
 
     def flexible(self, version: int) -> bool:
         return 0 <= self.flexible_from <= version
@@ -85,6 +89,7 @@ def build_registry(modules: list[str]) -> dict[int, ApiHandler]:
             request_cls=_load_class(REQUESTS[key]),
             response_cls=_load_class(RESPONSES[key]),
             handle=m.handle,
+            requires_feature=getattr(m, "REQUIRES_FEATURE", None),
         )
     return reg
 
