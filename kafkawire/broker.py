@@ -203,7 +203,9 @@ class Broker:
         self.quorum.load()
         if not self.image.features:
             self.quorum.append_sync(controller.bootstrap_records())
-        self.quorum.append_sync(group_version_records(self.config, self.image))
+        features = group_version_records(self.config, self.image)
+        if features:
+            self.quorum.append_sync(features)
         for topic in self.image.topics:
             self.logs.update_config(topic, self.topic_log_config(topic))
         self.sync_logs_with_image()
