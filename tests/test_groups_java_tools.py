@@ -121,3 +121,21 @@ def test_verifiable_consumer_and_perf_test(jbroker: BrokerProcess) -> None:
     data = [line for line in out.splitlines() if re.match(r"^\d{4}-\d\d-\d\d", line)]
     assert data, out
     assert int(data[-1].split(",")[4].strip()) >= 300  # data.consumed.in.nMsg
+
+
+def test_java_consumer_protocol_kip848(jbroker: BrokerProcess) -> None:
+    """Java 4.3.1 consumers with group.protocol=consumer (ConsumerGroupHeartbeat), then
+    kafka-consumer-groups describes the group through ConsumerGroupDescribe."""
+    bs = jbroker.bootstrap
+    topic = f"jk-{uuid.uuid4().hex[:6]}"
+    group = f"g-{topic}"
+    produce(bs, topic, 40, 2, create=True)
+    out = tool(CONSOLE_CONSUMER, "--bootstrap-server", bs, "--topic", topic, "--group", group,
+               "--consumer-property", "group.protocol=consumer", "--from-beginning",
+               "--max-messages", "40", "--timeout-ms", "60000")
+    assert len([line for line in out.splitlines() if line.startswith("r")]) == 40, out
+    assert describe_rows(bs, group) == {0: (20, 20, 0), 1: (20, 20, 0)}
+    out = tool(GROUPS_CMD, "--bootstrap-server", bs, "--list", "--type")
+    assert re.search(rf"{re.escape(group)}\s+Consumer", out), out
+    out = tool(GROUPS_CMD, "--bootstrap-server", bs, "--describe", "--group", group, "--state")
+    assert re.search(r"\bEmpty\b", out) and "uniform" in out, out
