@@ -254,3 +254,14 @@ def test_txn_offset_commit_pending_until_marker(tmp_path: Path) -> None:
             assert r.groups[0].topics[0].partitions[0].committed_offset == 11
         finally:
             raw.close()
+
+
+def test_produce_to_internal_topic_refused(wraw: RawClient) -> None:
+    from protocol._generated.produce_request import ProduceRequest
+    from protocol.records import SimpleRecord, build_batch
+
+    batch = build_batch([SimpleRecord(b"\x00\x01k", b"\x00\x03v")])
+    req = ProduceRequest(acks=-1, timeout_ms=5000, topic_data=[ProduceRequest.TopicProduceData(
+        name="__consumer_offsets", partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)])])
+    r = wraw.request(req, 9)
+    assert r.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
