@@ -88,3 +88,27 @@ def topic_name(img: MetadataImage, name: str, topic_id: uuid.UUID, by_id: bool) 
         return name
     t = img.topics_by_id.get(topic_id)
     return t.name if t is not None else None
+
+
+def commit_partition(
+    shard: GroupShard, img: MetadataImage, group_id: str, name: str | None, partition: Any,
+    group_code: ErrorCode, now_ms: int, *, by_id: bool = False, expire_ms: int = -1,
+    leader_epoch: int | None = None,
+) -> tuple[ErrorCode, Any]:
+    """The error and (on success) the OffsetCommit record of one partition of an OffsetCommit
+    or TxnOffsetCommit request, checked in Kafka's order: unknown topic/partition, the group's
+    error, ``offset.metadata.max.bytes``."""
+    code = partition_error(img, name, partition.partition_index, by_id)
+    if code == ErrorCode.NONE:
+        code = group_code
+    meta = partition.committed_metadata
+    if code == ErrorCode.NONE and meta is not None and len(meta.encode()) > shard.config.offset_metadata_max_bytes:
+        code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+    if code != ErrorCode.NONE:
+        return code, None
+    assert name is not None
+    epoch = partition.committed_leader_epoch if leader_epoch is None else leader_epoch
+    return code, shard.offset_record(
+        group_id, name, partition.partition_index, partition.committed_offset, epoch, meta,
+        now_ms, expire_ms,
+    )

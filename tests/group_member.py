@@ -26,6 +26,42 @@ def emit(obj: Any) -> None:
     sys.stdout.flush()
 
 
+class Reporter:
+    """Emits the consumer's assignment whenever it changes."""
+
+    def __init__(self, consumer: Any) -> None:
+        self.consumer = consumer
+        self.last: list[int] | None = None
+
+    def __call__(self) -> None:
+        now = sorted(tp.partition for tp in self.consumer.assignment())
+        if now != self.last:
+            self.last = now
+            emit({"assigned": now})
+
+
+def emit_records(records: Any) -> int:
+    """Emit the records of a kafka-python/aiokafka poll result; returns how many."""
+    n = 0
+    for _tp, msgs in records.items():
+        for m in msgs:
+            emit({"m": [m.partition, m.offset, m.value.decode()]})
+            n += 1
+    return n
+
+
+def consumer_kwargs(a: argparse.Namespace) -> dict[str, Any]:
+    """The settings kafka-python and aiokafka share (same names)."""
+    kw: dict[str, Any] = {
+        "bootstrap_servers": a.bootstrap, "group_id": a.group, "auto_offset_reset": "earliest",
+        "enable_auto_commit": False, "session_timeout_ms": a.session_ms,
+        "heartbeat_interval_ms": max(100, a.session_ms // 6),
+    }
+    if a.instance:
+        kw["group_instance_id"] = a.instance
+    return kw
+
+
 def on_term(_sig: int, _frm: Any) -> None:
     global stop
     stop = True
@@ -105,27 +141,10 @@ def run_kafka_python(a: argparse.Namespace) -> None:
         import kafka.coordinator.assignors.sticky.sticky_assignor as st
 
         assignor["sticky"] = st.StickyPartitionAssignor
-    kw: dict[str, Any] = {}
-    if a.instance:
-        kw["group_instance_id"] = a.instance
     c = KafkaConsumer(
-        bootstrap_servers=a.bootstrap,
-        group_id=a.group,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        session_timeout_ms=a.session_ms,
-        heartbeat_interval_ms=max(100, a.session_ms // 6),
-        partition_assignment_strategy=[assignor[a.strategy or "range"]],
-        **kw,
+        partition_assignment_strategy=[assignor[a.strategy or "range"]], **consumer_kwargs(a)
     )
-    last: list[int] | None = None
-
-    def report() -> None:
-        nonlocal last
-        now = sorted(tp.partition for tp in c.assignment())
-        if now != last:
-            last = now
-            emit({"assigned": now})
+    report = Reporter(c)
 
     class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         def on_partitions_revoked(self, revoked: Any) -> None:
@@ -137,14 +156,9 @@ def run_kafka_python(a: argparse.Namespace) -> None:
     c.subscribe([a.topic], listener=Listener())
     n = 0
     while not stop:
-        batches = c.poll(timeout_ms=200)
+        got = emit_records(c.poll(timeout_ms=200))
         report()
-        got = False
-        for _tp, msgs in batches.items():
-            for m in msgs:
-                emit({"m": [m.partition, m.offset, m.value.decode()]})
-                got = True
-                n += 1
+        n += got
         if got:
             c.commit()
         if a.max and n >= a.max:
@@ -163,27 +177,10 @@ def run_aiokafka(a: argparse.Namespace) -> None:
     assignor = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
 
     async def main() -> None:
-        kw: dict[str, Any] = {}
-        if a.instance:
-            kw["group_instance_id"] = a.instance
         c = AIOKafkaConsumer(
-            bootstrap_servers=a.bootstrap,
-            group_id=a.group,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-            session_timeout_ms=a.session_ms,
-            heartbeat_interval_ms=max(100, a.session_ms // 6),
-            partition_assignment_strategy=(assignor[a.strategy or "range"],),
-            **kw,
+            partition_assignment_strategy=(assignor[a.strategy or "range"],), **consumer_kwargs(a)
         )
-        last: list[int] | None = None
-
-        def report() -> None:
-            nonlocal last
-            now = sorted(tp.partition for tp in c.assignment())
-            if now != last:
-                last = now
-                emit({"assigned": now})
+        report = Reporter(c)
 
         class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
             async def on_partitions_revoked(self, revoked: Any) -> None:
@@ -197,14 +194,9 @@ def run_aiokafka(a: argparse.Namespace) -> None:
         n = 0
         try:
             while not stop:
-                batches = await c.getmany(timeout_ms=200)
+                got = emit_records(await c.getmany(timeout_ms=200))
                 report()
-                got = False
-                for _tp, msgs in batches.items():
-                    for m in msgs:
-                        emit({"m": [m.partition, m.offset, m.value.decode()]})
-                        got = True
-                        n += 1
+                n += got
                 if got:
                     await c.commit()
                 if a.max and n >= a.max:

@@ -18,21 +18,17 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from group_helpers import create_topic, group_broker, produce, wait_until
 
 from kafkawire.testing import BrokerProcess
 
 HERE = Path(__file__).resolve().parent
 FAMILIES = ["confluent", "kafka-python", "aiokafka"]
-GROUP_OVERRIDES = {
-    "group.initial.rebalance.delay.ms": "0",
-    "group.min.session.timeout.ms": "1000",
-    "offsets.topic.num.partitions": "5",
-}
 SESSION_MS = 3000
 #: generous: eviction needs the session timeout, then a rebalance of every member
 REBALANCE_S = 45.0
@@ -40,11 +36,7 @@ REBALANCE_S = 45.0
 
 @pytest.fixture(scope="module")
 def gbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    bp = BrokerProcess(tmp_path_factory.mktemp("kwg") / "data", overrides=GROUP_OVERRIDES).start()
-    try:
-        yield bp
-    finally:
-        bp.close()
+    yield from group_broker(tmp_path_factory.mktemp("kwg") / "data")
 
 
 class Member:
@@ -106,31 +98,6 @@ class Member:
         self.reader.join(5)
 
 
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
-
-
-def produce(bootstrap: str, topic: str, n: int, partitions: int, prefix: str = "v") -> None:
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i in range(n):
-        p.produce(topic, f"{prefix}{i}".encode(), partition=i % partitions)
-    assert p.flush(30) == 0
-
-
-def wait_until(cond: Callable[[], bool], timeout_s: float, what: str, info: Callable[[], Any] = lambda: None) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}: {info()}")
-
-
 def partitioned(members: list[Member], partitions: int) -> bool:
     """Every partition owned by exactly one live member."""
     owned: list[int] = []
@@ -146,20 +113,25 @@ def assignments(members: list[Member]) -> list[list[int] | None]:
     return [m.assigned for m in members]
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_group_join_leave_crash_reassigns(gbroker: BrokerProcess, family: str) -> None:
+@pytest.mark.parametrize(
+    "family,protocol", [(f, "classic") for f in FAMILIES] + [("confluent", "consumer")]
+)
+def test_group_join_leave_crash_reassigns(gbroker: BrokerProcess, family: str, protocol: str) -> None:
+    """Classic protocol for each family; KIP-848 (``group.protocol=consumer``) for librdkafka."""
     parts = 6
-    topic = f"grp-{family}-{uuid.uuid4().hex[:6]}"
+    topic = f"grp-{family}-{protocol}-{uuid.uuid4().hex[:6]}"
     group = f"g-{topic}"
     create_topic(gbroker.bootstrap, topic, parts)
-    produce(gbroker.bootstrap, topic, 60, parts)
+    produce(gbroker.bootstrap, topic, [f"v{i}" for i in range(60)], parts)
     members: list[Member] = []
     try:
         for n in range(1, 4):
-            members.append(Member(family, gbroker.bootstrap, group, topic))
+            members.append(Member(family, gbroker.bootstrap, group, topic, "--protocol", protocol))
             wait_until(lambda: partitioned(members, parts) and all(m.assigned for m in members),
                        REBALANCE_S, f"{n} member(s) to share {parts} partitions",
                        lambda: assignments(members))
+        if protocol == "consumer":  # incremental: the first member never gave up everything
+            assert all(len(r) < parts for r in members[0].revocations() if r)
         # every record consumed exactly once across the group so far (commits after each poll)
         wait_until(lambda: len({m for x in members for m in x.messages()}) >= 60, REBALANCE_S,
                    "all 60 records consumed")
@@ -175,7 +147,7 @@ def test_group_join_leave_crash_reassigns(gbroker: BrokerProcess, family: str) -
         wait_until(lambda: partitioned(members, parts) and members[0].assigned == list(range(parts)),
                    REBALANCE_S, "the last member to own everything", lambda: assignments(members))
         # new records go to the remaining member only, from the committed positions
-        produce(gbroker.bootstrap, topic, 12, parts, prefix="w")
+        produce(gbroker.bootstrap, topic, [f"w{i}" for i in range(12)], parts)
         wait_until(lambda: sum(1 for _p, _o, v in members[0].messages() if v.startswith("w")) >= 12,
                    REBALANCE_S, "the new records")
         values = [v for m in (crashed, leaving, *members) for _p, _o, v in m.messages()]

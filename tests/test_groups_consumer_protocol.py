@@ -1,5 +1,5 @@
-"""KIP-848 consumer groups: librdkafka with ``group.protocol=consumer`` (members as processes,
-joins, kill -9, leave), raw ConsumerGroupHeartbeat/Describe (errors, regex subscriptions, the
+"""KIP-848 consumer groups (librdkafka with ``group.protocol=consumer`` is in
+test_groups_clients.py, Java's in test_groups_java_tools.py): raw ConsumerGroupHeartbeat/Describe (errors, regex subscriptions, the
 range assignor, epochs), group.version gating in ApiVersions, replay after kill -9, and
 properties of the server-side assignors (Hypothesis)."""
 
@@ -12,84 +12,21 @@ from typing import Any
 
 import pytest
 from conftest import RawClient
+from group_helpers import GROUP_OVERRIDES, create_topic, group_broker, ready_raw
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_groups_clients import (
-    REBALANCE_S,
-    Member,
-    assignments,
-    create_topic,
-    partitioned,
-    produce,
-    wait_until,
-)
 
 from groups.assignors import range_assign, uniform_assign
 from kafkawire.testing import BrokerProcess
 from protocol._generated.api_versions_request import ApiVersionsRequest
 from protocol._generated.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from protocol._generated.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
-from protocol._generated.find_coordinator_request import FindCoordinatorRequest
 from protocol.errors import ErrorCode
-
-OVERRIDES = {
-    "group.initial.rebalance.delay.ms": "0",
-    "group.consumer.heartbeat.interval.ms": "500",
-    "group.consumer.session.timeout.ms": "6000",
-    "offsets.topic.num.partitions": "5",
-}
 
 
 @pytest.fixture(scope="module")
 def cbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    bp = BrokerProcess(tmp_path_factory.mktemp("kwc") / "data", overrides=OVERRIDES).start()
-    try:
-        yield bp
-    finally:
-        bp.close()
-
-
-def ready_raw(bootstrap: str) -> RawClient:
-    c = RawClient(bootstrap, client_id="kip848")
-    deadline = time.monotonic() + 20
-    while c.request(FindCoordinatorRequest(key="x", key_type=0), 3).error_code != 0:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    return c
-
-
-def test_librdkafka_consumer_protocol_join_crash_leave(cbroker: BrokerProcess) -> None:
-    parts = 6
-    topic = f"kip848-{uuid.uuid4().hex[:6]}"
-    group = f"g-{topic}"
-    create_topic(cbroker.bootstrap, topic, parts)
-    produce(cbroker.bootstrap, topic, 60, parts)
-    members: list[Member] = []
-    try:
-        for n in range(1, 4):
-            members.append(Member("confluent", cbroker.bootstrap, group, topic, "--protocol", "consumer"))
-            wait_until(lambda: partitioned(members, parts) and all(m.assigned for m in members),
-                       REBALANCE_S, f"{n} member(s) sharing", lambda: assignments(members))
-        # incremental: members that were there gave up only what moved
-        first = members[0]
-        assert all(len(r) < parts for r in first.revocations() if r)
-        wait_until(lambda: len({m for x in members for m in x.messages()}) >= 60, REBALANCE_S, "all consumed")
-        crashed = members.pop(1)
-        crashed.kill9()
-        wait_until(lambda: partitioned(members, parts), REBALANCE_S, "takeover after the session timeout",
-                   lambda: assignments(members))
-        leaving = members.pop(0)
-        leaving.terminate()
-        wait_until(lambda: members[0].assigned == list(range(parts)), REBALANCE_S, "last member owns all",
-                   lambda: assignments(members))
-        produce(cbroker.bootstrap, topic, 12, parts, prefix="w")
-        wait_until(lambda: sum(1 for _p, _o, v in members[0].messages() if v.startswith("w")) >= 12,
-                   REBALANCE_S, "new records after the committed offsets")
-        seen = [v for m in (crashed, leaving, *members) for _p, _o, v in m.messages()]
-        assert set(seen) == {f"v{i}" for i in range(60)} | {f"w{i}" for i in range(12)}
-    finally:
-        for m in members:
-            m.terminate()
+    yield from group_broker(tmp_path_factory.mktemp("kwc") / "data")
 
 
 def heartbeat(c: RawClient, group: str, member: str, epoch: int, version: int = 1, **kw: Any) -> Any:
@@ -177,7 +114,7 @@ def test_group_version_gates_the_apis(cbroker: BrokerProcess, tmp_path: Any) -> 
 
 
 def test_consumer_group_replayed_after_kill9(tmp_path: Any) -> None:
-    bp = BrokerProcess(tmp_path / "data", overrides=OVERRIDES).start()
+    bp = BrokerProcess(tmp_path / "data", overrides=GROUP_OVERRIDES).start()
     try:
         c = ready_raw(bp.bootstrap)
         create_topic(bp.bootstrap, "replay848", 3)

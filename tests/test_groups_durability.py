@@ -14,39 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from group_helpers import create_topic, group_broker, produce
 
 from kafkawire.testing import BrokerProcess
-
-OVERRIDES = {
-    "group.initial.rebalance.delay.ms": "0",
-    "group.min.session.timeout.ms": "1000",
-    "offsets.topic.num.partitions": "7",
-}
 
 
 @pytest.fixture
 def dbroker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    bp = BrokerProcess(tmp_path / "data", overrides=OVERRIDES).start()
-    try:
-        yield bp
-    finally:
-        bp.close()
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
-
-
-def produce(bootstrap: str, topic: str, values: list[str], partitions: int) -> None:
-    from confluent_kafka import Producer
-
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i, v in enumerate(values):
-        p.produce(topic, v.encode(), partition=i % partitions)
-    assert p.flush(30) == 0
+    yield from group_broker(tmp_path / "data", **{"offsets.topic.num.partitions": "7"})
 
 
 def consume(bootstrap: str, group: str, topic: str, n: int, commit: bool = True, timeout_s: float = 60) -> list[str]:

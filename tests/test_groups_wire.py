@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 import trio
 from conftest import RawClient
+from group_helpers import GROUP_OVERRIDES, group_broker, ready_raw
 
 from groups.config import MEMBER_METADATA_MAX_BYTES
 from groups.consumer_protocol import encode_subscription
 from kafkawire.broker import Broker
 from kafkawire.config import BrokerConfig
 from kafkawire.testing import BrokerProcess, free_port
-from protocol._generated.find_coordinator_request import FindCoordinatorRequest
 from protocol._generated.heartbeat_request import HeartbeatRequest
 from protocol._generated.join_group_request import JoinGroupRequest
 from protocol._generated.offset_commit_request import OffsetCommitRequest
@@ -32,31 +32,18 @@ from protocol._generated.sync_group_request import SyncGroupRequest
 from protocol._generated.txn_offset_commit_request import TxnOffsetCommitRequest
 from protocol.errors import ErrorCode
 
-OVERRIDES = {
-    "group.initial.rebalance.delay.ms": "0",
-    "group.min.session.timeout.ms": "100",
-    "group.max.size": "2",
-    "offsets.topic.num.partitions": "3",
-}
+OVERRIDES = {**GROUP_OVERRIDES, "group.max.size": "2", "offsets.topic.num.partitions": "3"}
 
 
 @pytest.fixture(scope="module")
 def wbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    bp = BrokerProcess(tmp_path_factory.mktemp("kww") / "data", overrides=OVERRIDES).start()
-    try:
-        yield bp
-    finally:
-        bp.close()
+    yield from group_broker(tmp_path_factory.mktemp("kww") / "data", **OVERRIDES)
 
 
 @pytest.fixture
 def wraw(wbroker: BrokerProcess) -> Iterator[RawClient]:
-    c = RawClient(wbroker.bootstrap, client_id="wire")
+    c = ready_raw(wbroker.bootstrap, client_id="wire")
     try:
-        deadline = time.monotonic() + 20
-        while c.request(FindCoordinatorRequest(key="x", key_type=0), 3).error_code != 0:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
         yield c
     finally:
         c.close()
@@ -194,12 +181,8 @@ class InProcess:
 
 def test_txn_offset_commit_pending_until_marker(tmp_path: Path) -> None:
     with InProcess(tmp_path / "data") as ip:
-        raw = RawClient(f"127.0.0.1:{ip.port}", client_id="txn")
+        raw = ready_raw(f"127.0.0.1:{ip.port}", client_id="txn")
         try:
-            deadline = time.monotonic() + 20
-            while raw.request(FindCoordinatorRequest(key="x", key_type=0), 3).error_code != 0:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
             topic, group = "txo", "txo-group"
             create_topic(raw, topic, 2)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from groups.shard import GroupShard
-from kafkawire.group_coordinator import on_group, partition_error, topic_name
+from kafkawire.group_coordinator import commit_partition, on_group, topic_name
 from protocol._generated.offset_commit_request import OffsetCommitRequest
 from protocol._generated.offset_commit_response import OffsetCommitResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -61,19 +61,11 @@ async def handle(broker: Broker, ctx: RequestContext, req: OffsetCommitRequest) 
             name = topic_name(img, t.name, t.topic_id, by_id)
             parts = []
             for p in t.partitions:
-                code = partition_error(img, name, p.partition_index, by_id)
-                if code == ErrorCode.NONE:
-                    code = group_code
-                if code == ErrorCode.NONE and p.committed_metadata is not None and len(
-                    p.committed_metadata.encode()
-                ) > shard.config.offset_metadata_max_bytes:
-                    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                if code == ErrorCode.NONE:
-                    assert name is not None
-                    records.append(shard.offset_record(
-                        req.group_id, name, p.partition_index, p.committed_offset,
-                        p.committed_leader_epoch, p.committed_metadata, now, expire,
-                    ))
+                code, rec = commit_partition(
+                    shard, img, req.group_id, name, p, group_code, now, by_id=by_id, expire_ms=expire
+                )
+                if rec is not None:
+                    records.append(rec)
                 parts.append(RPart(partition_index=p.partition_index, error_code=code))
             topics.append(RTopic(name=t.name, topic_id=t.topic_id, partitions=parts))
         return records, OffsetCommitResponse(topics=topics)

@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from groups.shard import GroupShard
-from kafkawire.group_coordinator import partition_error
+from kafkawire.coordinator_runtime import now_ms
+from kafkawire.group_coordinator import commit_partition
 from protocol._generated.txn_offset_commit_request import TxnOffsetCommitRequest
 from protocol._generated.txn_offset_commit_response import TxnOffsetCommitResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -53,25 +54,19 @@ async def handle(broker: Broker, ctx: RequestContext, req: TxnOffsetCommitReques
         assert isinstance(shard, GroupShard)
     except KafkaError as e:
         return answer({k: e.code for k in keys})
-    now = int(runtime_now())
+    now = now_ms()
     generation, member, instance = (req.generation_id, req.member_id, req.group_instance_id) if v >= 3 else (-1, "", None)
     group_code = shard.validate_commit(req.group_id, generation, member, instance, True, now)
     codes: dict[tuple[str, int], ErrorCode] = {}
     records = []
     for t in req.topics:
         for p in t.partitions:
-            code = partition_error(img, t.name, p.partition_index, False)
-            if code == ErrorCode.NONE:
-                code = group_code
-            if code == ErrorCode.NONE and p.committed_metadata is not None and len(
-                p.committed_metadata.encode()
-            ) > shard.config.offset_metadata_max_bytes:
-                code = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            if code == ErrorCode.NONE:
-                records.append(shard.offset_record(
-                    req.group_id, t.name, p.partition_index, p.committed_offset,
-                    p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata, now,
-                ))
+            code, rec = commit_partition(
+                shard, img, req.group_id, t.name, p, group_code, now,
+                leader_epoch=None if v >= 2 else -1,
+            )
+            if rec is not None:
+                records.append(rec)
             codes[(t.name, p.partition_index)] = code
     if records:
         try:
@@ -82,9 +77,3 @@ async def handle(broker: Broker, ctx: RequestContext, req: TxnOffsetCommitReques
         except KafkaError as e:
             return answer({k: e.code for k in keys})
     return answer(codes)
-
-
-def runtime_now() -> int:
-    from kafkawire.coordinator_runtime import now_ms
-
-    return now_ms()
