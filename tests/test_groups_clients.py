@@ -157,11 +157,12 @@ def test_group_join_leave_crash_reassigns(gbroker: BrokerProcess, family: str, p
             m.terminate()
 
 
-def test_group_of_five_confluent(gbroker: BrokerProcess) -> None:
+@pytest.mark.parametrize("family", FAMILIES)
+def test_group_of_five(gbroker: BrokerProcess, family: str) -> None:
     parts = 10
-    topic = f"grp5-{uuid.uuid4().hex[:6]}"
+    topic = f"grp5-{family}-{uuid.uuid4().hex[:6]}"
     create_topic(gbroker.bootstrap, topic, parts)
-    members = [Member("confluent", gbroker.bootstrap, f"g-{topic}", topic, "--strategy", "roundrobin")
+    members = [Member(family, gbroker.bootstrap, f"g-{topic}", topic, "--strategy", "roundrobin")
                for _ in range(5)]
     try:
         wait_until(lambda: partitioned(members, parts) and all(m.assigned for m in members),
