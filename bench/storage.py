@@ -187,7 +187,7 @@ def bench_cleaner(root: Path, total: int) -> None:
         headers = None
         while written < total:
             start = rnd.randrange(keys)
-            b = batch_of(per_batch, 100, keys=lambda j, s=start: b"key-%08d" % ((s + j) % keys),
+            b = batch_of(per_batch, 100, keys=lambda j, s=start, n=keys: b"key-%08d" % ((s + j) % n),
                          codec=codec, seed=i)
             headers = iter_headers(b)
             log.append(bytearray(b), headers, leader_epoch=0, now_ms=NOW)

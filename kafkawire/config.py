@@ -141,8 +141,10 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "min.insync.replicas": ("int", 1),
     "unclean.leader.election.enable": ("boolean", False),
     "offsets.topic.num.partitions": ("int", 50),
-    "offsets.topic.replication.factor": ("int", 1),
+    # Kafka's default is 3 (SHORT); a single node cannot satisfy it, so 1 here (docs/COORDINATORS.md)
+    "offsets.topic.replication.factor": ("short", 1),
     "offsets.topic.segment.bytes": ("int", 104857600),
+    "offsets.topic.compression.codec": ("int", 0),
     "offsets.retention.minutes": ("int", 10080),
     "offsets.retention.check.interval.ms": ("long", 600000),
     "offset.metadata.max.bytes": ("int", 4096),
@@ -156,7 +158,7 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "group.consumer.heartbeat.interval.ms": ("int", 5000),
     "group.consumer.assignors": ("list", "uniform,range"),
     "transaction.state.log.num.partitions": ("int", 50),
-    "transaction.state.log.replication.factor": ("int", 1),
+    "transaction.state.log.replication.factor": ("short", 1),
     "transaction.state.log.min.isr": ("int", 1),
     "transaction.state.log.segment.bytes": ("int", 104857600),
     "transaction.max.timeout.ms": ("int", 900000),
@@ -193,7 +195,7 @@ class ConfigError(Exception):
 def parse_value(kind: str, raw: str, key: str) -> Any:
     raw = raw.strip()
     try:
-        if kind in ("int", "long"):
+        if kind in ("int", "long", "short"):
             return int(raw)
         if kind == "double":
             return float(raw)

@@ -32,6 +32,20 @@ MODULES = [
     "describe_topic_partitions",
     "describe_log_dirs",
     "delete_records",
+    "find_coordinator",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "offset_commit",
+    "offset_fetch",
+    "list_groups",
+    "describe_groups",
+    "delete_groups",
+    "offset_delete",
+    "txn_offset_commit",
+    "consumer_group_heartbeat",
+    "consumer_group_describe",
 ]
 
 
@@ -46,6 +60,8 @@ class ApiHandler:
     request_cls: Any
     response_cls: Any
     handle: Callable[..., Awaitable[Any]]
+    #: (feature, level): advertised only while that feature is finalized at >= level
+    requires_feature: tuple[str, int] | None = None
 
     def flexible(self, version: int) -> bool:
         return 0 <= self.flexible_from <= version
@@ -74,6 +90,7 @@ def build_registry(modules: list[str]) -> dict[int, ApiHandler]:
             request_cls=_load_class(REQUESTS[key]),
             response_cls=_load_class(RESPONSES[key]),
             handle=m.handle,
+            requires_feature=getattr(m, "REQUIRES_FEATURE", None),
         )
     return reg
 
