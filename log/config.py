@@ -66,20 +66,16 @@ class LogConfig:
     producer_id_expiration_ms: int = 86_400_000
     #: Not a Kafka config: segment files (other than the active one) kept open per log.
     open_segment_files_max: int = 8
+    #: ``cleanup.policy`` contains ``compact``: the log cleaner keeps one record per key
+    #: (derived; a plain attribute because Produce tests it on every request)
+    compact: bool = dataclasses.field(init=False, default=False)
+    #: ``cleanup.policy`` contains ``delete``: retention by time and size applies (derived)
+    delete: bool = dataclasses.field(init=False, default=True)
 
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type is TimestampType.LOG_APPEND_TIME
 
-    @property
-    def compact(self) -> bool:
-        """``cleanup.policy`` contains ``compact``: the log cleaner keeps one record per key."""
-        return "compact" in _policies(self.cleanup_policy)
-
-    @property
-    def delete(self) -> bool:
-        """``cleanup.policy`` contains ``delete``: retention by time and size applies."""
-        return "delete" in _policies(self.cleanup_policy)
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14:
@@ -100,10 +96,13 @@ class LogConfig:
             )
         if self.segment_jitter_ms < 0:
             raise KafkaError(ErrorCode.INVALID_CONFIG, "segment.jitter.ms must be >= 0")
-        if not _policies(self.cleanup_policy) <= {"delete", "compact"}:
+        policies = _policies(self.cleanup_policy)
+        if not policies <= {"delete", "compact"}:
             raise KafkaError(
                 ErrorCode.INVALID_CONFIG, f"invalid cleanup.policy {self.cleanup_policy!r}"
             )
+        object.__setattr__(self, "compact", "compact" in policies)
+        object.__setattr__(self, "delete", "delete" in policies)
 
     def with_properties(self, props: Mapping[str, str | int | None]) -> LogConfig:
         """A copy with Kafka-named properties applied (``None`` values and unknown keys skipped)."""

@@ -433,7 +433,7 @@ def test_corrupt_batch_below_recovery_point_is_never_served(tmp_path: Path) -> N
         assert got == [f"value-{i}".encode() for i in range(len(got))]
         assert len(got) < 40
         assert errors and errors[0].code() == KafkaError.INVALID_MSG, errors  # CORRUPT_MESSAGE (2)
-        assert "corrupt record batch" in b.log()
+        assert "corrupt record batch" in b.log_path.read_text(errors="replace")
 
 
 def test_corrupt_batch_above_recovery_point_is_truncated(tmp_path: Path) -> None:
@@ -451,7 +451,7 @@ def test_corrupt_batch_above_recovery_point_is_truncated(tmp_path: Path) -> None
         assert [v for _o, _k, v in consume_all(b.bootstrap, t)] == [
             f"value-{i}".encode() for i in range(high)
         ]
-        assert "found invalid data" in b.log()
+        assert "found invalid data" in b.log_path.read_text(errors="replace")
 
 
 def test_stale_files_of_an_interrupted_cleaning_are_ignored(tmp_path: Path) -> None:
@@ -500,4 +500,4 @@ def test_cleaner_disabled_retention_still_applies(tmp_path: Path) -> None:
         time.sleep(1.0)
         # both new records stay: nothing compacts them
         assert [v for _o, _k, v in consume_all(b.bootstrap, t)] == [b"new1", b"new2"]
-        assert "cleaned" not in b.log()
+        assert "cleaned" not in b.log_path.read_text(errors="replace")
