@@ -468,8 +468,15 @@ def api_versions(bootstrap: str) -> Outcome:
             ]
             for k in d["api_keys"]
         }
-        for feats in ("supported_features", "finalized_features"):
-            d[feats] = sorted(d.get(feats) or [], key=lambda f: f["name"])
+        # Keyed by feature name, so that a difference names its feature (accepted.py globs).
+        d["supported_features"] = {
+            f["name"]: [f["min_version"], f["max_version"]]
+            for f in d.get("supported_features") or []
+        }
+        d["finalized_features"] = {
+            f["name"]: [f["min_version_level"], f["max_version_level"]]
+            for f in d.get("finalized_features") or []
+        }
         if v >= 3:
             d["finalized_features_epoch_set"] = r.finalized_features_epoch >= 0
         return d
@@ -1544,6 +1551,8 @@ def fetch_sessions(bootstrap: str) -> Outcome:
             out.step("wrong_epoch", lambda: summary(req(sid, 7, {})))
             out.step("unknown_session", lambda: summary(req(sid ^ 0x5A5A5A5A or 1, 1, {})))
             out.step("close_session", lambda: summary(req(sid, -1, {0: 0})))
+        else:  # a broker declining sessions: the same data, so that "sessionless" compares
+            produce_partition(c, topic, build_batch(simple_records(1, "p1")), partition=1)
         out.step("never_issued_session_id", lambda: summary(req(42424242, 1, {})))
         out.step("sessionless", lambda: summary(req(0, -1, {0: 0, 1: 0})))
     return out
@@ -2474,6 +2483,12 @@ def run(bootstrap: str, names: list[str] | None = None) -> dict[str, Outcome]:
     return {n: run_scenario(n, bootstrap) for n in (names or list(SCENARIOS))}
 
 
+# More scenarios, in their own modules (they register themselves with @scenario).
+from compat_tests import scenarios_admin, scenarios_java  # noqa: E402, F401
+
 if __name__ == "__main__":
-    result = run(sys.argv[1], sys.argv[2:] or None)
+    # Run through the imported module: the scenario modules register into its SCENARIOS.
+    from compat_tests import scenarios as _registered
+
+    result = _registered.run(sys.argv[1], sys.argv[2:] or None)
     print(json.dumps(result, indent=1, sort_keys=True, default=str))

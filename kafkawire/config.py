@@ -65,7 +65,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
 
 BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "node.id": ("int", 1),
-    "broker.id": ("int", None),
+    "broker.id": ("int", -1),  # mirrors node.id (see BrokerConfig.from_dict)
     "process.roles": ("list", "broker,controller"),
     "listeners": ("list", "PLAINTEXT://127.0.0.1:9092"),
     "advertised.listeners": ("list", None),
@@ -129,7 +129,8 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "min.insync.replicas": ("int", 1),
     "unclean.leader.election.enable": ("boolean", False),
     "offsets.topic.num.partitions": ("int", 50),
-    "offsets.topic.replication.factor": ("int", 1),
+    # Kafka's default is 3 (three brokers); a single node needs 1 (compat_tests/FINDINGS.md).
+    "offsets.topic.replication.factor": ("short", 1),
     "offsets.topic.segment.bytes": ("int", 104857600),
     "offsets.retention.minutes": ("int", 10080),
     "offsets.retention.check.interval.ms": ("long", 600000),
@@ -144,7 +145,7 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "group.consumer.heartbeat.interval.ms": ("int", 5000),
     "group.consumer.assignors": ("list", "uniform,range"),
     "transaction.state.log.num.partitions": ("int", 50),
-    "transaction.state.log.replication.factor": ("int", 1),
+    "transaction.state.log.replication.factor": ("short", 1),
     "transaction.state.log.min.isr": ("int", 1),
     "transaction.state.log.segment.bytes": ("int", 104857600),
     "transaction.max.timeout.ms": ("int", 900000),
@@ -159,13 +160,19 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "queued.max.requests": ("int", 500),
     "metadata.max.idle.interval.ms": ("int", 500),
     "group.share.enable": ("boolean", False),
-    "share.coordinator.state.topic.replication.factor": ("int", 1),
+    "share.coordinator.state.topic.replication.factor": ("short", 1),
     "share.coordinator.state.topic.min.isr": ("int", 1),
     "connections.max.idle.ms": ("long", 600000),
     "request.timeout.ms": ("int", 30000),
     "replica.lag.time.max.ms": ("long", 30000),
     "cluster.id": ("string", None),
+    # Accepted and reported like Kafka (a PASSWORD: sensitive, value hidden); no SASL here.
+    "sasl.jaas.config": ("password", None),
 }
+
+# Keys Kafka has no default for (DescribeConfigs lists no DEFAULT_CONFIG synonym); kafkawire
+# falls back to the value above so that a node starts without any configuration.
+NO_KAFKA_DEFAULT: frozenset[str] = frozenset({"node.id", "process.roles"})
 
 # Keys accepted and reported but with no effect in kafkawire (logged once at start).
 IGNORED_PREFIXES = ("ssl.", "sasl.", "listener.name.", "confluent.", "metric.", "metrics.")
@@ -178,7 +185,7 @@ class ConfigError(Exception):
 def parse_value(kind: str, raw: str, key: str) -> Any:
     raw = raw.strip()
     try:
-        if kind in ("int", "long"):
+        if kind in ("int", "long", "short"):
             return int(raw)
         if kind == "double":
             return float(raw)
@@ -269,8 +276,15 @@ class BrokerConfig:
                 cfg.explicit[key] = value
             else:
                 cfg.unknown.append(key)
-        if cfg.values["broker.id"] is not None and "node.id" not in raw:
+        # As Kafka's KafkaConfig: node.id and broker.id name the same id; a configured one is
+        # a static config under both names.
+        if "broker.id" in raw and "node.id" not in raw:
             cfg.values["node.id"] = cfg.values["broker.id"]
+            cfg.explicit["node.id"] = raw["broker.id"]
+        elif "broker.id" not in raw:
+            cfg.values["broker.id"] = cfg.values["node.id"]
+            if "node.id" in raw:
+                cfg.explicit["broker.id"] = raw["node.id"]
         cfg.validate()
         return cfg
 

@@ -31,6 +31,17 @@ MODULES = [
     "describe_cluster",
     "describe_topic_partitions",
     "describe_log_dirs",
+    "describe_quorum",
+    # No authorizer, no SASL, PLAINTEXT only: answered as Kafka answers in that configuration.
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
+    "create_delegation_token",
+    "renew_delegation_token",
+    "expire_delegation_token",
+    "describe_delegation_token",
 ]
 
 
