@@ -18,6 +18,7 @@ import trio
 from kafkawire.apis import REGISTRY
 from kafkawire.config import LONG_MAX, TOPIC_CONFIGS, BrokerConfig
 from kafkawire.config_entries import effective_topic_values
+from kafkawire.coordinator_runtime import GROUP_TOPIC, TXN_TOPIC, CoordinatorRuntime
 from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum
 from kafkawire.purgatory import AppendNotifier
 from kafkawire.server import Connection, RequestContext, Server
@@ -67,6 +68,13 @@ class Broker:
         self.metadata_lock = trio.Lock()
         self._pid_next = 0
         self._pid_end = 0
+        # Coordinator runtimes (docs/COORDINATORS.md), one per internal topic. A coordinator
+        # plugs in by setting its runtime's ``shard_factory`` before ``run``.
+        self.group_runtime = CoordinatorRuntime(self, GROUP_TOPIC)
+        self.txn_runtime = CoordinatorRuntime(self, TXN_TOPIC)
+        self.coordinators_by_key_type = {
+            GROUP_TOPIC.key_type: self.group_runtime, TXN_TOPIC.key_type: self.txn_runtime
+        }
 
     # ---- state --------------------------------------------------------------------------
     @property
@@ -141,6 +149,8 @@ class Broker:
                 continue
             self.logs.delete(topic_name, index)
             self.notifier.notify(topic_name, index)
+        for runtime in self.coordinators_by_key_type.values():
+            runtime.sync()
 
     async def create_topic(
         self,
@@ -242,6 +252,8 @@ class Broker:
                         self.config.log_dirs[0],
                     )
                 await self.commit_metadata(self.register())
+                for runtime in self.coordinators_by_key_type.values():
+                    await nursery.start(runtime.serve)
                 nursery.start_soon(self.background_flush)
                 self.started.set()
                 task_status.started(self)

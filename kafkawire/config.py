@@ -132,6 +132,7 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     # Kafka's default is 3 (three brokers); a single node needs 1 (compat_tests/FINDINGS.md).
     "offsets.topic.replication.factor": ("short", 1),
     "offsets.topic.segment.bytes": ("int", 104857600),
+    "offsets.topic.compression.codec": ("int", 0),
     "offsets.retention.minutes": ("int", 10080),
     "offsets.retention.check.interval.ms": ("long", 600000),
     "offset.metadata.max.bytes": ("int", 4096),

@@ -511,14 +511,19 @@ class PartitionLog:
         leader_epoch: int,
         now_ms: int,
         log_append_time: bool | None = None,
+        coordinator: bool = False,
     ) -> AppendInfo:
         """Append the batches at the given positions of ``buf`` (framing and CRC checked by
         the caller). Offsets, leader epoch and (LogAppendTime) timestamps are patched into
         ``buf`` in place. ``log_append_time`` None means the topic's
-        ``message.timestamp.type``. Raises KafkaError for rejected appends."""
+        ``message.timestamp.type``. Raises KafkaError for rejected appends.
+
+        ``coordinator``: the batches come from a coordinator of this node (Kafka's
+        ``AppendOrigin.COORDINATOR``): transactional batches carry a producer id and epoch but
+        no sequence, so sequence validation and duplicate detection are skipped."""
         if not batches:
             raise ValueError("append needs at least one batch")
-        return self._append(buf, batches, leader_epoch, now_ms, log_append_time)
+        return self._append(buf, batches, leader_epoch, now_ms, log_append_time, coordinator)
 
     def _append(
         self,
@@ -527,6 +532,7 @@ class PartitionLog:
         leader_epoch: int,
         now_ms: int,
         log_append_time: bool | None,
+        coordinator: bool = False,
     ) -> AppendInfo:
         if self._closed:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log is closed")
@@ -547,7 +553,7 @@ class PartitionLog:
                 )
             if h.last_offset_delta < 0 or h.records_count != h.last_offset_delta + 1:
                 raise KafkaError(ErrorCode.INVALID_RECORD, "inconsistent batch offset range")
-            if h.producer_id >= 0 and h.base_sequence < 0 and not h.is_control:
+            if h.producer_id >= 0 and h.base_sequence < 0 and not h.is_control and not coordinator:
                 raise KafkaError(ErrorCode.INVALID_RECORD, "idempotent batch without a sequence")
             total += size
         if total > config.segment_bytes:
@@ -558,7 +564,7 @@ class PartitionLog:
 
         # Duplicates of one of the producer's last 5 batches: answer with the original offsets.
         for _pos, h in batches:
-            if h.producer_id >= 0 and not h.is_control:
+            if h.producer_id >= 0 and not h.is_control and not coordinator:
                 dup = ps.find_duplicate(h)
                 if dup is not None:
                     return AppendInfo(
@@ -595,7 +601,7 @@ class PartitionLog:
             )
             if nh.producer_id >= 0:
                 if pa is None:
-                    pa = ps.prepare()
+                    pa = ps.prepare(validate=not coordinator)
                 if nh.is_control:
                     size = h.batch_length + LOG_OVERHEAD
                     pa.add_control_batch(nh, *_control_or_none(view[pos : pos + size]))

@@ -31,6 +31,7 @@ MODULES = [
     "describe_cluster",
     "describe_topic_partitions",
     "describe_log_dirs",
+    "find_coordinator",
     "describe_quorum",
     # No authorizer, no SASL, PLAINTEXT only: answered as Kafka answers in that configuration.
     "sasl_handshake",
