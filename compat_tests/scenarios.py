@@ -2171,24 +2171,31 @@ def client_aiokafka(bootstrap: str) -> Outcome:
             auto_offset_reset="earliest",
             enable_auto_commit=False,
         )
-        await consumer.start()
         try:
-            got: list[list[Any]] = []
-            async with asyncio.timeout(30):
-                while len(got) < 4:
-                    batch = await consumer.getmany(timeout_ms=500)
-                    for tp, msgs in batch.items():
-                        got += [
-                            [tp.partition, m.offset, m.value.decode(), m.timestamp] for m in msgs
-                        ]
-            out["consumed"] = sorted(got)
-            await consumer.commit()
-            tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
-            out["committed"] = [await consumer.committed(tp) for tp in tps]
-            out["end_offsets"] = sorted((await consumer.end_offsets(tps)).values())
-            out["beginning_offsets"] = sorted((await consumer.beginning_offsets(tps)).values())
+            # Bounded: against a broker with only part of the group protocol, aiokafka retries
+            # its coordinator forever; the outcome then records the timeout.
+            async with asyncio.timeout(60):
+                await consumer.start()
+                got: list[list[Any]] = []
+                async with asyncio.timeout(30):
+                    while len(got) < 4:
+                        batch = await consumer.getmany(timeout_ms=500)
+                        for tp, msgs in batch.items():
+                            got += [
+                                [tp.partition, m.offset, m.value.decode(), m.timestamp]
+                                for m in msgs
+                            ]
+                out["consumed"] = sorted(got)
+                await consumer.commit()
+                tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+                out["committed"] = [await consumer.committed(tp) for tp in tps]
+                out["end_offsets"] = sorted((await consumer.end_offsets(tps)).values())
+                out["beginning_offsets"] = sorted(
+                    (await consumer.beginning_offsets(tps)).values()
+                )
         finally:
-            await consumer.stop()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(consumer.stop(), 15)
         return out
 
     return asyncio.run(main())
