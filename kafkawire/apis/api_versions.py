@@ -8,7 +8,8 @@ registry. Quirks kept as Kafka keeps them:
 - An unsupported ApiVersions version gets a v0 body with UNSUPPORTED_VERSION and our key-18
   range (``server.api_versions_fallback``).
 v3+: SupportedFeatures / FinalizedFeatures / FinalizedFeaturesEpoch (tagged). Only
-metadata.version is finalized; transaction.version and group.version stay unfinalized until the
+metadata.version and eligible.leader.replicas.version (as Kafka 4.3 bootstraps) are finalized;
+transaction.version and group.version stay unfinalized until the
 KIP-890 / KIP-848 paths work, since they switch Kafka 4.x clients onto those protocols.
 """
 
