@@ -42,7 +42,7 @@ _SHARE_KEYS = (76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92)
 _STREAMS_KEYS = (88, 89)
 _GROUP_KEYS = (8, 9, 11, 12, 13, 14, 15, 16, 42, 47, 68, 69)
 _TXN_KEYS = (24, 25, 26, 27, 28, 61, 65, 66)
-_NOT_YET_KEYS = (34, 43, 45, 46, 48, 49, 50, 51, 57, 74)
+_NOT_YET_KEYS = (34, 48, 49, 50, 51, 57)
 
 
 def _keys(keys: tuple[int, ...], reason: str) -> list[tuple[str, str]]:

@@ -281,3 +281,97 @@ def _confluent_acls(bootstrap: str) -> dict[str, Any]:
         "create": outcome(admin.create_acls([binding], request_timeout=30)[binding]),
         "delete": outcome(admin.delete_acls([any_filter], request_timeout=30)[any_filter]),
     }
+
+
+@scenario
+def cluster_admin_extras(bootstrap: str) -> Outcome:
+    """ElectLeaders, Alter/ListPartitionReassignments, ListConfigResources on a single node
+    (nothing to elect, nothing to move), and ``kafka-leader-election``."""
+    from compat_tests.scenarios import _java, _last_error_line, create_topic
+    from protocol._generated.alter_partition_reassignments_request import (
+        AlterPartitionReassignmentsRequest as APR,
+    )
+    from protocol._generated.elect_leaders_request import ElectLeadersRequest as EL
+    from protocol._generated.list_config_resources_request import (
+        ListConfigResourcesRequest as LCR,
+    )
+    from protocol._generated.list_partition_reassignments_request import (
+        ListPartitionReassignmentsRequest as LPR,
+    )
+
+    topic = "cluster_admin_extras"
+    out = Steps()
+    with connect(bootstrap) as c:
+        create_topic(c, topic, 2)
+        named = [
+            EL.TopicPartitions(topic=topic, partitions=[0, 1, 5]),
+            EL.TopicPartitions(topic=f"{topic}-none", partitions=[0]),
+        ]
+        for v in (0, 1, 2):
+            out.step(
+                f"elect_v{v}",
+                lambda: _with_messages(
+                    c.request(EL(election_type=0, topic_partitions=named, timeout_ms=30000), v)
+                ),
+            )
+        out.step(
+            "elect_unclean",
+            lambda: _with_messages(
+                c.request(EL(election_type=1, topic_partitions=named[:1], timeout_ms=30000), 2)
+            ),
+        )
+        out.step(
+            "elect_all",
+            lambda: norm(c.request(EL(election_type=0, topic_partitions=None, timeout_ms=30000), 2)),
+        )
+        for name, topics in (
+            ("list_reassign_all", None),
+            ("list_reassign_named", [LPR.ListPartitionReassignmentsTopics(
+                name=topic, partition_indexes=[0, 1, 9])]),
+            ("list_reassign_unknown", [LPR.ListPartitionReassignmentsTopics(
+                name=f"{topic}-none", partition_indexes=[0])]),
+        ):
+            out.step(name, lambda: norm(c.request(LPR(timeout_ms=30000, topics=topics), 0)))
+        P = APR.ReassignablePartition  # noqa: N806
+        cases = [
+            P(partition_index=0, replicas=[1]),
+            P(partition_index=1, replicas=None),
+            P(partition_index=1, replicas=[2]),
+            P(partition_index=7, replicas=[1]),
+            P(partition_index=0, replicas=[1, 1]),
+            P(partition_index=0, replicas=[]),
+        ]
+        for v in (0, 1):
+            req = APR(timeout_ms=30000, topics=[
+                APR.ReassignableTopic(name=topic, partitions=cases),
+                APR.ReassignableTopic(name=f"{topic}-none", partitions=[P(partition_index=0,
+                                                                           replicas=[1])]),
+            ])
+            out.step(f"alter_reassign_v{v}", lambda: _with_messages(c.request(req, v)))
+
+        def resources(types: list[int] | None, version: int = 1) -> dict[str, Any]:
+            r = c.request(LCR(resource_types=types or []), version)
+            # other scenarios' topics differ between runs: keep this scenario's and the node's
+            kept = sorted(
+                [x.resource_type, x.resource_name]
+                for x in r.config_resources
+                if x.resource_type != 2 or x.resource_name.startswith(topic)
+            )
+            return {"error_code": err(r.error_code), "resources": kept}
+
+        out.step("config_resources_all", lambda: resources(None))
+        out.step("config_resources_topics", lambda: resources([2]))
+        out.step("config_resources_brokers", lambda: resources([4, 8]))
+        out.step("config_resources_groups_client_metrics", lambda: resources([16, 32]))
+        out.step("config_resources_bad_type", lambda: resources([99]))
+        out.step("config_resources_v0", lambda: resources(None, 0))
+    for version in ("4.x", "3.9"):
+        rc, so, se = _java(
+            "org.apache.kafka.tools.LeaderElectionCommand",
+            ["--bootstrap-server", bootstrap, "--election-type", "PREFERRED", "--topic", topic,
+             "--partition", "0"],
+            version,
+        )
+        out.step(f"leader_election_tool_{version}",
+                 lambda: [rc, so.strip().splitlines(), _last_error_line(se)])
+    return out

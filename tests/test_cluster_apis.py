@@ -22,6 +22,7 @@ from protocol._generated.sasl_handshake_request import SaslHandshakeRequest
 from protocol.errors import ErrorCode
 from protocol.primitives import ZERO_UUID
 from tests.conftest import RawClient
+from tests.test_admin_wire import nulled
 
 DQ = DescribeQuorumRequest
 
@@ -156,3 +157,59 @@ def test_offset_for_leader_epoch_on_empty_partition(raw: RawClient) -> None:
         OE.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=3)])]), 4)
     assert [(p.error_code, p.leader_epoch, p.end_offset) for p in r.topics[0].partitions] == [
         (0, 0, 0), (0, -1, -1)]  # an epoch newer than any known: undefined, as Kafka
+
+
+def test_elect_leaders_and_reassignments_on_a_single_node(raw: RawClient) -> None:
+    from protocol._generated.alter_partition_reassignments_request import (
+        AlterPartitionReassignmentsRequest as APR,
+    )
+    from protocol._generated.elect_leaders_request import ElectLeadersRequest as EL
+    from protocol._generated.list_partition_reassignments_request import (
+        ListPartitionReassignmentsRequest as LPR,
+    )
+
+    topic = f"el-{uuid.uuid4().hex[:8]}"
+    raw.request(CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+        name=topic, num_partitions=2, replication_factor=1)], timeout_ms=10000), 7)
+    for v in (0, 1, 2):
+        r = raw.request(EL(election_type=0, timeout_ms=1000, topic_partitions=[
+            EL.TopicPartitions(topic=topic, partitions=[1, 4]),
+            EL.TopicPartitions(topic="nope", partitions=[0])]), v)
+        assert [(t.topic, [(p.partition_id, p.error_code, p.error_message)
+                           for p in t.partition_result])
+                for t in r.replica_election_results] == [
+            (topic, [(1, ErrorCode.ELECTION_NOT_NEEDED,
+                      "Leader election not needed for topic partition."),
+                     (4, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {topic}-4")]),
+            ("nope", [(0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "No such topic as nope")])]
+    r = raw.request(nulled(EL(election_type=0, timeout_ms=1000), topic_partitions=None), 2)
+    assert (r.error_code, r.replica_election_results) == (0, [])
+    P = APR.ReassignablePartition  # noqa: N806
+    r = raw.request(APR(timeout_ms=1000, topics=[APR.ReassignableTopic(name=topic, partitions=[
+        P(partition_index=0, replicas=[1]), nulled(P(partition_index=1), replicas=None),
+        P(partition_index=1, replicas=[3]), P(partition_index=9, replicas=[1])])]), 1)
+    assert [(p.error_code, p.error_message) for p in r.responses[0].partitions] == [
+        (0, None), (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None),
+        (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+         "The manual partition assignment includes broker 3, but no such broker is registered."),
+        (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:9.")]
+    r = raw.request(nulled(LPR(timeout_ms=1000), topics=None), 0)
+    assert (r.error_code, r.topics) == (0, [])
+
+
+def test_list_config_resources(raw: RawClient) -> None:
+    from protocol._generated.list_config_resources_request import (
+        ListConfigResourcesRequest as LCR,
+    )
+
+    topic = f"lcr-{uuid.uuid4().hex[:8]}"
+    raw.request(CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+        name=topic, num_partitions=1, replication_factor=1)], timeout_ms=10000), 7)
+    r = raw.request(LCR(resource_types=[]), 1)
+    got = [(x.resource_type, x.resource_name) for x in r.config_resources]
+    assert got[:2] == [(8, "1"), (4, "1")] and (2, topic) in got
+    r = raw.request(LCR(resource_types=[4]), 1)
+    assert [(x.resource_type, x.resource_name) for x in r.config_resources] == [(4, "1")]
+    r = raw.request(LCR(resource_types=[99]), 1)
+    assert (r.error_code, r.config_resources) == (ErrorCode.UNSUPPORTED_VERSION, [])
+    assert raw.request(LCR(), 0).config_resources == []

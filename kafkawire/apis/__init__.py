@@ -33,6 +33,10 @@ MODULES = [
     "describe_log_dirs",
     "find_coordinator",
     "describe_quorum",
+    "elect_leaders",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
+    "list_config_resources",
     # No authorizer, no SASL, PLAINTEXT only: answered as Kafka answers in that configuration.
     "sasl_handshake",
     "sasl_authenticate",
