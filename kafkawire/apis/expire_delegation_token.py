@@ -1,13 +1,14 @@
-"""ExpireDelegationToken (key 40), versions 1-2: DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, expiry -1, as
-Kafka answers on a PLAINTEXT listener (see ``create_delegation_token``)."""
+"""ExpireDelegationToken (key 40), versions 1-2: answered like RenewDelegationToken
+(DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, expiry -1), as Kafka on a PLAINTEXT listener (see
+``create_delegation_token``)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kafkawire.apis.renew_delegation_token import not_allowed
 from protocol._generated.expire_delegation_token_request import ExpireDelegationTokenRequest
 from protocol._generated.expire_delegation_token_response import ExpireDelegationTokenResponse
-from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
@@ -20,8 +21,4 @@ VERSIONS = (1, 2)
 async def handle(
     broker: Broker, ctx: RequestContext, req: ExpireDelegationTokenRequest
 ) -> ExpireDelegationTokenResponse:
-    return ExpireDelegationTokenResponse(
-        error_code=ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,
-        expiry_timestamp_ms=-1,
-        throttle_time_ms=0,
-    )
+    return not_allowed(ExpireDelegationTokenResponse)
