@@ -6,9 +6,8 @@ globs narrow; every entry has a row in FINDINGS.md.
 
 * ``ACCEPTED``: differences kafkawire makes on purpose (a design choice with a reason). They are
   printed and do not fail the test.
-* ``PENDING``: differences that wait for work in progress elsewhere (consumer groups: branch
-  ``groups``; transactions: ``txn``; DeleteRecords/retention: ``storage``) or for an API not
-  implemented yet. A scenario whose only differences are pending is reported as **xfailed**
+* ``PENDING``: differences that wait for work in progress elsewhere (transactions: branch
+  ``txn``; DeleteRecords/retention: ``storage``) or for an API not implemented yet. A scenario whose only differences are pending is reported as **xfailed**
   (visible in every run, never "passed"). When a pending scenario matches Kafka completely, the
   test fails and asks for its ``PENDING`` entries to be removed, so the list cannot go stale.
   Any difference matched by neither list fails the test.
@@ -33,20 +32,19 @@ _STATIC_QUORUM = (
 )
 _SINGLE_NODE = "single node: unregistering its only (live) broker is not supported"
 
-_GROUPS = "waits for consumer groups (branch groups, issue 3)"
 _TXN = "waits for transactions (branch txn, issue 4)"
 _STORAGE = "waits for DeleteRecords (branch storage, issue 6)"
 _NOT_YET = "admin API not implemented yet (no issue schedules it; see FINDINGS.md)"
 
 _SHARE_KEYS = (76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92)
 _STREAMS_KEYS = (88, 89)
-_GROUP_KEYS = (8, 9, 11, 12, 13, 14, 15, 16, 42, 47, 68, 69)
 _TXN_KEYS = (24, 25, 26, 27, 28, 61, 65, 66)
 _NOT_YET_KEYS = (34, 48, 49, 50, 51, 57)
 
 
 def _keys(keys: tuple[int, ...], reason: str) -> list[tuple[str, str]]:
     return [(f"api_keys.{k} *", reason) for k in keys]
+
 
 
 ACCEPTED: dict[str, list[tuple[str, str]]] = {
@@ -84,22 +82,11 @@ ACCEPTED: dict[str, list[tuple[str, str]]] = {
 
 PENDING: dict[str, list[tuple[str, str]]] = {
     "api_versions": [
-        *_keys(_GROUP_KEYS, _GROUPS),
         *_keys(_TXN_KEYS, _TXN),
         *_keys((21,), _STORAGE),
         *_keys(_NOT_YET_KEYS, _NOT_YET),
-        ("v[34].finalized_features.group.version", _GROUPS),
-        ("v4.supported_features.group.version[[]1]", _GROUPS),
         ("v[34].finalized_features.transaction.version", _TXN),
         ("v4.supported_features.transaction.version[[]1]", _TXN),
-    ],
-    "classic_group_protocol": [("*", _GROUPS)],
-    "client_kafka_python": [("*", _GROUPS)],
-    "client_confluent": [("*", _GROUPS)],
-    "client_aiokafka": [("*", _GROUPS)],
-    "java_console_roundtrip": [
-        ("consume_*", _GROUPS + ": ConsoleConsumer --group"),
-        ("group_describe*", _GROUPS + ": kafka-consumer-groups"),
     ],
     "transactions_confluent": [("*", _TXN)],
     "delete_records": [("*", _STORAGE)],

@@ -19,6 +19,7 @@ from kafkawire.apis import REGISTRY
 from kafkawire.config import LONG_MAX, TOPIC_CONFIGS, BrokerConfig
 from kafkawire.config_entries import effective_topic_values
 from kafkawire.coordinator_runtime import GROUP_TOPIC, TXN_TOPIC, CoordinatorRuntime
+from kafkawire.group_coordinator import group_version_records, make_shard_factory
 from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum
 from kafkawire.purgatory import AppendNotifier
 from kafkawire.server import Connection, RequestContext, Server
@@ -34,13 +35,13 @@ log = logging.getLogger("kafkawire.broker")
 
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
-# feature name -> (min, max) we support. transaction.version / group.version stay at 0 until the
-# KIP-890 / KIP-848 paths are implemented.
+# feature name -> (min, max) we support. transaction.version stays at 0 until the KIP-890 path
+# is implemented; group.version 1 = KIP-848 consumer groups (groups/consumer.py).
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     "metadata.version": (7, controller.METADATA_VERSION_LEVEL),
     "kraft.version": (0, 0),
     "eligible.leader.replicas.version": (0, controller.ELR_VERSION_LEVEL),
-    "group.version": (0, 0),
+    "group.version": (0, 1),
     "share.version": (0, 0),
     "streams.version": (0, 0),
     "transaction.version": (0, 0),
@@ -70,7 +71,7 @@ class Broker:
         self._pid_end = 0
         # Coordinator runtimes (docs/COORDINATORS.md), one per internal topic. A coordinator
         # plugs in by setting its runtime's ``shard_factory`` before ``run``.
-        self.group_runtime = CoordinatorRuntime(self, GROUP_TOPIC)
+        self.group_runtime = CoordinatorRuntime(self, GROUP_TOPIC, make_shard_factory(config))
         self.txn_runtime = CoordinatorRuntime(self, TXN_TOPIC)
         self.coordinators_by_key_type = {
             GROUP_TOPIC.key_type: self.group_runtime, TXN_TOPIC.key_type: self.txn_runtime
@@ -213,6 +214,9 @@ class Broker:
             self.quorum.append_sync(
                 controller.bootstrap_records(int(self.config["min.insync.replicas"]))
             )
+        features = group_version_records(self.config, self.image)
+        if features:
+            self.quorum.append_sync(features)
         for topic in self.image.topics:
             self.logs.update_config(topic, self.topic_log_config(topic))
         self.sync_logs_with_image()

@@ -129,7 +129,7 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "min.insync.replicas": ("int", 1),
     "unclean.leader.election.enable": ("boolean", False),
     "offsets.topic.num.partitions": ("int", 50),
-    # Kafka's default is 3 (three brokers); a single node needs 1 (compat_tests/FINDINGS.md).
+    # Kafka's default is 3 (SHORT); a single node cannot satisfy it, so 1 here (docs/COORDINATORS.md)
     "offsets.topic.replication.factor": ("short", 1),
     "offsets.topic.segment.bytes": ("int", 104857600),
     "offsets.topic.compression.codec": ("int", 0),

@@ -32,6 +32,19 @@ MODULES = [
     "describe_topic_partitions",
     "describe_log_dirs",
     "find_coordinator",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "offset_commit",
+    "offset_fetch",
+    "list_groups",
+    "describe_groups",
+    "delete_groups",
+    "offset_delete",
+    "txn_offset_commit",
+    "consumer_group_heartbeat",
+    "consumer_group_describe",
     "describe_quorum",
     "elect_leaders",
     "alter_partition_reassignments",
@@ -61,6 +74,8 @@ class ApiHandler:
     request_cls: Any
     response_cls: Any
     handle: Callable[..., Awaitable[Any]]
+    #: (feature, level): advertised only while that feature is finalized at >= level
+    requires_feature: tuple[str, int] | None = None
 
     def flexible(self, version: int) -> bool:
         return 0 <= self.flexible_from <= version
@@ -89,6 +104,7 @@ def build_registry(modules: list[str]) -> dict[int, ApiHandler]:
             request_cls=_load_class(REQUESTS[key]),
             response_cls=_load_class(RESPONSES[key]),
             handle=m.handle,
+            requires_feature=getattr(m, "REQUIRES_FEATURE", None),
         )
     return reg
 

@@ -7,6 +7,7 @@ frame and writes the client's bytes verbatim. No Python loop ever visits a recor
 - acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS). acks=0 gets no response at all.
   acks=-1 on a single node: the ISR is this node, so the high watermark moves with the append.
 - Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (v13: UNKNOWN_TOPIC_ID), CORRUPT_MESSAGE,
+  INVALID_TOPIC_EXCEPTION (internal topics: only the coordinators write there),
   INVALID_RECORD, MESSAGE_TOO_LARGE (batch > max.message.bytes), INVALID_TIMESTAMP
   (message.timestamp.before/after.max.ms, checked on the batch header's timestamps),
   OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH (idempotence, in the log),
@@ -76,6 +77,13 @@ async def handle(
             continue
         if topic is None:
             parts += [_error(p.index, missing) for p in td.partition_data]
+            continue
+        if topic.is_internal:
+            # as Kafka: clients cannot append to __consumer_offsets / __transaction_state
+            # (only their coordinators write there, through the coordinator runtime)
+            parts += [_error(p.index, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"Cannot append to internal topic {topic.name}")
+                      for p in td.partition_data]
             continue
         cfg = broker.effective_topic_configs(topic.name)
         max_bytes = int(cfg["max.message.bytes"])
