@@ -13,9 +13,10 @@ them first). Without Java or the jars a test skips, except under ``KAFKAWIRE_REQ
 * ``validate_delivery``: acked records against what the log holds: nothing acked lost, no
   reordering within a partition, no duplicates with idempotence.
 
-Tools that need consumer groups or transactions (kafka-consumer-groups, consumer-perf-test,
-VerifiableConsumer, console consumer with --group, TransactionalMessageCopier) are listed in
-``TOOLS`` so that their tests only have to call them once those features land.
+* ``consumed_records``: VerifiableConsumer's ``--verbose`` records, for the same validator.
+
+TransactionalMessageCopier (transactions) is listed in ``TOOLS`` so that its test only has to
+call it once transactions land.
 """
 
 from __future__ import annotations
@@ -169,6 +170,18 @@ def acked_records(events: Iterable[Mapping[str, Any]]) -> list[Acked]:
 
 
 LogContents = dict[int, list[tuple[int, str | None, str | None]]]
+
+
+def consumed_records(events: Iterable[Mapping[str, Any]]) -> LogContents:
+    """VerifiableConsumer ``--verbose`` ``record_data`` events as (offset, key, value) per
+    partition, in the order consumed (a rebalance may deliver a record twice)."""
+    out: LogContents = {}
+    for e in events:
+        if e.get("name") == "record_data":
+            out.setdefault(int(e["partition"]), []).append(
+                (int(e["offset"]), e.get("key"), e.get("value"))
+            )
+    return out
 
 
 def read_partitions(bootstrap: str, topic: str, timeout_s: float = 60.0) -> LogContents:

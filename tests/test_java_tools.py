@@ -21,6 +21,7 @@ from tests.javatools import (
     Acked,
     JavaTools,
     acked_records,
+    consumed_records,
     parse_events,
     read_partitions,
     require_line,
@@ -97,6 +98,40 @@ def test_verifiable_producer_idempotent_no_loss_no_reorder_no_dup(
     assert sum(len(v) for v in log.values()) == n
     assert validate_delivery(acked, log, idempotent=True) == []
     assert len({a.partition for a in acked}) == 3  # keys spread over every partition
+
+
+def test_verifiable_producer_to_verifiable_consumer_group(
+    broker: BrokerProcess, java_line: str, tmp_path: Path
+) -> None:
+    """What one line's VerifiableProducer got acked, the other line's VerifiableConsumer (a
+    consumer group, committing) reads: nothing lost, nothing out of order, no duplicates."""
+    producer = JavaTools(java_line)
+    other = "3.9" if java_line == "4.x" else "4.x"
+    require_line(other)
+    consumer = JavaTools(other)
+    topic = new_topic(broker.bootstrap, "vpc", partitions=4)
+    props = write_properties(tmp_path / "p.properties", {
+        "enable.idempotence": "true", "retries": "2147483647", "linger.ms": "1"})
+    n = 1000
+    res = producer.run(
+        "verifiable-producer", "--bootstrap-server", broker.bootstrap, "--topic", topic,
+        "--max-messages", str(n), "--repeating-keys", "10",
+        producer.option("producer-property-file"), str(props),
+    )
+    acked = acked_records(parse_events(res.stdout))
+    assert len(acked) == n
+    res = consumer.run(
+        "verifiable-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic,
+        "--group-id", f"g-{topic}", "--max-messages", str(n), "--verbose",
+        "--reset-policy", "earliest",
+    )
+    events = parse_events(res.stdout)
+    assert sorted(p["partition"] for e in events if e["name"] == "partitions_assigned"
+                  for p in e["partitions"]) == [0, 1, 2, 3]
+    assert all(e["success"] for e in events if e["name"] == "offsets_committed")
+    got = consumed_records(events)
+    assert validate_delivery(acked, got, idempotent=True) == []
+    assert sum(len(v) for v in got.values()) == n
 
 
 def test_producer_perf_test(broker: BrokerProcess, java_line: str) -> None:
