@@ -43,7 +43,7 @@ SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL":
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     "metadata.version": (7, controller.METADATA_VERSION_LEVEL),
     "kraft.version": (0, 0),
-    "eligible.leader.replicas.version": (0, 0),
+    "eligible.leader.replicas.version": (0, controller.ELR_VERSION_LEVEL),
     "group.version": (0, 1),
     "share.version": (0, 0),
     "streams.version": (0, 0),
@@ -141,6 +141,15 @@ class Broker:
         have = {tp for tp, _log in self.logs}
         for topic_name, index in sorted(wanted - have):
             self.logs.get_or_create(topic_name, index, now_ms(), self.topic_log_config(topic_name))
+        # As Kafka's Partition.makeLeader: the leader epoch starts at the log end offset, so
+        # OffsetForLeaderEpoch answers (epoch, LEO) for the current epoch even on an empty log.
+        for topic_name, index in wanted:
+            p = img.topics[topic_name].partitions[index]
+            plog = self.logs.get(topic_name, index)
+            if plog is not None and p.leader == self.node_id:
+                latest = plog.leader_epochs.latest_epoch()
+                if latest is None or latest < p.leader_epoch:
+                    plog.leader_epochs.assign(p.leader_epoch, plog.log_end_offset)
         for topic_name, index in sorted(have - wanted):
             if topic_name == "__cluster_metadata":
                 continue
@@ -209,7 +218,9 @@ class Broker:
         self.quorum = MetadataQuorum(self.logs, self.node_id, now_ms)
         self.quorum.load()
         if not self.image.features:
-            self.quorum.append_sync(controller.bootstrap_records())
+            self.quorum.append_sync(
+                controller.bootstrap_records(int(self.config["min.insync.replicas"]))
+            )
         features = group_version_records(self.config, self.image)
         if features:
             self.quorum.append_sync(features)

@@ -72,7 +72,7 @@ INTERNAL_TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
 
 BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "node.id": ("int", 1),
-    "broker.id": ("int", None),
+    "broker.id": ("int", -1),  # mirrors node.id (see BrokerConfig.from_dict)
     "process.roles": ("list", "broker,controller"),
     "listeners": ("list", "PLAINTEXT://127.0.0.1:9092"),
     "advertised.listeners": ("list", None),
@@ -173,16 +173,22 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "queued.max.requests": ("int", 500),
     "metadata.max.idle.interval.ms": ("int", 500),
     "group.share.enable": ("boolean", False),
-    "share.coordinator.state.topic.replication.factor": ("int", 1),
+    "share.coordinator.state.topic.replication.factor": ("short", 1),
     "share.coordinator.state.topic.min.isr": ("int", 1),
     "connections.max.idle.ms": ("long", 600000),
     "request.timeout.ms": ("int", 30000),
     "replica.lag.time.max.ms": ("long", 30000),
     "cluster.id": ("string", None),
+    # Accepted and reported like Kafka (a PASSWORD: sensitive, value hidden); no SASL here.
+    "sasl.jaas.config": ("password", None),
 }
 
 # Kafka's internal configs (``defineInternal``): accepted, never listed by DescribeConfigs.
 INTERNAL_BROKER_CONFIGS = frozenset({"log.initial.task.delay.ms"})
+
+# Keys Kafka has no default for (DescribeConfigs lists no DEFAULT_CONFIG synonym); kafkawire
+# falls back to the value above so that a node starts without any configuration.
+NO_KAFKA_DEFAULT: frozenset[str] = frozenset({"node.id", "process.roles"})
 
 # Keys accepted and reported but with no effect in kafkawire (logged once at start).
 IGNORED_PREFIXES = ("ssl.", "sasl.", "listener.name.", "confluent.", "metric.", "metrics.")
@@ -286,8 +292,15 @@ class BrokerConfig:
                 cfg.explicit[key] = value
             else:
                 cfg.unknown.append(key)
-        if cfg.values["broker.id"] is not None and "node.id" not in raw:
+        # As Kafka's KafkaConfig: node.id and broker.id name the same id; a configured one is
+        # a static config under both names.
+        if "broker.id" in raw and "node.id" not in raw:
             cfg.values["node.id"] = cfg.values["broker.id"]
+            cfg.explicit["node.id"] = raw["broker.id"]
+        elif "broker.id" not in raw:
+            cfg.values["broker.id"] = cfg.values["node.id"]
+            if "node.id" in raw:
+                cfg.explicit["broker.id"] = raw["node.id"]
         cfg.validate()
         return cfg
 

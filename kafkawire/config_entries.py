@@ -37,6 +37,7 @@ from kafkawire.config import (
     BROKER_CONFIGS,
     INTERNAL_BROKER_CONFIGS,
     INTERNAL_TOPIC_CONFIGS,
+    NO_KAFKA_DEFAULT,
     TOPIC_CONFIGS,
     BrokerConfig,
     ConfigError,
@@ -129,7 +130,7 @@ DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
 _KAFKA_DYNAMIC_ONLY: frozenset[str] = frozenset({
     "num.io.threads", "num.network.threads", "num.recovery.threads.per.data.dir",
     "max.connections", "listeners", "advertised.listeners", "listener.security.protocol.map",
-    "log.cleaner.backoff.ms", "producer.id.expiration.ms",
+    "log.cleaner.backoff.ms", "producer.id.expiration.ms", "sasl.jaas.config",
 })
 
 TOPIC_DOCS: dict[str, str] = {
@@ -223,7 +224,7 @@ def _broker_layers(
     static_defaults = {
         k: format_config_value(kind, d)
         for k, (kind, d) in BROKER_CONFIGS.items()
-        if d is not None
+        if d is not None and k not in NO_KAFKA_DEFAULT
     }
     return [
         (ConfigSource.DYNAMIC_BROKER_CONFIG, per_broker),
@@ -431,18 +432,21 @@ def broker_config_entries(
     for name in keys:
         kind, _d = BROKER_CONFIGS[name]
         chain = _synonym_chain(name, layers)
+        sensitive = kind == "password"
+        if sensitive:  # Kafka never returns a password's value, nor its synonyms' values
+            chain = [Synonym(s.name, None, s.source) for s in chain]
         if per_broker:
-            value = format_config_value(kind, effective.values.get(name))
+            value = None if sensitive else format_config_value(kind, effective.values.get(name))
         else:
             chain = [s for s in chain if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
-            value = default.get(name)
+            value = None if sensitive else default.get(name)
         out.append(
             ConfigEntry(
                 name=name,
                 value=value,
                 source=chain[0].source if chain else ConfigSource.DEFAULT_CONFIG,
                 read_only=name not in DYNAMIC_BROKER_CONFIGS and name not in _KAFKA_DYNAMIC_ONLY,
-                is_sensitive=False,
+                is_sensitive=sensitive,
                 config_type=config_type(kind),
                 synonyms=tuple(chain) if include_synonyms else (),
                 documentation=None,

@@ -46,6 +46,21 @@ MODULES = [
     "txn_offset_commit",
     "consumer_group_heartbeat",
     "consumer_group_describe",
+    "describe_quorum",
+    "elect_leaders",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
+    "list_config_resources",
+    # No authorizer, no SASL, PLAINTEXT only: answered as Kafka answers in that configuration.
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
+    "create_delegation_token",
+    "renew_delegation_token",
+    "expire_delegation_token",
+    "describe_delegation_token",
 ]
 
 

@@ -7,9 +7,10 @@ registry. Quirks kept as Kafka keeps them:
 - The response header is always v0 (KIP-511), handled in ``server``.
 - An unsupported ApiVersions version gets a v0 body with UNSUPPORTED_VERSION and our key-18
   range (``server.api_versions_fallback``).
-v3+: SupportedFeatures / FinalizedFeatures / FinalizedFeaturesEpoch (tagged). metadata.version
-and group.version (KIP-848, when enabled) are finalized; transaction.version stays unfinalized
-until the KIP-890 path works, since it switches Kafka 4.x clients onto that protocol.
+v3+: SupportedFeatures / FinalizedFeatures / FinalizedFeaturesEpoch (tagged). metadata.version,
+eligible.leader.replicas.version (as Kafka 4.3 bootstraps) and group.version (KIP-848, when
+enabled) are finalized; transaction.version stays unfinalized until the KIP-890 path works,
+since it switches Kafka 4.x clients onto that protocol.
 An API with ``REQUIRES_FEATURE`` (the ConsumerGroup* APIs: group.version >= 1) is listed only
 while that feature is finalized, as Kafka does.
 """
