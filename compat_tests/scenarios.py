@@ -2455,12 +2455,12 @@ def java_producer_performance(bootstrap: str) -> Outcome:
     return out
 
 
-# --- storage: retention and compaction ---------------------------------------------------------
+# --- storage: compaction -----------------------------------------------------------------------
 
-# Kafka runs retention after log.initial.task.delay.ms (30 s) and then every
-# log.retention.check.interval.ms (5 min); its cleaner threads look for work every
-# log.cleaner.backoff.ms (15 s). With the harness's default configuration both happen within
-# about a minute; the scenario waits up to STORAGE_WAIT_S for each.
+# Kafka's cleaner threads look for work every log.cleaner.backoff.ms (15 s); the scenario waits
+# up to STORAGE_WAIT_S. (Retention is not compared here: Kafka checks it every
+# log.retention.check.interval.ms, 5 minutes, so a long-running harness broker may not reach it
+# in a bounded wait. tests/test_storage_clients.py covers it against kafkawire.)
 STORAGE_WAIT_S = 120.0
 
 
@@ -2481,52 +2481,33 @@ def _all_records(c: Connection, topic: str, start: int) -> list[list[Any]]:
 
 
 @scenario
-def storage_retention_and_compaction(bootstrap: str) -> Outcome:
-    """Retention by time moves the log start offset (whole segments, as the broker rolled
-    them); the log cleaner keeps the last record of each key (a tombstone too, within
-    delete.retention.ms), keeps offsets, and a compacted topic refuses keyless records."""
+def storage_compaction(bootstrap: str) -> Outcome:
+    """The log cleaner keeps the last record of each key (a tombstone too, within
+    delete.retention.ms) at its offset; a compacted topic refuses keyless records."""
     out = Steps()
-    ret, cmp_ = "storage_retention", "storage_compaction"
-    old = T0 - 5 * 86_400_000  # five days before T0: past retention.ms
+    topic = "storage_compaction"
     with connect(bootstrap) as c:
-        create_topic(c, ret, configs={"retention.ms": "3600000", "internal.segment.bytes": "1000"})
-        create_topic(c, cmp_, configs={
+        create_topic(c, topic, configs={
             "cleanup.policy": "compact", "internal.segment.bytes": "1000",
             "min.cleanable.dirty.ratio": "0.01",
         })
-        value = b"x" * 300
-        for i in range(6):  # three old segments (two 400-byte batches each)
-            produce_partition(c, ret, build_batch([Rec(value, timestamp=old + i)]))
-        out.step("recent", lambda: produce_partition(
-            c, ret, build_batch([Rec(b"recent", timestamp=T0)])))
         for rnd in range(4):
             for k in range(5):
-                produce_partition(c, cmp_, build_batch(
+                produce_partition(c, topic, build_batch(
                     [Rec(f"r{rnd}-{k}".encode() + b"-" * 200, key=f"k{k}".encode())]))
         out.step("tombstone", lambda: produce_partition(
-            c, cmp_, build_batch([Rec(None, key=b"k1")])))
-        out.step("keyless", lambda: produce_partition(c, cmp_, build_batch([Rec(b"no key")])))
+            c, topic, build_batch([Rec(None, key=b"k1")])))
+        out.step("keyless", lambda: produce_partition(c, topic, build_batch([Rec(b"no key")])))
         out.step("after_keyless", lambda: produce_partition(
-            c, cmp_, build_batch([Rec(b"tail" + b"-" * 400, key=b"tail")])))
-
-        def earliest(topic: str) -> int:
-            return int(list_offsets(c, topic, [-2])[0]["offset"])
-
-        out.step("log_start", lambda: eventually(
-            lambda: earliest(ret), lambda o: o > 0, STORAGE_WAIT_S))
-        out.step("list_offsets", lambda: list_offsets(c, ret, [-2, -1]))
-        out.step("fetch_0", lambda: {
-            k: v for k, v in fetch_one(c, ret, 0).items()
-            if k in ("error_code", "log_start_offset", "high_watermark")})
-        out.step("retained", lambda: _all_records(c, ret, earliest(ret))[-1][:2])
+            c, topic, build_batch([Rec(b"tail" + b"-" * 400, key=b"tail")])))
 
         def compacted() -> list[list[Any]]:
-            recs = _all_records(c, cmp_, 0)
+            recs = _all_records(c, topic, 0)
             below = [r for r in recs if r[1] in {f"k{k}" for k in range(5)}]
             return recs if len({r[1] for r in below}) == len(below) else []
 
         out.step("compacted", lambda: eventually(compacted, bool, STORAGE_WAIT_S))
-        out.step("compacted_offsets", lambda: list_offsets(c, cmp_, [-2, -1]))
+        out.step("list_offsets", lambda: list_offsets(c, topic, [-2, -1]))
     return out
 
 
