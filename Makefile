@@ -18,11 +18,16 @@ $(STAMP): pyproject.toml | $(VENV)/bin/python
 run: $(STAMP)
 	$(PY) -m kafkawire serve $(ARGS)
 
-## test: install the dev extras and system tools, then run the whole suite
+## test: install the dev extras and system tools, fetch Apache Kafka's jars (cached in
+## $$KAFKAWIRE_CACHE or ~/.cache/kafkawire), then run the whole suite: tests/, then the compat
+## stage (every compat_tests scenario against a real Apache Kafka and against kafkawire).
+## KAFKAWIRE_REQUIRE_KAFKA=1: a test needing Kafka's jars fails instead of skipping.
 test: $(STAMP) deps-system deps-java
 	$(PY) -m ruff check .
 	$(PY) -m mypy
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m compat_tests.kafka_dist fetch
+	KAFKAWIRE_REQUIRE_KAFKA=1 $(PY) -m pytest $(PYTEST_ARGS)
+	KAFKAWIRE_REQUIRE_KAFKA=1 $(PY) -m pytest compat_tests -m compat $(PYTEST_ARGS)
 
 ## pipeline: the Spark clickstream example end to end on its own kafkawire (needs Java 17 + Maven)
 pipeline: $(STAMP) deps-java

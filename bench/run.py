@@ -1,7 +1,13 @@
 """kafkawire benchmarks with one confluent-kafka producer and consumer.
 
     .venv/bin/python bench/run.py                       # start a kafkawire node and measure it
-    .venv/bin/python bench/run.py --bootstrap HOST:PORT # measure a running broker (e.g. Apache Kafka)
+    .venv/bin/python bench/run.py --target kafka        # the same against Apache Kafka 4.3.1
+    .venv/bin/python bench/run.py --target both         # both, one after the other, side by side
+    .venv/bin/python bench/run.py --bootstrap HOST:PORT # measure a running broker
+
+``--target kafka`` runs a real single-node KRaft Apache Kafka from the compat harness's jars
+(``compat_tests.kafka_dist``, fetched once into ``~/.cache/kafkawire``) on this machine, with
+the same client (confluent-kafka) and the same workload.
 
 Measures: produce MB/s with 1 KiB records, consume MB/s, 100-byte records/s produced,
 produce-to-consume latency percentiles at a steady rate, the broker's idle RSS, and how long it
@@ -18,6 +24,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -117,30 +124,54 @@ def latency(bootstrap: str, topic: str, mb_per_s: float, seconds: float) -> dict
             "mean": statistics.fmean(lat), "n": float(len(lat))}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bootstrap")
-    ap.add_argument("--mb", type=int, default=1000, help="MB to produce with 1 KiB records")
-    ap.add_argument("--small", type=int, default=2_000_000, help="100-byte records to produce")
-    args = ap.parse_args()
-    rows: list[tuple[str, str]] = []
-    bp = None
-    if args.bootstrap:
-        bootstrap = args.bootstrap
-    else:
-        tmp = tempfile.mkdtemp(prefix="kw-bench-")
-        port = free_port()
-        bp = BrokerProcess(Path(tmp) / "data", port=port)
+class Target:
+    """A broker to measure: started here (kafkawire or Apache Kafka) or given by address."""
+
+    def __init__(self, kind: str, bootstrap: str | None = None, kafka_heap: str = "1g") -> None:
+        self.kind = kind
+        self.bootstrap = bootstrap or ""
+        self.kafka_heap = kafka_heap
+        self.pid: int | None = None
+        self.ready_s: float | None = None
+        self._stop: list[Any] = []
+
+    def start(self) -> None:
+        if self.kind == "external":
+            return
         t0 = time.perf_counter()
-        bp.start()
-        ready_s = time.perf_counter() - t0
-        bootstrap = bp.bootstrap
-        time.sleep(1.0)
-        assert bp.proc is not None
-        rows.append(("ready after start (s)", f"{ready_s:.2f}"))
-        rows.append(("idle RSS (MB)", f"{rss_mb(bp.proc.pid):.1f}"))
+        if self.kind == "kafkawire":
+            bp = BrokerProcess(Path(tempfile.mkdtemp(prefix="kw-bench-")) / "data", port=free_port())
+            bp.start()
+            self._stop.append(bp.close)
+            assert bp.proc is not None
+            self.bootstrap, self.pid = bp.bootstrap, bp.proc.pid
+        else:  # Apache Kafka 4.x from the compat harness's jars, same machine, same client
+            from compat_tests.kafka_dist import KafkaBroker
+
+            kb = KafkaBroker(version="4.x", heap=self.kafka_heap)
+            kb.start()
+            self._stop.append(kb.stop)
+            assert kb.proc is not None
+            self.bootstrap, self.pid = kb.bootstrap, kb.proc.pid
+        self.ready_s = time.perf_counter() - t0
+
+    def stop(self) -> None:
+        for fn in self._stop:
+            fn()
+        self._stop.clear()
+
+
+def measure(target: Target, args: argparse.Namespace) -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    target.start()
     try:
-        assert api_versions_ok(*bootstrap.rsplit(":", 1)[0:1], int(bootstrap.rsplit(":", 1)[1]))
+        bootstrap = target.bootstrap
+        if target.pid is not None:
+            time.sleep(1.0)
+            rows.append(("ready after start (s)", f"{target.ready_s:.2f}"))
+            rows.append(("idle RSS (MB)", f"{rss_mb(target.pid):.1f}"))
+        host, port = bootstrap.rsplit(":", 1)
+        assert api_versions_ok(host, int(port))
         topic = make_topic(bootstrap)
         n = args.mb * 1000
         mbs, _ = produce_throughput(bootstrap, topic, 1000, n)
@@ -150,17 +181,46 @@ def main() -> int:
         _, rps = produce_throughput(bootstrap, topic2, 100, args.small)
         rows.append(("produce 100 B records (records/s)", f"{rps:,.0f}"))
         topic3 = make_topic(bootstrap)
-        lat = latency(bootstrap, topic3, 10.0, 10.0)
+        lat = latency(bootstrap, topic3, 10.0, args.latency_s)
         rows.append(("produce->consume latency at 10 MB/s p50 (ms)", f"{lat['p50']:.2f}"))
         rows.append(("produce->consume latency at 10 MB/s p99 (ms)", f"{lat['p99']:.2f}"))
-        if bp is not None and bp.proc is not None:
-            rows.append(("RSS after the run (MB)", f"{rss_mb(bp.proc.pid):.1f}"))
+        if target.pid is not None:
+            rows.append(("RSS after the run (MB)", f"{rss_mb(target.pid):.1f}"))
     finally:
-        if bp is not None:
-            bp.close()
-    print("| measure | value |\n|---|---|")
-    for k, v in rows:
-        print(f"| {k} | {v} |")
+        target.stop()
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bootstrap", help="measure a running broker at HOST:PORT instead")
+    ap.add_argument(
+        "--target",
+        choices=["kafkawire", "kafka", "both"],
+        default="kafkawire",
+        help="start and measure kafkawire, Apache Kafka 4.x (compat_tests' jars), or both "
+        "one after the other (side-by-side table)",
+    )
+    ap.add_argument("--kafka-heap", default="1g", help="Apache Kafka's -Xmx (kafka's default 1g)")
+    ap.add_argument("--mb", type=int, default=1000, help="MB to produce with 1 KiB records")
+    ap.add_argument("--small", type=int, default=2_000_000, help="100-byte records to produce")
+    ap.add_argument("--latency-s", type=float, default=10.0, help="seconds of latency sampling")
+    args = ap.parse_args()
+    if args.bootstrap:
+        kinds = ["external"]
+    elif args.target == "both":
+        kinds = ["kafkawire", "kafka"]
+    else:
+        kinds = [args.target]
+    results = {
+        kind: dict(measure(Target(kind, args.bootstrap, args.kafka_heap), args)) for kind in kinds
+    }
+    names = {"kafkawire": "kafkawire", "kafka": "Apache Kafka 4.3.1", "external": args.bootstrap}
+    measures = list(dict.fromkeys(m for rows in results.values() for m in rows))
+    print("| measure | " + " | ".join(names[k] for k in kinds) + " |")
+    print("|---|" + "---|" * len(kinds))
+    for m in measures:
+        print(f"| {m} | " + " | ".join(results[k].get(m, "") for k in kinds) + " |")
     return 0
 
 

@@ -577,6 +577,26 @@ def _docker_kafka(overrides: dict[str, str] | None) -> Iterator[str]:
         yield bootstrap
 
 
+# --- for tests ----------------------------------------------------------------------------------
+
+REQUIRE_ENV = "KAFKAWIRE_REQUIRE_KAFKA"
+
+
+def unavailable_reason(version: str = "4.x") -> str | None:
+    """Why Kafka's jars of ``version`` cannot be used here (fetching them if needed), or None."""
+    try:
+        java_executable()
+        fetch(version)
+    except KafkaDistError as e:
+        return str(e).splitlines()[0]
+    return None
+
+
+def kafka_required() -> bool:
+    """``make test`` sets KAFKAWIRE_REQUIRE_KAFKA=1: tests needing Kafka's jars must not skip."""
+    return os.environ.get(REQUIRE_ENV) == "1"
+
+
 # --- pytest fixture -----------------------------------------------------------------------------
 
 try:

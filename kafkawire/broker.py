@@ -16,11 +16,15 @@ from typing import Any
 import trio
 
 from kafkawire.apis import REGISTRY
-from kafkawire.config import LONG_MAX, TOPIC_CONFIGS, BrokerConfig
+from kafkawire.config import TOPIC_CONFIGS, BrokerConfig
 from kafkawire.config_entries import effective_topic_values
 from kafkawire.coordinator_runtime import GROUP_TOPIC, TXN_TOPIC, CoordinatorRuntime
+from kafkawire.group_coordinator import group_version_records, make_shard_factory
+from kafkawire.log_cleaner import LogCleanerService
+from kafkawire.log_flusher import LogFlusher
 from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum
 from kafkawire.purgatory import AppendNotifier
+from kafkawire.retention import run_producer_expiration, run_retention
 from kafkawire.server import Connection, RequestContext, Server
 from kafkawire.storage import format_or_check
 from kafkawire.txn_coordinator import TxnCoordinator
@@ -35,13 +39,13 @@ log = logging.getLogger("kafkawire.broker")
 
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
-# feature name -> (min, max) we support. transaction.version / group.version stay at 0 until the
-# KIP-890 / KIP-848 paths are implemented.
+# feature name -> (min, max) we support. transaction.version stays at 0 until the KIP-890 path
+# is implemented; group.version 1 = KIP-848 consumer groups (groups/consumer.py).
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     "metadata.version": (7, controller.METADATA_VERSION_LEVEL),
     "kraft.version": (0, 0),
-    "eligible.leader.replicas.version": (0, 0),
-    "group.version": (0, 0),
+    "eligible.leader.replicas.version": (0, controller.ELR_VERSION_LEVEL),
+    "group.version": (0, 1),
     "share.version": (0, 0),
     "streams.version": (0, 0),
     "transaction.version": (0, 0),
@@ -59,6 +63,8 @@ class Broker:
         self.cluster_id = ""
         self.incarnation_id = uuid.uuid4()
         self.logs: LogManager | None = None
+        self.flusher: LogFlusher | None = None
+        self.cleaner: LogCleanerService | None = None
         self.quorum: MetadataQuorum | None = None
         self.notifier = AppendNotifier()
         self.server = Server(self.dispatch, config.socket_request_max_bytes, self.on_disconnect)
@@ -71,7 +77,7 @@ class Broker:
         self._pid_end = 0
         # Coordinator runtimes (docs/COORDINATORS.md), one per internal topic. A coordinator
         # plugs in by setting its runtime's ``shard_factory`` before ``run``.
-        self.group_runtime = CoordinatorRuntime(self, GROUP_TOPIC)
+        self.group_runtime = CoordinatorRuntime(self, GROUP_TOPIC, make_shard_factory(config))
         self.txn_runtime = CoordinatorRuntime(self, TXN_TOPIC)
         self.coordinators_by_key_type = {
             GROUP_TOPIC.key_type: self.group_runtime, TXN_TOPIC.key_type: self.txn_runtime
@@ -137,6 +143,15 @@ class Broker:
         have = {tp for tp, _log in self.logs}
         for topic_name, index in sorted(wanted - have):
             self.logs.get_or_create(topic_name, index, now_ms(), self.topic_log_config(topic_name))
+        # As Kafka's Partition.makeLeader: the leader epoch starts at the log end offset, so
+        # OffsetForLeaderEpoch answers (epoch, LEO) for the current epoch even on an empty log.
+        for topic_name, index in wanted:
+            p = img.topics[topic_name].partitions[index]
+            plog = self.logs.get(topic_name, index)
+            if plog is not None and p.leader == self.node_id:
+                latest = plog.leader_epochs.latest_epoch()
+                if latest is None or latest < p.leader_epoch:
+                    plog.leader_epochs.assign(p.leader_epoch, plog.log_end_offset)
         for topic_name, index in sorted(have - wanted):
             if topic_name == "__cluster_metadata":
                 continue
@@ -200,16 +215,25 @@ class Broker:
             cfg.log_dirs[0], now_ms(), default_config=defaults,
             config_for=self._log_config_for,
         )
+        self.flusher = LogFlusher(self.logs, cfg, now_ms)
+        self.cleaner = LogCleanerService(self)
         self.quorum = MetadataQuorum(self.logs, self.node_id, now_ms)
         self.quorum.load()
         if not self.image.features:
-            self.quorum.append_sync(controller.bootstrap_records())
+            self.quorum.append_sync(
+                controller.bootstrap_records(int(self.config["min.insync.replicas"]))
+            )
+        features = group_version_records(self.config, self.image)
+        if features:
+            self.quorum.append_sync(features)
         for topic in self.image.topics:
             self.logs.update_config(topic, self.topic_log_config(topic))
         self.sync_logs_with_image()
 
     def _log_config_for(self, topic: str) -> LogConfig:
-        if self.quorum is None or topic == METADATA_TOPIC:
+        if topic == METADATA_TOPIC:  # no retention, no cleaning: it is replayed whole
+            return LogConfig(segment_bytes=64 * 1024 * 1024, retention_ms=-1, retention_bytes=-1)
+        if self.quorum is None:
             return LogConfig.from_properties(
                 {name: self.config.topic_default(name)[0] for name in TOPIC_CONFIGS}
             )
@@ -246,28 +270,15 @@ class Broker:
                 for runtime in self.coordinators_by_key_type.values():
                     await nursery.start(runtime.serve)
                 await nursery.start(self.txn_coordinator.serve)
-                nursery.start_soon(self.background_flush)
+                assert self.flusher is not None and self.cleaner is not None
+                await nursery.start(self.flusher.run)
+                nursery.start_soon(run_retention, self)
+                nursery.start_soon(run_producer_expiration, self)
+                nursery.start_soon(self.cleaner.run)
                 self.started.set()
                 task_status.started(self)
         finally:
             self.close()
-
-    async def background_flush(self) -> None:
-        """Group commit when a flush policy is set: fsync dirty logs off the event loop.
-
-        As in Kafka, the default (log.flush.interval.ms unset, flush.ms = Long.MAX) is no
-        periodic fsync: acknowledged data is in the page cache, which survives a crash of the
-        process (kill -9); segments are fsynced when they roll and at clean shutdown.
-        """
-        interval = self.config.values.get("log.flush.interval.ms")
-        if interval is None or int(interval) >= LONG_MAX // 2:
-            return
-        period_s = max(int(interval), 1) / 1000.0
-        assert self.logs is not None
-        logs = self.logs
-        while True:
-            await trio.sleep(period_s)
-            await trio.to_thread.run_sync(logs.flush_all)
 
     def close(self) -> None:
         if self.logs is not None:

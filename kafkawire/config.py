@@ -60,12 +60,19 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     "unclean.leader.election.enable": ("boolean", False, "unclean.leader.election.enable"),
 }
 
+# Topic configs Kafka defines as internal (``defineInternal``): accepted by CreateTopics and the
+# AlterConfigs APIs and applied, never listed by DescribeConfigs. ``internal.segment.bytes``
+# overrides segment.bytes, which Kafka 4 requires to be at least 1 MiB (tests use it).
+INTERNAL_TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
+    "internal.segment.bytes": ("int", None, None),
+}
+
 # ---------------------------------------------------------------------------------------------
 # Broker configs we understand: name -> (type, default)
 
 BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "node.id": ("int", 1),
-    "broker.id": ("int", None),
+    "broker.id": ("int", -1),  # mirrors node.id (see BrokerConfig.from_dict)
     "process.roles": ("list", "broker,controller"),
     "listeners": ("list", "PLAINTEXT://127.0.0.1:9092"),
     "advertised.listeners": ("list", None),
@@ -108,6 +115,9 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "log.cleaner.max.compaction.lag.ms": ("long", LONG_MAX),
     "log.cleaner.min.cleanable.ratio": ("double", 0.5),
     "log.cleaner.backoff.ms": ("long", 15000),
+    "log.cleaner.dedupe.buffer.size": ("long", 134217728),
+    "log.cleaner.io.buffer.load.factor": ("double", 0.9),
+    "log.cleaner.threads": ("int", 1),
     "log.index.interval.bytes": ("int", 4096),
     "log.index.size.max.bytes": ("int", 10485760),
     "log.flush.interval.messages": ("long", LONG_MAX),
@@ -115,6 +125,8 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "log.flush.scheduler.interval.ms": ("long", LONG_MAX),
     "log.flush.offset.checkpoint.interval.ms": ("int", 60000),
     "log.flush.start.offset.checkpoint.interval.ms": ("int", 60000),
+    "replica.high.watermark.checkpoint.interval.ms": ("long", 5000),
+    "log.initial.task.delay.ms": ("long", 30000),
     "log.message.timestamp.type": ("string", "CreateTime"),
     "log.message.timestamp.after.max.ms": ("long", 3600000),
     "log.message.timestamp.before.max.ms": ("long", LONG_MAX),
@@ -129,7 +141,8 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "min.insync.replicas": ("int", 1),
     "unclean.leader.election.enable": ("boolean", False),
     "offsets.topic.num.partitions": ("int", 50),
-    "offsets.topic.replication.factor": ("int", 1),
+    # Kafka's default is 3 (SHORT); a single node cannot satisfy it, so 1 here (docs/COORDINATORS.md)
+    "offsets.topic.replication.factor": ("short", 1),
     "offsets.topic.segment.bytes": ("int", 104857600),
     "offsets.topic.compression.codec": ("int", 0),
     "offsets.retention.minutes": ("int", 10080),
@@ -145,7 +158,7 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "group.consumer.heartbeat.interval.ms": ("int", 5000),
     "group.consumer.assignors": ("list", "uniform,range"),
     "transaction.state.log.num.partitions": ("int", 50),
-    "transaction.state.log.replication.factor": ("int", 1),
+    "transaction.state.log.replication.factor": ("short", 1),
     "transaction.state.log.min.isr": ("int", 1),
     "transaction.state.log.segment.bytes": ("int", 104857600),
     "transaction.max.timeout.ms": ("int", 900000),
@@ -162,13 +175,22 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "queued.max.requests": ("int", 500),
     "metadata.max.idle.interval.ms": ("int", 500),
     "group.share.enable": ("boolean", False),
-    "share.coordinator.state.topic.replication.factor": ("int", 1),
+    "share.coordinator.state.topic.replication.factor": ("short", 1),
     "share.coordinator.state.topic.min.isr": ("int", 1),
     "connections.max.idle.ms": ("long", 600000),
     "request.timeout.ms": ("int", 30000),
     "replica.lag.time.max.ms": ("long", 30000),
     "cluster.id": ("string", None),
+    # Accepted and reported like Kafka (a PASSWORD: sensitive, value hidden); no SASL here.
+    "sasl.jaas.config": ("password", None),
 }
+
+# Kafka's internal configs (``defineInternal``): accepted, never listed by DescribeConfigs.
+INTERNAL_BROKER_CONFIGS = frozenset({"log.initial.task.delay.ms"})
+
+# Keys Kafka has no default for (DescribeConfigs lists no DEFAULT_CONFIG synonym); kafkawire
+# falls back to the value above so that a node starts without any configuration.
+NO_KAFKA_DEFAULT: frozenset[str] = frozenset({"node.id", "process.roles"})
 
 # Keys accepted and reported but with no effect in kafkawire (logged once at start).
 IGNORED_PREFIXES = ("ssl.", "sasl.", "listener.name.", "confluent.", "metric.", "metrics.")
@@ -181,7 +203,7 @@ class ConfigError(Exception):
 def parse_value(kind: str, raw: str, key: str) -> Any:
     raw = raw.strip()
     try:
-        if kind in ("int", "long"):
+        if kind in ("int", "long", "short"):
             return int(raw)
         if kind == "double":
             return float(raw)
@@ -272,8 +294,15 @@ class BrokerConfig:
                 cfg.explicit[key] = value
             else:
                 cfg.unknown.append(key)
-        if cfg.values["broker.id"] is not None and "node.id" not in raw:
+        # As Kafka's KafkaConfig: node.id and broker.id name the same id; a configured one is
+        # a static config under both names.
+        if "broker.id" in raw and "node.id" not in raw:
             cfg.values["node.id"] = cfg.values["broker.id"]
+            cfg.explicit["node.id"] = raw["broker.id"]
+        elif "broker.id" not in raw:
+            cfg.values["broker.id"] = cfg.values["node.id"]
+            if "node.id" in raw:
+                cfg.explicit["broker.id"] = raw["node.id"]
         cfg.validate()
         return cfg
 
@@ -410,7 +439,8 @@ def format_config_value(kind: str, value: Any) -> str | None:
 
 # Range checks of Kafka's LogConfig definitions: name -> (at least, at most or None).
 _TOPIC_RANGES: dict[str, tuple[float, float | None]] = {
-    "segment.bytes": (14, None),
+    "segment.bytes": (1048576, None),  # Kafka 4.x (internal.segment.bytes for smaller)
+    "internal.segment.bytes": (14, None),
     "segment.ms": (1, None),
     "segment.jitter.ms": (0, None),
     "segment.index.bytes": (4, None),
@@ -457,9 +487,10 @@ def validate_topic_config(name: str, raw: str | None) -> Any:
     name: x``, ``Invalid value abc for configuration retention.ms: Not a number of type LONG``,
     ``... Value must be at least 1``, ``... String must be one of: ...``.
     """
-    if name not in TOPIC_CONFIGS:
+    definition = TOPIC_CONFIGS.get(name) or INTERNAL_TOPIC_CONFIGS.get(name)
+    if definition is None:
         raise ConfigError(f"Unknown topic config name: {name}")
-    kind, _default, _syn = TOPIC_CONFIGS[name]
+    kind, _default, _syn = definition
     if raw is None:
         return None
     text = raw.strip()

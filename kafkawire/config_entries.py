@@ -35,6 +35,9 @@ from typing import Any
 
 from kafkawire.config import (
     BROKER_CONFIGS,
+    INTERNAL_BROKER_CONFIGS,
+    INTERNAL_TOPIC_CONFIGS,
+    NO_KAFKA_DEFAULT,
     TOPIC_CONFIGS,
     BrokerConfig,
     ConfigError,
@@ -127,7 +130,7 @@ DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
 _KAFKA_DYNAMIC_ONLY: frozenset[str] = frozenset({
     "num.io.threads", "num.network.threads", "num.recovery.threads.per.data.dir",
     "max.connections", "listeners", "advertised.listeners", "listener.security.protocol.map",
-    "log.cleaner.backoff.ms", "producer.id.expiration.ms",
+    "log.cleaner.backoff.ms", "producer.id.expiration.ms", "sasl.jaas.config",
 })
 
 TOPIC_DOCS: dict[str, str] = {
@@ -221,7 +224,7 @@ def _broker_layers(
     static_defaults = {
         k: format_config_value(kind, d)
         for k, (kind, d) in BROKER_CONFIGS.items()
-        if d is not None
+        if d is not None and k not in NO_KAFKA_DEFAULT
     }
     return [
         (ConfigSource.DYNAMIC_BROKER_CONFIG, per_broker),
@@ -323,6 +326,12 @@ def effective_topic_values(
                 out[name] = effective.topic_default(name)[0]
         else:
             out[name] = effective.topic_default(name)[0]
+    for name, (kind, _d, _s) in INTERNAL_TOPIC_CONFIGS.items():
+        if name in overrides:
+            try:
+                out[name] = parse_value(kind, overrides[name], name)
+            except ConfigError:
+                pass
     return out
 
 
@@ -344,7 +353,7 @@ def validate_topic_overrides(configs: Mapping[str, str | None]) -> dict[str, str
             value = validate_topic_config(name, raw)
         except ConfigError as e:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
-        kind = TOPIC_CONFIGS[name][0]
+        kind = (TOPIC_CONFIGS.get(name) or INTERNAL_TOPIC_CONFIGS[name])[0]
         formatted = format_config_value(kind, value)
         out[name] = formatted if formatted is not None else raw
     return out
@@ -414,7 +423,8 @@ def broker_config_entries(
     layers = _broker_layers(config, image)
     effective = effective_broker_config(config, image)
     _per, default = dynamic_broker_configs(image, config.node_id)
-    keys = sorted(BROKER_CONFIGS) if per_broker else sorted(k for k in default if k in BROKER_CONFIGS)
+    listed = BROKER_CONFIGS.keys() - INTERNAL_BROKER_CONFIGS
+    keys = sorted(listed) if per_broker else sorted(k for k in default if k in listed)
     if names is not None:
         wanted = set(names)
         keys = [k for k in keys if k in wanted]
@@ -422,18 +432,21 @@ def broker_config_entries(
     for name in keys:
         kind, _d = BROKER_CONFIGS[name]
         chain = _synonym_chain(name, layers)
+        sensitive = kind == "password"
+        if sensitive:  # Kafka never returns a password's value, nor its synonyms' values
+            chain = [Synonym(s.name, None, s.source) for s in chain]
         if per_broker:
-            value = format_config_value(kind, effective.values.get(name))
+            value = None if sensitive else format_config_value(kind, effective.values.get(name))
         else:
             chain = [s for s in chain if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
-            value = default.get(name)
+            value = None if sensitive else default.get(name)
         out.append(
             ConfigEntry(
                 name=name,
                 value=value,
                 source=chain[0].source if chain else ConfigSource.DEFAULT_CONFIG,
                 read_only=name not in DYNAMIC_BROKER_CONFIGS and name not in _KAFKA_DYNAMIC_ONLY,
-                is_sensitive=False,
+                is_sensitive=sensitive,
                 config_type=config_type(kind),
                 synonyms=tuple(chain) if include_synonyms else (),
                 documentation=None,

@@ -259,7 +259,7 @@ class CoordinatorRuntime:
         """The loaded shard of ``partition``; raises KafkaError with Kafka's coordinator
         errors otherwise."""
         if self.topic.name not in self.broker.image.topics:
-            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            raise KafkaError(ErrorCode.NOT_COORDINATOR)  # as Kafka: no shard for the key
         slot = self.slots.get(partition)
         if slot is None:
             if self.leader_of(partition) == self.broker.node_id:

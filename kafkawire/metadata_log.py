@@ -47,7 +47,7 @@ class MetadataQuorum:
         return Path(self.log.dir) / "quorum-state"
 
     def load(self) -> None:
-        cfg = LogConfig(segment_bytes=64 * 1024 * 1024)
+        cfg = LogConfig(segment_bytes=64 * 1024 * 1024, retention_ms=-1, retention_bytes=-1)
         self.log = self.logs.get_or_create(METADATA_TOPIC, 0, self.clock(), cfg)
         prev_epoch = 0
         qs = self._quorum_state_path()

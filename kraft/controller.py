@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kraft.image import RESOURCE_TOPIC, MetadataImage
+from kraft.image import RESOURCE_BROKER, RESOURCE_TOPIC, MetadataImage
 from protocol._generated.config_record import ConfigRecord
 from protocol._generated.feature_level_record import FeatureLevelRecord
 from protocol._generated.partition_record import PartitionRecord
@@ -289,9 +289,27 @@ def register_broker(
     ]
 
 
-def bootstrap_records() -> list[Any]:
-    """The first records of a freshly formatted cluster."""
-    return [FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION_LEVEL)]
+ELR_VERSION_LEVEL = 1
+
+
+def bootstrap_records(min_insync_replicas: int = 1) -> list[Any]:
+    """The first records of a freshly formatted cluster, as Kafka 4.3's bootstrap writes them.
+
+    ``eligible.leader.replicas.version`` 1 (KIP-966) is finalized, and with it the cluster-wide
+    dynamic ``min.insync.replicas`` (resource BROKER, empty name) Kafka requires under ELR,
+    from the static ``min.insync.replicas``: DescribeConfigs then reports the source
+    ``DYNAMIC_DEFAULT_BROKER_CONFIG`` as Kafka does.
+    """
+    return [
+        FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION_LEVEL),
+        FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=ELR_VERSION_LEVEL),
+        ConfigRecord(
+            resource_type=RESOURCE_BROKER,
+            resource_name="",
+            name="min.insync.replicas",
+            value=str(min_insync_replicas),
+        ),
+    ]
 
 
 def allocate_producer_ids(image: MetadataImage, broker_id: int, broker_epoch: int) -> tuple[int, list[Any]]:

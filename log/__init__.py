@@ -2,9 +2,9 @@
 
 Kafka's on-disk layout (segments, sparse offset/time indexes, producer snapshots, leader epoch
 and offset checkpoints) so Kafka's tools can read it; see ``partition_log`` for the design of
-the append / read hot paths, recovery and flushing, ``producer_state`` for idempotence, and
-``manager`` for the log directory. Time is always passed in (``now_ms``); nothing here reads a
-clock, opens a socket or starts a thread.
+the append / read hot paths, recovery, retention and flushing, ``producer_state`` for
+idempotence, ``cleaner`` for compaction, and ``manager`` for the log directory. Time is always
+passed in (``now_ms``); nothing here reads a clock, opens a socket or starts a thread.
 """
 
 from log.config import LogConfig, TimestampType

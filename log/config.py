@@ -14,7 +14,9 @@ from enum import StrEnum
 
 from protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["LogConfig", "TimestampType"]
+__all__ = ["LogConfig", "TimestampType", "LONG_MAX"]
+
+LONG_MAX = 9223372036854775807
 
 
 class TimestampType(StrEnum):
@@ -42,14 +44,38 @@ class LogConfig:
     retention_ms: int = 7 * 24 * 60 * 60 * 1000
     #: ``retention.bytes``: delete oldest segments while the log is larger; -1 = no limit.
     retention_bytes: int = -1
+    #: ``segment.jitter.ms``: up to this much is taken off ``segment.ms`` per segment (a
+    #: deterministic share of it, derived from the partition and base offset).
+    segment_jitter_ms: int = 0
+    #: ``cleanup.policy``: ``delete`` (retention), ``compact`` (log cleaner), or both.
+    cleanup_policy: str = "delete"
+    #: ``delete.retention.ms``: how long a tombstone (and an empty transaction's marker) is
+    #: kept after the cleaner first saw it.
+    delete_retention_ms: int = 86_400_000
+    #: ``min.cleanable.dirty.ratio``: dirty share of the log above which the cleaner runs.
+    min_cleanable_dirty_ratio: float = 0.5
+    #: ``min.compaction.lag.ms``: segments with newer records are not cleaned yet.
+    min_compaction_lag_ms: int = 0
+    #: ``max.compaction.lag.ms``: a dirty segment older than this is cleaned whatever the ratio.
+    max_compaction_lag_ms: int = LONG_MAX
+    #: ``flush.messages``: fsync once this many messages are not yet durable.
+    flush_messages: int = LONG_MAX
+    #: ``flush.ms``: fsync when the last flush is older than this.
+    flush_ms: int = LONG_MAX
     #: ``producer.id.expiration.ms`` (a broker config): forget idle producers after this.
     producer_id_expiration_ms: int = 86_400_000
     #: Not a Kafka config: segment files (other than the active one) kept open per log.
     open_segment_files_max: int = 8
+    #: ``cleanup.policy`` contains ``compact``: the log cleaner keeps one record per key
+    #: (derived; a plain attribute because Produce tests it on every request)
+    compact: bool = dataclasses.field(init=False, default=False)
+    #: ``cleanup.policy`` contains ``delete``: retention by time and size applies (derived)
+    delete: bool = dataclasses.field(init=False, default=True)
 
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type is TimestampType.LOG_APPEND_TIME
+
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14:
@@ -64,10 +90,26 @@ class LogConfig:
             raise KafkaError(ErrorCode.INVALID_CONFIG, "max.message.bytes must be >= 0")
         if self.open_segment_files_max < 1:
             raise ValueError("open_segment_files_max must be at least 1")
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG, "min.cleanable.dirty.ratio must be within [0, 1]"
+            )
+        if self.segment_jitter_ms < 0:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, "segment.jitter.ms must be >= 0")
+        policies = _policies(self.cleanup_policy)
+        if not policies <= {"delete", "compact"}:
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG, f"invalid cleanup.policy {self.cleanup_policy!r}"
+            )
+        object.__setattr__(self, "compact", "compact" in policies)
+        object.__setattr__(self, "delete", "delete" in policies)
 
     def with_properties(self, props: Mapping[str, str | int | None]) -> LogConfig:
         """A copy with Kafka-named properties applied (``None`` values and unknown keys skipped)."""
         changes: dict[str, object] = {}
+        internal = props.get("internal.segment.bytes")
+        if internal is not None:  # Kafka's internal override wins over segment.bytes
+            props = {**props, "segment.bytes": internal}
         for key, value in props.items():
             field = _PROPERTIES.get(key)
             if field is None or value is None:
@@ -79,9 +121,12 @@ class LogConfig:
                     raise KafkaError(
                         ErrorCode.INVALID_CONFIG, f"invalid value {value!r} for {key}"
                     ) from None
+            elif field == "cleanup_policy":
+                changes[field] = ",".join(sorted(_policies(str(value))))
             else:
+                convert = float if field == "min_cleanable_dirty_ratio" else int
                 try:
-                    changes[field] = int(value)
+                    changes[field] = convert(value)
                 except ValueError:
                     raise KafkaError(
                         ErrorCode.INVALID_CONFIG, f"invalid value {value!r} for {key}"
@@ -103,4 +148,16 @@ _PROPERTIES = {
     "retention.ms": "retention_ms",
     "retention.bytes": "retention_bytes",
     "producer.id.expiration.ms": "producer_id_expiration_ms",
+    "segment.jitter.ms": "segment_jitter_ms",
+    "cleanup.policy": "cleanup_policy",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "flush.messages": "flush_messages",
+    "flush.ms": "flush_ms",
 }
+
+
+def _policies(value: str) -> set[str]:
+    return {p.strip().lower() for p in value.split(",") if p.strip()}

@@ -8,6 +8,9 @@ from then on is detected at the next start. Checkpoints (``recovery-point-offset
 written by :meth:`checkpoint` (the broker calls it periodically) and on :meth:`close`, which ends
 by writing the clean shutdown marker.
 
+The log cleaner's ``cleaner-offset-checkpoint`` (where each compacted log is clean up to) is
+kept here too: read at open, updated in memory by the cleaner, written by it and at close.
+
 Partition directories are ``<topic>-<partition>``; the partition number follows the LAST '-'
 since topic names may contain '-' and '.'. Kafka's ``*-delete`` directories (topics deleted
 asynchronously) are removed at startup, ``*-future`` / ``*-stray`` ones are left alone.
@@ -40,7 +43,9 @@ from log.partition_log import (
 )
 from protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["LogManager", "TopicPartition"]
+__all__ = ["LogManager", "TopicPartition", "CLEANER_OFFSET_CHECKPOINT"]
+
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +68,8 @@ class LogManager:
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self.had_clean_shutdown = False
         self._closed = False
+        self._roll_listener: Callable[[PartitionLog], None] | None = None
+        self._cleaner_offsets: dict[TopicPartition, int] = {}
 
     @classmethod
     def open(
@@ -108,6 +115,10 @@ class LogManager:
                 high_watermark=hws.get(tp),
             )
             mgr.logs[tp] = log
+        cleaned = mgr._read_checkpoint(CLEANER_OFFSET_CHECKPOINT)
+        mgr._cleaner_offsets = {tp: o for tp, o in cleaned.items() if tp in mgr.logs}
+        if len(mgr._cleaner_offsets) != len(cleaned):  # entries of partitions no longer here
+            mgr.write_cleaner_checkpoints()
         if clean:
             marker.unlink()
             fsync_dir(path)
@@ -157,6 +168,7 @@ class LogManager:
             high_watermark=0,
         )
         fsync_dir(self.log_dir)
+        log.roll_listener = self._roll_listener
         self.logs[key] = log
         return log
 
@@ -172,7 +184,14 @@ class LogManager:
         if log is None:
             return False
         log.delete()
+        self._cleaner_offsets.pop((topic, partition), None)  # the file follows at its next write
         return True
+
+    def set_roll_listener(self, listener: Callable[[PartitionLog], None] | None) -> None:
+        """Call ``listener(log)`` after every segment roll of every log (present and future)."""
+        self._roll_listener = listener
+        for _, log in self:
+            log.roll_listener = listener
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         for (t, _), log in self.logs.items():
@@ -188,20 +207,53 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write the recovery point, log start offset and high watermark checkpoints."""
-        logs = list(self)
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
+
+    def checkpoint_recovery_points(self) -> None:
+        """``recovery-point-offset-checkpoint``: where recovery starts after a crash."""
         write_offsets_checkpoint(
-            self.log_dir / RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in logs}
+            self.log_dir / RECOVERY_POINT_CHECKPOINT,
+            {tp: log.recovery_point for tp, log in self},
         )
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """``log-start-offset-checkpoint``: as Kafka, only starts above the first segment's base
+        (a start at a segment boundary is what the files say anyway)."""
         write_offsets_checkpoint(
             self.log_dir / LOG_START_OFFSET_CHECKPOINT,
             {
                 tp: log.log_start_offset
-                for tp, log in logs
+                for tp, log in self
                 if log.log_start_offset > log.segments[0].base_offset
             },
         )
+
+    def checkpoint_high_watermarks(self) -> None:
+        """``replication-offset-checkpoint``: the high watermark of every partition."""
         write_offsets_checkpoint(
-            self.log_dir / REPLICATION_OFFSET_CHECKPOINT, {tp: log.high_watermark for tp, log in logs}
+            self.log_dir / REPLICATION_OFFSET_CHECKPOINT,
+            {tp: log.high_watermark for tp, log in self},
+        )
+
+    # -- the log cleaner's checkpoint -------------------------------------------------------
+    def cleaner_checkpoints(self) -> dict[TopicPartition, int]:
+        """``cleaner-offset-checkpoint``: per compacted partition, the offset below which the
+        log is clean (Kafka's LogCleanerManager file, same text format). Kept in memory, read
+        from the file at open, written by :meth:`write_cleaner_checkpoints`."""
+        return dict(self._cleaner_offsets)
+
+    def set_cleaner_checkpoints(self, updates: dict[TopicPartition, int]) -> None:
+        """Record new clean points (owning thread); entries of absent partitions are ignored."""
+        for tp, offset in updates.items():
+            if tp in self.logs:
+                self._cleaner_offsets[tp] = offset
+
+    def write_cleaner_checkpoints(self) -> None:
+        """Write ``cleaner-offset-checkpoint`` (may run on a worker thread)."""
+        write_offsets_checkpoint(
+            self.log_dir / CLEANER_OFFSET_CHECKPOINT, dict(self._cleaner_offsets)
         )
 
     def delete_old_segments(self, now_ms: int) -> int:
@@ -217,6 +269,7 @@ class LogManager:
         for _, log in self:
             log.close()
         self.checkpoint()
+        self.write_cleaner_checkpoints()
         marker = self.log_dir / CLEAN_SHUTDOWN_FILE
         fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:

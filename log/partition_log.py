@@ -27,6 +27,16 @@ segment from the one holding the recovery point: each batch is checked (header s
 CRC-32C), the file is cut at the first bad one, later segments are dropped, indexes are
 rebuilt. A clean open reads only index summaries and the tail of the last segment.
 
+Data that was on disk when the log was opened and that recovery did not scan (everything after
+a clean shutdown, the segments below the recovery point otherwise) is CRC-checked the first
+time ``read`` returns it; a bad batch is logged once and never returned (CORRUPT_MESSAGE when a
+read starts at it). Appended and recovered bytes are known good and go straight to sendfile.
+
+Retention (``delete_old_segments``) and DeleteRecords (``delete_records_before``) delete whole
+segments and move the log start offset; the log cleaner (``log.cleaner``) rewrites closed
+segments and ``replace_segments`` swaps each result in, crash-safely (``swap_steps``;
+``_complete_swaps`` finishes an interrupted swap at open).
+
 Threads (layer 1 has no locks and starts none): every method is meant for ONE thread, the
 broker's event loop, except ``flush`` / ``prepare_flush`` / ``FlushJob.run`` /
 ``complete_flush``, which one worker thread may run while that thread keeps appending. This is
@@ -49,14 +59,17 @@ Closing the log while a flush runs is not supported (stop the flusher first).
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import shutil
 import struct
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+import crc32c as _crc32c
 
 from log import _records
 from log.checkpoint import CorruptCheckpointError, fsync_dir, read_offsets_checkpoint
@@ -77,8 +90,11 @@ from log.segment import (
     INT32_MAX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    CorruptBatch,
     LogSegment,
     SegmentFile,
+    scan_file,
+    segment_file_name,
 )
 from log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, CorruptTxnIndexError
 from protocol.errors import ErrorCode, KafkaError
@@ -86,6 +102,7 @@ from protocol.records import (
     LOG_OVERHEAD,
     MAGIC_V2,
     BatchHeader,
+    crc_ok,
     set_max_timestamp_log_append,
 )
 
@@ -110,8 +127,14 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 
-_STRAY_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
-_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")  # header bytes [0, 16): outside the CRC
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+_STRAY_SUFFIXES = (".tmp", ".deleted", CLEANED_SUFFIX, SWAP_SUFFIX)
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
+logger = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from log.cleaner import CleanedSegment  # header bytes [0, 16): outside the CRC
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -260,6 +283,12 @@ class PartitionLog:
         self._dir_synced_version = 0
         self._snapshots: set[int] = set()
         self._closed = False
+        self._reported_corrupt: set[tuple[int, int]] = set()
+        #: called (on the owning thread) after every roll; the broker uses it to fsync the
+        #: finished segment soon, as Kafka does, so the recovery point keeps up.
+        self.roll_listener: Callable[[PartitionLog], None] | None = None
+        #: wall-clock time of the last completed flush, kept by the broker's flusher
+        self.last_flush_ms = now_ms
 
     # ---------------------------------------------------------------------------------------
     # opening and recovery
@@ -312,6 +341,7 @@ class PartitionLog:
         high_watermark: int | None,
     ) -> None:
         config, now_ms = self.config, self._now_ms
+        swapped = self._complete_swaps()
         bases: list[int] = []
         index_files: list[tuple[int, Path]] = []
         for entry in os.scandir(self.dir):
@@ -342,17 +372,27 @@ class PartitionLog:
             else:
                 rp = recovery_point if recovery_point is not None else 0
                 start_i = max(0, bisect.bisect_right(bases, rp) - 1)
+            if swapped:  # a segment swapped in at start-up is checked like unflushed data
+                start_i = min(start_i, bisect.bisect_left(bases, min(swapped)))
             for i, seg in enumerate(segments):
                 if i < start_i:
                     if not seg.load(trust_indexes=True):
                         seg.rebuild_indexes()
+                    seg.mark_unverified()
                     continue
                 if recovered_from is None:
                     recovered_from = seg.base_offset
                 result = seg.recover(seg.base_offset)
                 if result.truncated_bytes:
-                    for later in segments[i + 1 :]:
-                        later.delete_files()
+                    later = segments[i + 1 :]
+                    logger.warning(
+                        "%s: found invalid data in segment %s during recovery: %s; truncated "
+                        "%d byte(s) from there%s",
+                        self.dir.name, seg.log_path.name, result.reason, result.truncated_bytes,
+                        f" and deleted {len(later)} later segment(s)" if later else "",
+                    )
+                    for seg_later in later:
+                        seg_later.delete_files()
                     del segments[i + 1 :]
                     break
         else:
@@ -409,6 +449,51 @@ class PartitionLog:
         self._flushed = (self._leo, self._generation)
         hw = self._leo if high_watermark is None else high_watermark
         self._hw = max(self.log_start_offset, min(hw, self._leo))
+
+    def _complete_swaps(self) -> list[int]:
+        """Finish a segment replacement (log cleaner) interrupted by a crash.
+
+        ``<base>.log.swap`` exists only once the cleaned segment is complete and fsynced (its
+        rename is the commit point, see :meth:`replace_segments`): delete the segments it
+        replaces (base offsets in [base, its next offset)) and rename it into place. Its
+        indexes are rebuilt by the recovery that follows. Without a ``.log.swap`` the old
+        segments are intact and the leftovers (``.cleaned``, index ``.swap``) are deleted by
+        the caller. Returns the base offsets of the swapped-in segments.
+        """
+        swaps: list[int] = []
+        for entry in os.scandir(self.dir):
+            name = entry.name
+            if name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                stem = name[: -len(LOG_SUFFIX + SWAP_SUFFIX)]
+                if stem.isdigit() and len(stem) == 20:
+                    swaps.append(int(stem))
+        if not swaps:
+            return []
+        swaps.sort()
+        for base in swaps:
+            swap_path = self.dir / (segment_file_name(base, LOG_SUFFIX) + SWAP_SUFFIX)
+            fd = os.open(swap_path, os.O_RDONLY)
+            try:
+                end = base
+                for _pos, h in scan_file(fd, 0, os.fstat(fd).st_size):
+                    end = h.base_offset + h.last_offset_delta + 1
+            finally:
+                os.close(fd)
+            logger.warning(
+                "%s: completing an interrupted segment swap: %s replaces offsets [%d, %d)",
+                self.dir.name, swap_path.name, base, end,
+            )
+            for entry in list(os.scandir(self.dir)):
+                stem, dot, suffix = entry.name.partition(".")
+                if not (dot and stem.isdigit() and len(stem) == 20) or suffix.endswith("swap"):
+                    continue
+                if base <= int(stem) < max(end, base + 1) and "." + suffix != SNAPSHOT_SUFFIX:
+                    _unlink(Path(entry.path))
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                _unlink(self.dir / (segment_file_name(base, suffix) + SWAP_SUFFIX))
+            os.replace(swap_path, self.dir / segment_file_name(base, LOG_SUFFIX))
+        fsync_dir(self.dir)
+        return swaps
 
     def _load_producer_state(self, rebuild_txn_index_from: int | None = None) -> None:
         """Producer state from the latest usable snapshot plus the batches after it. With
@@ -527,6 +612,11 @@ class PartitionLog:
         return self._segments[i + 1].base_offset if i + 1 < len(self._segments) else self._leo
 
     @property
+    def unflushed_messages(self) -> int:
+        """Offsets appended but not yet covered by a flush (Kafka's ``unflushedMessages``)."""
+        return self._leo - self.recovery_point
+
+    @property
     def size_bytes(self) -> int:
         return sum(s.size for s in self._segments)
 
@@ -537,6 +627,38 @@ class PartitionLog:
     @property
     def active_segment_base_offset(self) -> int:
         return self._segments[-1].base_offset
+
+    @property
+    def generation(self) -> int:
+        """Bumped by every truncation: work planned against an older one is stale."""
+        return self._generation
+
+    def segments_between(self, lo: int, hi: int) -> list[LogSegment]:
+        """Kafka's ``logSegments(from, to)``: from the segment holding ``lo`` (or the first)
+        through the last segment starting below ``hi``."""
+        i = max(0, bisect.bisect_right(self._bases, lo) - 1)
+        j = bisect.bisect_left(self._bases, hi)
+        return self._segments[i:j]
+
+    def non_active_segments_from(self, offset: int) -> list[LogSegment]:
+        """The segment holding ``offset`` and the later ones, except the active segment."""
+        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        return self._segments[i:-1]
+
+    def segment_largest_timestamp(self, seg: LogSegment) -> int:
+        """Kafka's ``LogSegment.largestTimestamp``: the max batch timestamp, else the file's
+        modification time."""
+        return _largest_timestamp(seg)
+
+    def first_batch_timestamp(self, seg: LogSegment) -> int:
+        """The first batch's max timestamp (Kafka's rolling-based timestamp), -1 if none."""
+        if seg.rolling_base_timestamp is None:
+            h = seg.first_header() if seg.size else None
+            seg.rolling_base_timestamp = h.max_timestamp if h is not None else None
+            if seg is not self._segments[-1]:
+                self._touch(seg)
+        ts = seg.rolling_base_timestamp
+        return -1 if ts is None else ts
 
     @property
     def closed(self) -> bool:
@@ -728,11 +850,20 @@ class PartitionLog:
             return True
         base_ts = seg.rolling_base_timestamp
         waited = max_ts - base_ts if base_ts is not None and base_ts >= 0 else now_ms - seg.created_ms
-        if waited > self.config.segment_ms:
+        if waited > self.config.segment_ms - self._roll_jitter_ms(seg):
             return True
         if seg.indexes_full():
             return True
         return last_offset - seg.base_offset > INT32_MAX
+
+    def _roll_jitter_ms(self, seg: LogSegment) -> int:
+        """``segment.jitter.ms``: Kafka draws a random share per segment; ours is a hash of the
+        partition and base offset (reproducible, and layer 1 has no unseeded randomness)."""
+        jitter = self.config.segment_jitter_ms
+        if jitter <= 0:
+            return 0
+        h = _crc32c.crc32c(f"{self.dir.name}/{seg.base_offset}".encode())
+        return int(h % min(jitter, self.config.segment_ms))
 
     # ---------------------------------------------------------------------------------------
     # roll
@@ -753,6 +884,8 @@ class PartitionLog:
         self._bases.append(seg.base_offset)
         self._dir_version += 1
         self._touch(active)
+        if self.roll_listener is not None:
+            self.roll_listener(self)
         return seg
 
     def _take_snapshot(self, offset: int, *, sync: bool) -> None:
@@ -826,6 +959,12 @@ class PartitionLog:
             self._touch(seg)
             found = seg.translate(max(target, seg.base_offset))
             if found is None:
+                if seg.unverified_end:  # a gap, or a damaged header that stopped the scan?
+                    start = seg.offset_index.lookup(max(target, seg.base_offset))[1]
+                    good, bad = seg.verify_range(start, seg.size)
+                    if bad is not None:
+                        self._corrupt(seg, bad, fatal=total == 0)
+                        break
                 i += 1
                 continue
             pos, h = found
@@ -851,6 +990,13 @@ class PartitionLog:
                         end = pos + h.batch_length + LOG_OVERHEAD
                     else:
                         break
+            if pos < seg.unverified_end:  # data from before this open: CRC-check it first
+                good, bad = seg.verify_range(pos, end)
+                if bad is not None:
+                    self._corrupt(seg, bad, fatal=total == 0 and good == pos)
+                    if good == pos:
+                        break
+                    end = good
             result.ranges.append(FileRange(seg.file(), pos, end - pos))
             result.end = (seg.base_offset, end)
             total += end - pos
@@ -860,6 +1006,28 @@ class PartitionLog:
             target = segments[i].base_offset if i < n else leo
         result.size = total
         return result
+
+    def _corrupt(self, seg: LogSegment, bad: CorruptBatch, *, fatal: bool) -> None:
+        """A batch that fails its CRC or header check: report it once, never serve it.
+        ``fatal``: nothing could be read before it, so the read fails with CORRUPT_MESSAGE."""
+        key = (seg.base_offset, bad.position)
+        if key not in self._reported_corrupt:
+            self._reported_corrupt.add(key)
+            logger.error(
+                "%s: corrupt record batch in segment %s at position %d (base offset %s): %s. "
+                "It is below the recovery point (or the log was closed cleanly), so it was not "
+                "checked at start-up; fetches stop before it and fail with CORRUPT_MESSAGE "
+                "when they start at it. DeleteRecords past it, or restoring the partition from "
+                "a replica, makes the partition readable again.",
+                self.dir.name, seg.log_path.name, bad.position,
+                bad.base_offset if bad.base_offset >= 0 else "unknown", bad.reason,
+            )
+        if fatal:
+            raise KafkaError(
+                ErrorCode.CORRUPT_MESSAGE,
+                f"corrupt record batch in {self.dir.name} segment {seg.base_offset} at position "
+                f"{bad.position}: {bad.reason}",
+            )
 
     # ---------------------------------------------------------------------------------------
     # timestamps (ListOffsets)
@@ -898,6 +1066,10 @@ class PartitionLog:
             if h.max_timestamp < timestamp:
                 continue
             data = seg.file().pread(h.batch_length + LOG_OVERHEAD, p)
+            if len(data) < h.batch_length + LOG_OVERHEAD or not crc_ok(data, 0, len(data)):
+                raise KafkaError(
+                    ErrorCode.CORRUPT_MESSAGE, f"corrupt record batch at offset {h.base_offset}"
+                )
             try:
                 records = _records.record_timestamps(data)
             except (ValueError, IndexError, OSError, RuntimeError) as exc:
@@ -965,7 +1137,11 @@ class PartitionLog:
     # truncation and deletion
     # ---------------------------------------------------------------------------------------
     def truncate_to(self, offset: int) -> None:
-        """Drop everything from the batch containing ``offset`` onwards (follower truncation)."""
+        """Drop everything from the batch containing ``offset`` onwards (follower truncation).
+
+        The log end offset becomes the next offset after the last batch kept (or the active
+        segment's base offset when it is empty), as a restart would derive it, but never less
+        than the log start offset (a compaction gap can hold the start)."""
         if offset >= self._leo:
             return
         if offset < self.log_start_offset:
@@ -979,7 +1155,7 @@ class PartitionLog:
         active.truncate_to(offset)
         active.open_for_append()
         nxt = active.read_next_offset()
-        self._leo = nxt if nxt is not None else active.base_offset
+        self._leo = max(nxt if nxt is not None else active.base_offset, self.log_start_offset)
         self._after_truncation()
 
     def _drop_last_segment(self) -> None:
@@ -1041,18 +1217,20 @@ class PartitionLog:
         return self.log_start_offset
 
     def delete_old_segments(self, now_ms: int) -> int:
-        """Retention: drop whole segments below the log start offset, older than
-        ``retention.ms`` (by their largest timestamp) or beyond ``retention.bytes``, never
-        past the high watermark. Returns how many segments were deleted."""
+        """Retention (Kafka's ``deleteOldSegments``). Returns how many segments were deleted.
+
+        Always: segments entirely below the log start offset (DeleteRecords). With
+        ``cleanup.policy`` containing ``delete`` also, oldest first, the segments beyond
+        ``retention.bytes`` and those whose largest timestamp is older than ``retention.ms``.
+        Never a segment reaching past the high watermark, never the empty active segment; when
+        every segment goes, a new empty one is rolled first so the log keeps its end offset.
+        """
         self._now_ms = now_ms
         deleted = self._delete_segments_while(
             lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset
         )
-        retention_ms = self.config.retention_ms
-        if retention_ms >= 0:
-            deleted += self._delete_segments_while(
-                lambda seg, nxt: now_ms - _largest_timestamp(seg) > retention_ms
-            )
+        if not self.config.delete:
+            return deleted
         retention_bytes = self.config.retention_bytes
         if retention_bytes >= 0:
             diff = sum(s.size for s in self._segments) - retention_bytes
@@ -1066,6 +1244,11 @@ class PartitionLog:
 
             if diff > 0:
                 deleted += self._delete_segments_while(over_size)
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            deleted += self._delete_segments_while(
+                lambda seg, nxt: now_ms - _largest_timestamp(seg) > retention_ms
+            )
         return deleted
 
     def _delete_segments_while(
@@ -1097,6 +1280,84 @@ class PartitionLog:
             self.leader_epochs.truncate_from_start(new_start)
         self._hw = max(self._hw, self.log_start_offset)
         return count
+
+    # ---------------------------------------------------------------------------------------
+    # compaction: swapping a cleaned segment in
+    # ---------------------------------------------------------------------------------------
+    def replace_segments(self, cleaned: CleanedSegment) -> bool:
+        """Swap the log cleaner's ``cleaned`` segment in for the segments it was made from.
+
+        Returns False, deleting the cleaned files, when the log changed meanwhile (one of those
+        segments deleted, a truncation, the log closed). The swap is crash-safe, in the steps
+        of :meth:`swap_steps`; ``_complete_swaps`` finishes an interrupted one at open.
+        """
+        steps = self.swap_steps(cleaned)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return bool(done.value)
+
+    def swap_steps(self, cleaned: CleanedSegment) -> Generator[str, None, bool]:
+        """The swap one durable step at a time (tests stop it midway to simulate a crash):
+
+        1. ``.index.cleaned``, ``.timeindex.cleaned``, then ``.log.cleaned`` are renamed to
+           ``.swap`` and the directory fsynced: the ``.log.swap`` rename is the commit point;
+        2. the replaced segments other than the first are deleted;
+        3. the ``.swap`` files are renamed over the first one's files, the directory fsynced;
+        4. the in-memory segment list is updated.
+
+        Readers holding the old files' descriptors keep reading them until they are done.
+        """
+        sources = cleaned.sources
+        segments = self._segments
+        i = next((k for k, seg in enumerate(segments) if seg is sources[0]), -1)
+        ok = (
+            not self._closed
+            and cleaned.generation == self._generation
+            and i >= 0
+            and i + len(sources) < len(segments)  # never the active segment
+            and all(a is b for a, b in zip(segments[i : i + len(sources)], sources, strict=True))
+        )
+        if not ok:
+            for p in cleaned.paths:
+                _unlink(p)
+            return False
+        base = cleaned.base_offset
+        # aborted-transaction entries of the replaced segments, read before any is deleted
+        carried = [t for seg in sources for t in seg.txn_index.entries()]
+        finals = [
+            self.dir / segment_file_name(base, suffix)
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX)
+        ]
+        swaps = [p.with_name(p.name + SWAP_SUFFIX) for p in finals]
+        for src, dst in zip(cleaned.paths, swaps, strict=True):
+            os.replace(src, dst)
+        fsync_dir(self.dir)
+        yield "committed"
+        for seg in sources[1:]:
+            self._forget(seg)
+            seg.delete_files()
+        yield "replaced segments deleted"
+        for src, dst in zip(swaps, finals, strict=True):
+            os.replace(src, dst)
+        fsync_dir(self.dir)
+        yield "renamed"
+        first = sources[0]
+        self._forget(first)
+        first.release()
+        new = LogSegment(self.dir, base, self.config, self._now_ms)
+        if not new.load(trust_indexes=True):
+            new.rebuild_indexes()
+        new.synced_version = new.version  # written and fsynced by the cleaner
+        # The cleaned segment keeps the entries whose ABORT marker it kept (Kafka's cleaner
+        # carries those over); a crash before this point rebuilds the index in recovery.
+        markers = {h.base_offset for _, h in new.scan(0) if h.is_control}
+        new.txn_index.rewrite([t for t in carried if t.last_offset in markers])
+        self._segments[i : i + len(sources)] = [new]
+        self._bases[i : i + len(sources)] = [base]
+        self._dir_version += 1
+        return True
 
     def expire_producers(self, now_ms: int) -> list[int]:
         """Forget producers idle longer than ``producer.id.expiration.ms``."""

@@ -42,6 +42,9 @@ __all__ = [
     "SegmentFile",
     "LogSegment",
     "RecoveryResult",
+    "CorruptBatch",
+    "scan_file",
+    "check_batches",
     "segment_file_name",
     "LOG_SUFFIX",
     "INDEX_SUFFIX",
@@ -95,9 +98,106 @@ class SegmentFile:
         return f"SegmentFile({self.path.name}, fd={self.fd})"
 
 
+def scan_file(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each batch of the open segment file ``fd`` from ``start`` (a batch
+    boundary) up to ``end``; stops at the first header that is not a plausible v2 batch or
+    runs past ``end``. Reads chunks with ``os.pread``, never the records themselves."""
+    pos = start
+    buf = b""
+    buf_start = start
+    # Most scans stop within an index interval: start small, grow while scanning on.
+    chunk = _SCAN_FIRST_CHUNK
+    want = chunk
+    while end - pos >= RECORD_BATCH_OVERHEAD:
+        off = pos - buf_start
+        if off + RECORD_BATCH_OVERHEAD > len(buf):
+            buf = os.pread(fd, min(want, end - pos), pos)
+            buf_start = pos
+            off = 0
+            if len(buf) < RECORD_BATCH_OVERHEAD:
+                return
+            chunk = min(chunk * 2, _SCAN_CHUNK)
+        h = _make_header(_unpack_header(buf, off))
+        size = h.batch_length + LOG_OVERHEAD
+        if h.batch_length < _MIN_BATCH_LENGTH or h.magic != MAGIC_V2 or pos + size > end:
+            return
+        yield pos, h
+        pos += size
+        # a big batch: read just the next header rather than a chunk of this batch's body
+        want = RECORD_BATCH_OVERHEAD if size > chunk // 2 else chunk
+
+
+class CorruptBatch(NamedTuple):
+    """The first bad batch found by :func:`check_batches`."""
+
+    position: int
+    base_offset: int  # -1 when the header itself is unreadable
+    reason: str
+
+
+def check_batches(
+    fd: int, start: int, end: int, base_offset: int, min_offset: int = -1
+) -> tuple[int, CorruptBatch | None]:
+    """CRC-check every batch of ``fd`` in [start, end) (batch boundaries), as recovery does.
+
+    Returns (end of the valid prefix, the first bad batch or None). A batch is bad when its
+    header is not a plausible v2 header (length, magic, offsets not increasing, offsets out of
+    the segment's int32 range) or its CRC-32C does not match; a batch running past ``end``
+    counts as bad only if ``end`` is where the data ends.
+    """
+    pos = start
+    expected = min_offset
+    while end - pos >= LOG_OVERHEAD:
+        buf = os.pread(fd, min(_RECOVER_CHUNK, end - pos), pos)
+        if len(buf) < RECORD_BATCH_OVERHEAD:
+            return pos, CorruptBatch(pos, -1, f"{end - pos} bytes left, less than a batch header")
+        off = 0
+        while len(buf) - off >= RECORD_BATCH_OVERHEAD:
+            h = _make_header(_unpack_header(buf, off))
+            size = h.batch_length + LOG_OVERHEAD
+            bad = _header_problem(h, base_offset, expected)
+            if bad is None and pos + size > end:
+                bad = f"batch of {size} bytes runs past the end of the data"
+            if bad is not None:
+                return pos, CorruptBatch(pos, h.base_offset, bad)
+            if off + size > len(buf):
+                if off == 0:
+                    buf = os.pread(fd, size, pos)
+                    if len(buf) < size:
+                        return pos, CorruptBatch(pos, h.base_offset, "short read")
+                else:
+                    break
+            crc = _crc32c.crc32c(memoryview(buf)[off + OFF_ATTRIBUTES : off + size])
+            if crc != h.crc:
+                return pos, CorruptBatch(
+                    pos, h.base_offset, f"CRC mismatch (stored {h.crc:#010x}, computed {crc:#010x})"
+                )
+            expected = h.base_offset + h.last_offset_delta + 1
+            pos += size
+            off += size
+    if pos < end:
+        return pos, CorruptBatch(pos, -1, f"{end - pos} trailing bytes")
+    return pos, None
+
+
+def _header_problem(h: BatchHeader, segment_base: int, expected: int) -> str | None:
+    if h.magic != MAGIC_V2:
+        return f"magic {h.magic}"
+    if h.batch_length < _MIN_BATCH_LENGTH:
+        return f"batch length {h.batch_length}"
+    if h.base_offset < expected or h.base_offset < segment_base:
+        return f"base offset {h.base_offset} below {max(expected, segment_base)}"
+    if h.last_offset_delta < 0 or h.records_count < 0:
+        return "negative lastOffsetDelta or recordsCount"
+    if h.base_offset + h.last_offset_delta - segment_base > INT32_MAX:
+        return "offset beyond the segment's int32 range"
+    return None
+
+
 class RecoveryResult(NamedTuple):
     next_offset: int | None  # offset after the last valid batch; None when no batch is valid
     truncated_bytes: int  # bytes dropped from the end of the file
+    reason: str | None = None  # what was wrong with the first invalid batch
 
 
 class LogSegment:
@@ -119,18 +219,30 @@ class LogSegment:
         "rolling_base_timestamp",
         "created_ms",
         "bytes_since_last_index_entry",
+        "unverified_end",
+        "_verified",
         "_file",
     )
 
-    def __init__(self, dir: Path, base_offset: int, config: LogConfig, created_ms: int) -> None:
+    def __init__(
+        self,
+        dir: Path,
+        base_offset: int,
+        config: LogConfig,
+        created_ms: int,
+        *,
+        file_suffix: str = "",
+    ) -> None:
         self.base_offset = base_offset
         self.dir = dir
-        self.log_path = dir / segment_file_name(base_offset, LOG_SUFFIX)
+        self.log_path = dir / (segment_file_name(base_offset, LOG_SUFFIX) + file_suffix)
         self.offset_index = OffsetIndex(
-            dir / segment_file_name(base_offset, INDEX_SUFFIX), base_offset, config.segment_index_bytes
+            dir / (segment_file_name(base_offset, INDEX_SUFFIX) + file_suffix),
+            base_offset,
+            config.segment_index_bytes,
         )
         self.time_index = TimeIndex(
-            dir / segment_file_name(base_offset, TIME_INDEX_SUFFIX),
+            dir / (segment_file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix),
             base_offset,
             config.segment_index_bytes,
         )
@@ -146,6 +258,12 @@ class LogSegment:
         self.rolling_base_timestamp: int | None = None
         self.created_ms = created_ms
         self.bytes_since_last_index_entry = 0
+        #: Bytes [0, unverified_end) were on disk when the segment was opened and have not been
+        #: CRC-checked (a clean open, or below the recovery point): reads verify the batches
+        #: they return first (``verify_range``). Batches appended or recovered since are known
+        #: good. ``_verified`` holds the checked sub-ranges, merged.
+        self.unverified_end = 0
+        self._verified: list[tuple[int, int]] = []
         self._file: SegmentFile | None = None
 
     def __repr__(self) -> str:
@@ -153,8 +271,10 @@ class LogSegment:
 
     # -- creation / loading -------------------------------------------------------------------
     @classmethod
-    def create(cls, dir: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
-        seg = cls(dir, base_offset, config, now_ms)
+    def create(
+        cls, dir: Path, base_offset: int, config: LogConfig, now_ms: int, *, file_suffix: str = ""
+    ) -> LogSegment:
+        seg = cls(dir, base_offset, config, now_ms, file_suffix=file_suffix)
         fd = os.open(seg.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.close(fd)
         seg.offset_index.create()
@@ -210,31 +330,8 @@ class LogSegment:
     # -- scanning -----------------------------------------------------------------------------
     def scan(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from ``start`` (a batch boundary) up to ``end``."""
-        end = self.size if end is None else end
-        fd = self.file().fd
-        pos = start
-        buf = b""
-        buf_start = start
-        # Most scans stop within an index interval: start small, grow while scanning on.
-        chunk = _SCAN_FIRST_CHUNK
-        want = chunk
-        while end - pos >= RECORD_BATCH_OVERHEAD:
-            off = pos - buf_start
-            if off + RECORD_BATCH_OVERHEAD > len(buf):
-                buf = os.pread(fd, min(want, end - pos), pos)
-                buf_start = pos
-                off = 0
-                if len(buf) < RECORD_BATCH_OVERHEAD:
-                    return
-                chunk = min(chunk * 2, _SCAN_CHUNK)
-            h = _make_header(_unpack_header(buf, off))
-            size = h.batch_length + LOG_OVERHEAD
-            if h.batch_length < _MIN_BATCH_LENGTH or h.magic != MAGIC_V2 or pos + size > end:
-                return
-            yield pos, h
-            pos += size
-            # a big batch: read just the next header rather than a chunk of this batch's body
-            want = RECORD_BATCH_OVERHEAD if size > chunk // 2 else chunk
+        f = self.file()  # held for the whole iteration: the descriptor stays valid
+        yield from scan_file(f.fd, start, self.size if end is None else end)
 
     def translate(self, offset: int, start: int = 0) -> tuple[int, BatchHeader] | None:
         """The first batch whose last offset is >= ``offset`` (at position >= ``start``)."""
@@ -268,6 +365,54 @@ class LogSegment:
         for _, h in self.scan(last[1] if last else 0):
             nxt = h.base_offset + h.last_offset_delta + 1
         return nxt
+
+    # -- verification of data that was on disk at open ----------------------------------------
+    def mark_unverified(self) -> None:
+        """Everything now in the file is unchecked (opened without a recovery scan)."""
+        self.unverified_end = self.size
+        self._verified = []
+
+    def verify_range(self, start: int, end: int) -> tuple[int, CorruptBatch | None]:
+        """CRC-check the batches in [start, end) that are not known good yet.
+
+        ``start`` and ``end`` are batch boundaries. Returns (end of the valid prefix, the bad
+        batch or None); checked ranges are remembered, so each byte is checked once.
+        """
+        stop = min(end, self.unverified_end)
+        pos = start
+        for a, b in self._verified:
+            if b <= pos:
+                continue
+            if a > pos:
+                break
+            pos = b  # pos lies in a checked range: skip to its end
+        if pos >= stop:
+            return end, None
+        # check up to the next checked range (or the end), then continue from there
+        nxt = next((a for a, _b in self._verified if a > pos), stop)
+        f = self.file()
+        good, bad = check_batches(f.fd, pos, min(nxt, stop), self.base_offset)
+        self._add_verified(pos, good)
+        if bad is not None:
+            return good, bad
+        if min(nxt, stop) < stop:
+            return self.verify_range(min(nxt, stop), end)
+        return end, None
+
+    def _add_verified(self, a: int, b: int) -> None:
+        if b <= a:
+            return
+        spans = sorted([*self._verified, (a, b)])
+        merged: list[tuple[int, int]] = []
+        for x, y in spans:
+            if merged and x <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], y))
+            else:
+                merged.append((x, y))
+        if merged and merged[0][0] <= 0 and merged[0][1] >= self.unverified_end:
+            self.unverified_end = 0  # all of it checked: reads go straight to sendfile
+            merged = []
+        self._verified = merged
 
     # -- appending ----------------------------------------------------------------------------
     def write(self, chunks: list[memoryview], headers: list[BatchHeader]) -> None:
@@ -399,6 +544,7 @@ class LogSegment:
         buf = b""
         buf_start = 0
         valid_end = 0
+        reason: str | None = None
         while file_size - pos >= RECORD_BATCH_OVERHEAD:
             off = pos - buf_start
             if off + RECORD_BATCH_OVERHEAD > len(buf):
@@ -408,23 +554,25 @@ class LogSegment:
                     break
             h = _make_header(_unpack_header(buf, off))
             size = h.batch_length + LOG_OVERHEAD
-            if (
-                h.magic != MAGIC_V2
-                or h.batch_length < _MIN_BATCH_LENGTH
-                or pos + size > file_size
-                or h.base_offset < expected
-                or h.last_offset_delta < 0
-                or h.base_offset + h.last_offset_delta - self.base_offset > INT32_MAX
-                or h.records_count < 0
-            ):
+            reason = _header_problem(h, self.base_offset, expected)
+            if reason is None and pos + size > file_size:
+                reason = f"batch of {size} bytes runs past the end of the file (torn write)"
+            if reason is not None:
+                reason = f"batch at position {pos} (offset {h.base_offset}): {reason}"
                 break
             if off + size > len(buf):
                 buf = os.pread(fd, max(size, min(_RECOVER_CHUNK, file_size - pos)), pos)
                 buf_start, off = pos, 0
                 if len(buf) < size:
+                    reason = f"short read at position {pos}"
                     break
             view = memoryview(buf)[off + OFF_ATTRIBUTES : off + size]
-            if _crc32c.crc32c(view) != h.crc:
+            crc = _crc32c.crc32c(view)
+            if crc != h.crc:
+                reason = (
+                    f"batch at position {pos} (offset {h.base_offset}): CRC mismatch "
+                    f"(stored {h.crc:#010x}, computed {crc:#010x})"
+                )
                 break
             nxt = self._index_batch(pos, h, off_buf, time_buf)
             expected = nxt
@@ -432,10 +580,16 @@ class LogSegment:
             valid_end = pos
         truncated = file_size - valid_end
         if truncated:
+            if reason is None:
+                reason = f"{truncated} trailing bytes at position {valid_end} (torn write)"
             os.ftruncate(fd, valid_end)
+        else:
+            reason = None
         self.size = valid_end
+        self.unverified_end = 0
+        self._verified = []
         self._install_indexes(off_buf, time_buf)
-        return RecoveryResult(nxt, truncated)
+        return RecoveryResult(nxt, truncated, reason)
 
     def truncate_to(self, offset: int) -> int:
         """Remove the batch containing ``offset`` and everything after it. Returns bytes removed."""
@@ -446,6 +600,9 @@ class LogSegment:
         removed = self.size - pos
         os.ftruncate(self.file().fd, pos)
         self.size = pos
+        if self.unverified_end > pos:  # what is appended later is checked on the way in
+            self.unverified_end = pos
+            self._verified = [(a, min(b, pos)) for a, b in self._verified if a < pos]
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(offset)

@@ -99,6 +99,10 @@ class TxnIndex:
         """Forget every entry (before a rebuild)."""
         self._rewrite([])
 
+    def rewrite(self, entries: list[AbortedTxn]) -> None:
+        """Replace the file with ``entries`` (in marker order)."""
+        self._rewrite(sorted(entries, key=lambda t: t.last_offset))
+
     def _rewrite(self, entries: list[AbortedTxn]) -> None:
         if not entries:
             _unlink(self.path)

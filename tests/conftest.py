@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from kafkawire.testing import BrokerProcess
+from tests.javatools import java_line  # noqa: F401  (fixture: Kafka's Java tools, both lines)
 
 
 @pytest.fixture(scope="module")

@@ -263,7 +263,8 @@ def test_confluent_describe_cluster_and_topics(broker: BrokerProcess) -> None:
 
 
 def test_altered_config_applies_to_partition_logs(broker: BrokerProcess) -> None:
-    """segment.bytes changed at run time: the existing log rolls at the new size."""
+    """The segment size changed at run time (internal.segment.bytes: segment.bytes is at least
+    1 MiB in Kafka 4): the existing log rolls at the new size."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
@@ -272,7 +273,7 @@ def test_altered_config_applies_to_partition_logs(broker: BrokerProcess) -> None
     [f] = admin.create_topics([NewTopic(t, 1, 1)]).values()
     assert outcome(f) is None
     res = ConfigResource("topic", t, incremental_configs=[
-        ConfigEntry("segment.bytes", "1024", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("internal.segment.bytes", "1024", incremental_operation=AlterConfigOpType.SET),
         ConfigEntry("max.message.bytes", "4000", incremental_operation=AlterConfigOpType.SET),
     ])
     [fut] = admin.incremental_alter_configs([res]).values()

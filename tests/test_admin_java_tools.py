@@ -1,57 +1,41 @@
 """Kafka's own admin tools (Java AdminClient) against kafkawire: kafka-topics, kafka-configs,
 kafka-log-dirs, kafka-cluster.
 
-The jars come from the compatibility harness's cache (``$KAFKAWIRE_CACHE`` or
-``~/.cache/kafkawire``, ``kafka-<version>/libs``); the tests are skipped when it is absent or
-when no ``java`` is installed. Kafka 4.3.1's TopicCommand describes topics with
+The jars come from the compatibility harness's cache (``tests/javatools.py``); the tests skip
+without them or without ``java``, and fail instead under ``make test``
+(KAFKAWIRE_REQUIRE_KAFKA=1). Kafka 4.3.1's TopicCommand describes topics with
 DescribeTopicPartitions; 3.9.2 is the client line Spark 4.x ships.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
 from kafkawire.testing import BrokerProcess
+from tests.javatools import JavaTools, require_line
 
 pytestmark = pytest.mark.slow
 
-CACHE = Path(os.environ.get("KAFKAWIRE_CACHE", Path.home() / ".cache" / "kafkawire"))
-LINES = {"4.3.1": CACHE / "kafka-4.3.1" / "libs", "3.9.2": CACHE / "kafka-3.9.2" / "libs"}
-JVM = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-Djava.awt.headless=true"]
-
-TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"
-CONFIG_COMMAND = "kafka.admin.ConfigCommand"
-LOG_DIRS_COMMAND = "org.apache.kafka.tools.LogDirsCommand"
-CLUSTER_TOOL = "org.apache.kafka.tools.ClusterTool"
+LINES = {"4.3.1": "4.x", "3.9.2": "3.9"}
 
 
-def available(version: str) -> bool:
-    libs = LINES[version]
-    return shutil.which("java") is not None and libs.is_dir() and any(libs.glob("kafka-clients*"))
+def tool(version: str, name: str, *args: str, check: bool = True) -> str:
+    """stdout+stderr of a kafka-<name> tool of the given Kafka version."""
+    return JavaTools(LINES[version]).run(name, *args, check=check).output
 
 
-def tool(version: str, main: str, *args: str, check: bool = True) -> str:
-    cmd = ["java", *JVM, "-cp", f"{LINES[version]}/*", main, *args]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    out = "\n".join(
-        line for line in (p.stdout + p.stderr).splitlines()
-        if not line.startswith(("SLF4J", "log4j")) and "StatusLogger" not in line
-    )
-    if check and p.returncode != 0:
-        raise AssertionError(f"{main} {args} exited {p.returncode}:\n{out}")
-    return out
+TOPIC_COMMAND = "topics"
+CONFIG_COMMAND = "configs"
+LOG_DIRS_COMMAND = "log-dirs"
+CLUSTER_TOOL = "cluster"
 
 
-@pytest.fixture(params=["4.3.1", "3.9.2"])
+@pytest.fixture(params=list(LINES))
 def kafka_line(request: pytest.FixtureRequest) -> str:
-    if not available(request.param):
-        pytest.skip(f"Kafka {request.param} jars or java not available")
+    require_line(LINES[request.param])
     return str(request.param)
 
 
@@ -62,7 +46,9 @@ def test_kafka_topics_lifecycle(broker: BrokerProcess, kafka_line: str) -> None:
                "--config", "cleanup.policy=compact")
     assert f"Created topic {t}." in out
     out = tool(kafka_line, TOPIC_COMMAND, *bs, "--describe", "--topic", t)
-    assert "PartitionCount: 3" in out and "Configs: cleanup.policy=compact" in out
+    # min.insync.replicas: the cluster-level dynamic default (ELR), listed as Kafka lists it
+    assert "PartitionCount: 3" in out
+    assert "Configs: min.insync.replicas=1,cleanup.policy=compact" in out
     assert out.count("Leader: 1") == 3
     tool(kafka_line, TOPIC_COMMAND, *bs, "--alter", "--topic", t, "--partitions", "5")
     assert "PartitionCount: 5" in tool(kafka_line, TOPIC_COMMAND, *bs, "--describe", "--topic", t)
@@ -103,8 +89,7 @@ def test_kafka_configs_topic(broker: BrokerProcess, kafka_line: str) -> None:
 
 def test_kafka_configs_brokers_log_dirs_cluster(own_broker: BrokerProcess) -> None:
     version = "4.3.1"
-    if not available(version):
-        pytest.skip("Kafka 4.3.1 jars or java not available")
+    require_line(LINES[version])
     bs = ["--bootstrap-server", own_broker.bootstrap]
     tool(version, CONFIG_COMMAND, *bs, "--alter", "--entity-type", "brokers", "--entity-default",
          "--add-config", "log.retention.ms=7200000")

@@ -194,10 +194,14 @@ def test_broker_entries() -> None:
     assert (ms.value, ms.source, ms.synonyms) == (None, S.DEFAULT_CONFIG, ())
     dflt = entry(entries, "delete.topic.enable")
     assert (dflt.value, dflt.source) == ("true", S.DEFAULT_CONFIG)
-    assert broker_config_entries(cfg, img, per_broker=False) == []
+    # the bootstrap's cluster default (Kafka writes it for ELR)
+    [mir] = broker_config_entries(cfg, img, per_broker=False)
+    assert (mir.name, mir.value, mir.source) == ("min.insync.replicas", "1",
+                                                 S.DYNAMIC_DEFAULT_BROKER_CONFIG)
     img = with_records(img, [ConfigRecord(resource_type=RESOURCE_BROKER, resource_name="",
                                           name="message.max.bytes", value="2000000")])
-    [only] = broker_config_entries(cfg, img, per_broker=False, include_synonyms=True)
+    only = entry(broker_config_entries(cfg, img, per_broker=False, include_synonyms=True),
+                 "message.max.bytes")
     assert (only.name, only.value, only.source) == ("message.max.bytes", "2000000",
                                                     S.DYNAMIC_DEFAULT_BROKER_CONFIG)
     mm = entry(broker_config_entries(cfg, img, per_broker=True), "message.max.bytes")

@@ -238,7 +238,11 @@ def test_describe_configs_errors_and_broker(raw: RawClient) -> None:
     assert codes[3] == (ErrorCode.INVALID_REQUEST,
                         "Unexpected broker id, expected 1 or empty string, but received 7")
     assert codes[4] == (ErrorCode.INVALID_REQUEST, "Broker id must be an integer, but it is: x")
-    assert codes[5] == (0, "") and resp.results[5].configs == []
+    # a fresh cluster has Kafka's ELR bootstrap config: min.insync.replicas as a dynamic
+    # cluster default
+    assert codes[5] == (0, "")
+    assert [(c.name, c.value, c.config_source) for c in resp.results[5].configs] == [
+        ("min.insync.replicas", "1", 3)]
     assert codes[6] == (0, "")
     loggers = {c.name: c for c in resp.results[6].configs}
     assert loggers["root"].config_source == 6 and loggers["root"].value
@@ -337,7 +341,8 @@ def test_dynamic_broker_defaults_feed_topic_configs(own_broker: BrokerProcess) -
             resource_type=4, resource_name="", configuration_keys=None)],
             include_synonyms=True, include_documentation=False), 4).results[0]
         assert sorted((c.name, c.value, c.config_source) for c in default.configs) == [
-            ("log.retention.ms", "7200000", 3), ("message.max.bytes", "2000000", 3)]
+            ("log.retention.ms", "7200000", 3), ("message.max.bytes", "2000000", 3),
+            ("min.insync.replicas", "1", 3)]
         # survives a restart: the ConfigRecords are in the metadata log
         raw.close()
         own_broker.restart()

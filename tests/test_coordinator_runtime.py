@@ -111,7 +111,7 @@ async def _loaded(broker: Broker, key: str) -> RecordingShard:
                 return shard
             except KafkaError as e:
                 assert e.code in (
-                    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE
+                    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR
                 )
             await trio.sleep(0.01)
 
@@ -123,7 +123,7 @@ def test_runtime_append_markers_timers_and_replay_on_restart(tmp_path: Path) -> 
         rt = broker.txn_runtime
         with pytest.raises(KafkaError) as ei:
             rt.shard_for(key)
-        assert ei.value.code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert ei.value.code == ErrorCode.NOT_COORDINATOR
         assert await rt.ensure_topic() == ErrorCode.COORDINATOR_NOT_AVAILABLE
         topic = broker.image.topics["__transaction_state"]
         assert len(topic.partitions) == 3

@@ -299,3 +299,46 @@ class TxnLogMachine(RuleBasedStateMachine):
 
 TxnLogMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
 test_txn_log_machine = TxnLogMachine.TestCase
+
+
+def test_cleaner_carries_the_entries_of_retained_abort_markers(tmp_path: Path) -> None:
+    """Compaction merges segments: the merged segment's .txnindex holds the entries of the
+    ABORT markers it kept (from every replaced segment), and loses them with the markers."""
+    from log.cleaner import clean_log, log_to_clean
+    from tests.batchutil import build_batch as kbatch
+
+    cfg = LogConfig(segment_bytes=100_000, cleanup_policy="compact",
+                    min_cleanable_dirty_ratio=0.01, delete_retention_ms=1000)
+    log = PartitionLog.open(tmp_path / "c-0", cfg, NOW)
+
+    def put(pairs: list[tuple[bytes, bytes]], **kw: object) -> None:
+        buf = kbatch([NOW] * len(pairs), records=pairs, **kw)  # type: ignore[arg-type]
+        log.append(buf, iter_headers(buf), leader_epoch=0, now_ms=NOW)
+        log.update_high_watermark(log.log_end_offset)
+
+    w = Writer(log)
+    put([(b"a", b"aborted-a")], producer_id=1, producer_epoch=0, base_sequence=0, transactional=True)
+    log.roll(NOW)
+    w.marker(1, commit=False)  # marker of 1 in the second segment
+    put([(b"b", b"aborted-b")], producer_id=2, producer_epoch=0, base_sequence=0, transactional=True)
+    w.marker(2, commit=False)
+    log.roll(NOW)
+    before = all_aborted(log)
+    assert [t.producer_id for t in before] == [1, 2]
+
+    def clean(now: int) -> None:
+        put([(f"k{now}".encode(), b"v")])
+        log.roll(NOW)
+        ltc, _ = log_to_clean(("c", 0), log, None, now)
+        clean_log(ltc, now, 1 << 20)
+
+    clean(NOW)
+    assert len(log.segments) < 4  # the first segments were merged
+    assert all_aborted(log) == before  # markers kept: entries carried into the merged segment
+    data = log.read(0, 1 << 20).read_bytes()
+    assert b"aborted-a" not in data and b"aborted-b" not in data
+    log.expire_producers(NOW + 30 * 86_400_000)  # else each producer's last marker stays
+    for now in (NOW, NOW + 2000, NOW + 4000):  # horizon set, then passed: markers removed
+        clean(now)
+    assert all_aborted(log) == []
+    log.close()

@@ -409,8 +409,6 @@ def test_max_offsets_per_trigger(spark: Any, kafka: Kafka) -> None:
 
 def test_stream_deprecated_offset_fetching(spark: Any, kafka: Kafka) -> None:
     """The pre-3.4 driver path: a KafkaConsumer that subscribe()s, so a real consumer group."""
-    if API_JOIN_GROUP not in kafka.api_versions():
-        pytest.skip("broker has no consumer groups yet (JoinGroup, API 11)")
     topic = new_topic(kafka, "sp-legacy")
     produce(kafka.bootstrap, topic, spread(30))
     key = "spark.sql.streaming.kafka.useDeprecatedOffsetFetching"

@@ -31,7 +31,36 @@ MODULES = [
     "describe_cluster",
     "describe_topic_partitions",
     "describe_log_dirs",
+    "delete_records",
     "find_coordinator",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "offset_commit",
+    "offset_fetch",
+    "list_groups",
+    "describe_groups",
+    "delete_groups",
+    "offset_delete",
+    "txn_offset_commit",
+    "consumer_group_heartbeat",
+    "consumer_group_describe",
+    "describe_quorum",
+    "elect_leaders",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
+    "list_config_resources",
+    # No authorizer, no SASL, PLAINTEXT only: answered as Kafka answers in that configuration.
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
+    "create_delegation_token",
+    "renew_delegation_token",
+    "expire_delegation_token",
+    "describe_delegation_token",
     "write_txn_markers",
     "describe_producers",
     "add_partitions_to_txn",
@@ -53,6 +82,8 @@ class ApiHandler:
     request_cls: Any
     response_cls: Any
     handle: Callable[..., Awaitable[Any]]
+    #: (feature, level): advertised only while that feature is finalized at >= level
+    requires_feature: tuple[str, int] | None = None
 
     def flexible(self, version: int) -> bool:
         return 0 <= self.flexible_from <= version
@@ -81,6 +112,7 @@ def build_registry(modules: list[str]) -> dict[int, ApiHandler]:
             request_cls=_load_class(REQUESTS[key]),
             response_cls=_load_class(RESPONSES[key]),
             handle=m.handle,
+            requires_feature=getattr(m, "REQUIRES_FEATURE", None),
         )
     return reg
 

@@ -7,9 +7,12 @@ registry. Quirks kept as Kafka keeps them:
 - The response header is always v0 (KIP-511), handled in ``server``.
 - An unsupported ApiVersions version gets a v0 body with UNSUPPORTED_VERSION and our key-18
   range (``server.api_versions_fallback``).
-v3+: SupportedFeatures / FinalizedFeatures / FinalizedFeaturesEpoch (tagged). Only
-metadata.version is finalized; transaction.version and group.version stay unfinalized until the
-KIP-890 / KIP-848 paths work, since they switch Kafka 4.x clients onto those protocols.
+v3+: SupportedFeatures / FinalizedFeatures / FinalizedFeaturesEpoch (tagged). metadata.version,
+eligible.leader.replicas.version (as Kafka 4.3 bootstraps) and group.version (KIP-848, when
+enabled) are finalized; transaction.version stays unfinalized until the KIP-890 path works,
+since it switches Kafka 4.x clients onto that protocol.
+An API with ``REQUIRES_FEATURE`` (the ConsumerGroup* APIs: group.version >= 1) is listed only
+while that feature is finalized, as Kafka does.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ async def handle(
         if not _SOFTWARE.match(name or "") or not _SOFTWARE.match(ver or ""):
             return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
         ctx.connection.client_software = (name, ver)
+    features = broker.image.features
     resp = ApiVersionsResponse(
         error_code=0,
         api_keys=[
@@ -48,6 +52,8 @@ async def handle(
                 api_key=h.api_key, min_version=h.advertised_min, max_version=h.max_version
             )
             for h in sorted(REGISTRY.values(), key=lambda h: h.api_key)
+            if h.requires_feature is None
+            or features.get(h.requires_feature[0], 0) >= h.requires_feature[1]
         ],
         throttle_time_ms=0,
     )

@@ -7,6 +7,7 @@ frame and writes the client's bytes verbatim. No Python loop ever visits a recor
 - acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS). acks=0 gets no response at all.
   acks=-1 on a single node: the ISR is this node, so the high watermark moves with the append.
 - Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (v13: UNKNOWN_TOPIC_ID), CORRUPT_MESSAGE,
+  INVALID_TOPIC_EXCEPTION (internal topics: only the coordinators write there),
   INVALID_RECORD, MESSAGE_TOO_LARGE (batch > max.message.bytes), INVALID_TIMESTAMP
   (message.timestamp.before/after.max.ms, checked on the batch header's timestamps),
   OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH (idempotence, in the log),
@@ -18,6 +19,12 @@ frame and writes the client's bytes verbatim. No Python loop ever visits a recor
   INVALID_TXN_STATE when the partition was not added, INVALID_PRODUCER_EPOCH for another
   epoch, NOT_ENOUGH_REPLICAS while the coordinator cannot answer. From v12 (transaction
   version 2, KIP-890 part 2) the write adds the partition to the transaction instead.
+- Compacted topics (cleanup.policy contains ``compact``): a record without a key fails the
+  partition with INVALID_RECORD and per-record ``record_errors`` (v8+), Kafka's messages. This
+  inflates the batch and walks the record prefixes (~1 us per record); other topics never pay
+  it (one attribute test).
+- ``flush.messages``: the append that leaves that many offsets unflushed is answered after an
+  fsync covering it (group commit off the event loop, ``kafkawire.log_flusher``).
 - v0-2 are advertised (librdkafka disables compression otherwise, KAFKA-18659) but refused,
   as Kafka 4 does. v13 names topics by id.
 """
@@ -27,14 +34,16 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from log.cleaner import keyless_records
 from protocol._generated.produce_request import ProduceRequest
 from protocol._generated.produce_response import ProduceResponse
 from protocol.errors import ErrorCode, KafkaError
-from protocol.records import BatchHeader, validate_batches
+from protocol.records import DEFAULT_MAX_UNCOMPRESSED_BYTES, BatchHeader, validate_batches
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
     from kafkawire.server import RequestContext
+    from log.partition_log import PartitionLog
 
 API_KEY = 0
 VERSIONS = (3, 13)
@@ -91,6 +100,24 @@ async def _verify_transaction(
                                    if code in (ErrorCode.INVALID_TXN_STATE,
                                                ErrorCode.TRANSACTION_ABORTABLE) else None)
             return
+def _keyless_error(
+    index: int, topic: str, keyless: list[tuple[int, int]], plog: PartitionLog
+) -> PartResp:
+    """Kafka's answer to records without a key on a compacted topic (LogValidator)."""
+    message = f"Compacted topic cannot accept message without key in topic partition {topic}-{index}"
+    errors = [
+        ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=message)
+        for _batch, i in keyless
+    ]
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{message}')" for _b, i in keyless[:3])
+    resp = _error(
+        index, ErrorCode.INVALID_RECORD,
+        f"One or more records have been rejected due to {len(keyless)} record errors in total, "
+        f"and only showing the first three errors at most: [{shown}]",
+        plog.log_start_offset,
+    )
+    resp.record_errors = errors
+    return resp
 
 
 async def handle(
@@ -101,6 +128,7 @@ async def handle(
     img = broker.image
     now_ms = int(time.time() * 1000)
     out: list[ProduceResponse.TopicProduceResponse] = []
+    to_flush: list[tuple[PartResp, PartitionLog]] = []  # flush.messages reached
     for td in req.topic_data:
         if v >= 13:
             topic = img.topics_by_id.get(td.topic_id)
@@ -118,6 +146,13 @@ async def handle(
             continue
         if topic is None:
             parts += [_error(p.index, missing) for p in td.partition_data]
+            continue
+        if topic.is_internal:
+            # as Kafka: clients cannot append to __consumer_offsets / __transaction_state
+            # (only their coordinators write there, through the coordinator runtime)
+            parts += [_error(p.index, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                             f"Cannot append to internal topic {topic.name}")
+                      for p in td.partition_data]
             continue
         cfg = broker.effective_topic_configs(topic.name)
         max_bytes = int(cfg["max.message.bytes"])
@@ -151,6 +186,11 @@ async def handle(
                 if req.transactional_id is not None and v >= 3:
                     await _verify_transaction(broker, req.transactional_id, topic.name,
                                               pd.index, plog, batches, v)
+                if plog.config.compact:  # the only records-level check, compacted topics only
+                    keyless = keyless_records(records, batches, DEFAULT_MAX_UNCOMPRESSED_BYTES)
+                    if keyless:
+                        parts.append(_keyless_error(pd.index, topic.name, keyless, plog))
+                        continue
                 last_pos, last_h = batches[-1]
                 info = plog.append(
                     records[: last_pos + last_h.size], batches, leader_epoch=pimg.leader_epoch, now_ms=now_ms,
@@ -165,15 +205,26 @@ async def handle(
                 continue
             plog.update_high_watermark(plog.log_end_offset)
             broker.notifier.notify(topic.name, pd.index)
-            parts.append(
-                PartResp(
-                    index=pd.index,
-                    error_code=ErrorCode.NONE,
-                    base_offset=info.first_offset,
-                    log_append_time_ms=info.log_append_time_ms,
-                    log_start_offset=info.log_start_offset,
-                )
+            resp = PartResp(
+                index=pd.index,
+                error_code=ErrorCode.NONE,
+                base_offset=info.first_offset,
+                log_append_time_ms=info.log_append_time_ms,
+                log_start_offset=info.log_start_offset,
             )
+            parts.append(resp)
+            if plog.unflushed_messages >= plog.config.flush_messages:
+                to_flush.append((resp, plog))
+    if to_flush:  # as Kafka, the append that reaches flush.messages is fsynced before the answer
+        assert broker.flusher is not None
+        failed = await broker.flusher.wait_all_durable(
+            [(plog, plog.log_end_offset) for _resp, plog in to_flush]
+        )
+        for resp, plog in to_flush:
+            if id(plog) in failed:
+                resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                resp.error_message = failed[id(plog)]
+                resp.base_offset = -1
     if acks == 0:
         return None
     return ProduceResponse(responses=out, throttle_time_ms=0)

@@ -1,0 +1,43 @@
+"""ConsumerGroupDescribe (key 69), versions 0-1 (KIP-848; flexible).
+
+Per group: state (Empty, Assigning, Reconciling, Stable), group and assignment epochs, the
+assignor, and every member with its subscription, current and target assignment (topic ids
+and names). Unknown groups and classic groups: GROUP_ID_NOT_FOUND. Advertised only while
+``group.version`` >= 1 is finalized. ``include_authorized_operations``: READ, DELETE, DESCRIBE.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kafkawire.apis.describe_groups import GROUP_ALL_OPS
+from protocol._generated.consumer_group_describe_request import ConsumerGroupDescribeRequest
+from protocol._generated.consumer_group_describe_response import ConsumerGroupDescribeResponse
+from protocol.errors import KafkaError
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+    from kafkawire.server import RequestContext
+
+API_KEY = 69
+VERSIONS = (0, 1)
+REQUIRES_FEATURE = ("group.version", 1)
+
+
+async def handle(
+    broker: Broker, ctx: RequestContext, req: ConsumerGroupDescribeRequest
+) -> ConsumerGroupDescribeResponse:
+    names = {t.topic_id: t.name for t in broker.image.topics.values()}
+    out = []
+    for gid in req.group_ids:
+        try:
+            shard = broker.group_runtime.shard_for(gid)
+        except KafkaError as e:
+            out.append(ConsumerGroupDescribeResponse.DescribedGroup(
+                error_code=e.code, group_id=gid, members=[]))
+            continue
+        d: ConsumerGroupDescribeResponse.DescribedGroup = shard.consumer_describe(gid, names)  # type: ignore[attr-defined]
+        if req.include_authorized_operations:
+            d.authorized_operations = GROUP_ALL_OPS
+        out.append(d)
+    return ConsumerGroupDescribeResponse(groups=out)

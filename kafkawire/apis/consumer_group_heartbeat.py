@@ -1,0 +1,52 @@
+"""ConsumerGroupHeartbeat (key 68), versions 0-1 (KIP-848; flexible).
+
+The next-generation consumer protocol (``groups/consumer.py``): the member sends its
+subscription (names, or v1 a regex) and the partitions it owns; the coordinator bumps the
+group epoch on changes, computes the target assignment with a server-side assignor
+(``uniform`` default, ``range``; ``group.consumer.assignors``) and answers with the member's
+epoch and the partitions it may own now (incremental reconciliation). Epoch 0 joins, -1
+leaves, -2 leaves a static member. v0 may let the coordinator pick the member id; v1 requires
+the client's own. Advertised only while ``group.version`` >= 1 is finalized.
+Errors: INVALID_REQUEST, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNSUPPORTED_ASSIGNOR,
+INVALID_REGULAR_EXPRESSION, GROUP_ID_NOT_FOUND (a non-empty classic group of that id),
+GROUP_MAX_SIZE_REACHED (``group.consumer.max.size``), coordinator errors.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from kafkawire.group_coordinator import client_host, on_group
+from protocol._generated.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
+from protocol._generated.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+    from kafkawire.server import RequestContext
+
+API_KEY = 68
+VERSIONS = (0, 1)
+REQUIRES_FEATURE = ("group.version", 1)
+
+
+def topics_view(broker: Broker) -> dict[str, tuple[uuid.UUID, int]]:
+    return {
+        t.name: (t.topic_id, len(t.partitions))
+        for t in broker.image.topics.values()
+        if not t.is_internal
+    }
+
+
+async def handle(
+    broker: Broker, ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
+) -> ConsumerGroupHeartbeatResponse:
+    v = ctx.api_version
+    host = client_host(ctx)
+    topics = topics_view(broker)
+    resp: ConsumerGroupHeartbeatResponse = await on_group(
+        broker, req.group_id,
+        lambda shard, now: shard.consumer_heartbeat(req, v, ctx.client_id or "", host, topics, now),
+        lambda e: ConsumerGroupHeartbeatResponse(error_code=e.code, error_message=e.message),
+    )
+    return resp

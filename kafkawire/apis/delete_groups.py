@@ -1,0 +1,36 @@
+"""DeleteGroups (key 42), versions 0-2 (v2 flexible).
+
+An Empty group (or a simple one) is deleted: tombstones for its offsets and its group
+metadata are written to ``__consumer_offsets``; it then describes as Dead. Errors per group:
+NON_EMPTY_GROUP (members), GROUP_ID_NOT_FOUND (unknown), coordinator errors.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from groups.shard import GroupShard
+from protocol._generated.delete_groups_request import DeleteGroupsRequest
+from protocol._generated.delete_groups_response import DeleteGroupsResponse
+from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+    from kafkawire.server import RequestContext
+
+API_KEY = 42
+VERSIONS = (0, 2)
+
+
+async def handle(broker: Broker, ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
+    out = []
+    for group_id in req.groups_names:
+        def op(shard: GroupShard, now: int, g: str = group_id) -> tuple[list[Any], ErrorCode]:
+            return shard.delete_group(g, now)
+
+        try:
+            code: ErrorCode = await broker.group_runtime.run(group_id, op)
+        except KafkaError as e:
+            code = e.code
+        out.append(DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=code))
+    return DeleteGroupsResponse(results=out)

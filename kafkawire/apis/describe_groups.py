@@ -1,0 +1,46 @@
+"""DescribeGroups (key 15), versions 0-6 (v5+ flexible).
+
+Per group, from its shard: state, protocol type, protocol name and members (with metadata and
+assignment only when Stable, as Kafka). An unknown group describes as ``Dead`` with NONE up to
+v5; v6 (KIP-1043) answers GROUP_ID_NOT_FOUND for it. Coordinator errors per group.
+``include_authorized_operations`` (v3+): READ, DELETE, DESCRIBE (no ACLs here).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from protocol._generated.describe_groups_request import DescribeGroupsRequest
+from protocol._generated.describe_groups_response import DescribeGroupsResponse
+from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+    from kafkawire.server import RequestContext
+
+API_KEY = 15
+VERSIONS = (0, 6)
+
+AUTH_OPS_NOT_REQUESTED = -2147483648
+GROUP_ALL_OPS = sum(1 << op for op in (3, 6, 8))  # READ, DELETE, DESCRIBE
+
+
+async def handle(broker: Broker, ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
+    v = ctx.api_version
+    out = []
+    for group_id in req.groups:
+        try:
+            shard = broker.group_runtime.shard_for(group_id)
+        except KafkaError as e:
+            out.append(DescribeGroupsResponse.DescribedGroup(
+                error_code=e.code, group_id=group_id, group_state="", members=[],
+            ))
+            continue
+        d: DescribeGroupsResponse.DescribedGroup = shard.describe(group_id)  # type: ignore[attr-defined]
+        if v >= 6 and d.group_state == "Dead":
+            d.error_code = ErrorCode.GROUP_ID_NOT_FOUND
+            d.error_message = f"Group {group_id} not found."
+        if v >= 3 and req.include_authorized_operations:
+            d.authorized_operations = GROUP_ALL_OPS
+        out.append(d)
+    return DescribeGroupsResponse(groups=out)

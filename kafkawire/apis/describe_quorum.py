@@ -1,0 +1,140 @@
+"""DescribeQuorum (key 55), versions 0-2: the state of our single-voter KRaft quorum.
+
+``kafka-metadata-quorum describe --status|--replication`` (Admin ``describeMetadataQuorum``)
+sends it to a broker listener. Answered the way Kafka 4.3.1's Raft leader answers
+(``KafkaRaftClient.handleDescribeQuorumRequest`` as observed against the real broker):
+
+- The request must name exactly one topic, ``__cluster_metadata``, with exactly partition 0.
+  Anything else (another topic or partition, two partitions) answers every requested partition
+  with UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.", leader 0,
+  epoch 0, high watermark 0, no voters; an empty request answers no topics. Top level NONE.
+- Leader = this node; leader epoch = the quorum's epoch (bumped on every start,
+  ``kafkawire/metadata_log.py``); high watermark = the committed end of ``__cluster_metadata``
+  (a one-voter quorum commits on its own fsync, so it equals the log end offset).
+- Voters: this node only, its log end offset; v1+ ``last_fetch_timestamp`` and
+  ``last_caught_up_timestamp`` are the current wall clock for the leader (Kafka reports the
+  leader as caught up "now"). v2 ``replica_directory_id`` is the zero UUID, as Kafka reports
+  voters of a static quorum (``kraft.version`` 0). Observers: none (a combined node's broker
+  side reads the log in-process, as in Kafka's combined mode).
+- v2 ``nodes``: the voter's endpoints. Kafka lists the controller listener from
+  ``controller.quorum.voters``; kafkawire has no separate controller listener (the quorum lives
+  in-process and is reachable on the broker listener), so it lists the voter entry of
+  ``controller.quorum.voters`` for this node when one is configured, else the advertised broker
+  listeners (difference recorded in compat_tests/FINDINGS.md).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from kafkawire.metadata_log import METADATA_TOPIC
+from protocol._generated.describe_quorum_request import DescribeQuorumRequest
+from protocol._generated.describe_quorum_response import DescribeQuorumResponse
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+    from kafkawire.server import RequestContext
+
+API_KEY = 55
+VERSIONS = (0, 2)
+
+R = DescribeQuorumResponse
+NOT_HOSTED = "This server does not host this topic-partition."
+
+
+def _is_metadata_partition(req: DescribeQuorumRequest) -> bool:
+    if len(req.topics) != 1 or req.topics[0].topic_name != METADATA_TOPIC:
+        return False
+    parts = req.topics[0].partitions
+    return len(parts) == 1 and parts[0].partition_index == 0
+
+
+def _not_hosted(req: DescribeQuorumRequest) -> R:
+    return R(
+        error_code=ErrorCode.NONE,
+        error_message="",
+        topics=[
+            R.TopicData(
+                topic_name=t.topic_name,
+                partitions=[
+                    R.PartitionData(
+                        partition_index=p.partition_index,
+                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_message=NOT_HOSTED,
+                        leader_id=0,
+                        leader_epoch=0,
+                        high_watermark=0,
+                        current_voters=[],
+                        observers=[],
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+        nodes=[],
+    )
+
+
+def voter_listeners(broker: Broker) -> list[tuple[str, str, int]]:
+    """(listener name, host, port) of this voter, as DescribeQuorum v2 lists them."""
+    cfg = broker.config
+    controller_names = [
+        n.strip() for n in str(cfg.values["controller.listener.names"]).split(",") if n.strip()
+    ]
+    for entry in str(cfg.values["controller.quorum.voters"]).split(","):
+        node, _, address = entry.strip().partition("@")
+        host, _, port = address.rpartition(":")
+        if node.strip() == str(broker.node_id) and port.isdigit() and controller_names:
+            return [(controller_names[0], host.strip("[]"), int(port))]
+    return [
+        (lst.name, lst.host, broker.bound_ports.get(lst.name, lst.port) if lst.port == 0 else lst.port)
+        for lst in cfg.advertised_listeners
+    ]
+
+
+async def handle(broker: Broker, ctx: RequestContext, req: DescribeQuorumRequest) -> R:
+    if not _is_metadata_partition(req):
+        return _not_hosted(req)
+    quorum = broker.quorum
+    assert quorum is not None and quorum.log is not None
+    now = int(time.time() * 1000)
+    leo = quorum.log_end_offset()
+    voter = R.ReplicaState(
+        replica_id=broker.node_id,
+        log_end_offset=leo,
+        last_fetch_timestamp=now,
+        last_caught_up_timestamp=now,
+    )
+    return R(
+        error_code=ErrorCode.NONE,
+        error_message="",
+        topics=[
+            R.TopicData(
+                topic_name=METADATA_TOPIC,
+                partitions=[
+                    R.PartitionData(
+                        partition_index=0,
+                        error_code=ErrorCode.NONE,
+                        error_message="",
+                        leader_id=broker.node_id,
+                        leader_epoch=quorum.epoch,
+                        high_watermark=int(quorum.log.high_watermark),
+                        current_voters=[voter],
+                        observers=[],
+                    )
+                ],
+            )
+        ],
+        nodes=[
+            R.Node(
+                node_id=broker.node_id,
+                listeners=[
+                    R.Listener(name=name, host=host, port=port)
+                    for name, host, port in voter_listeners(broker)
+                ],
+            )
+        ],
+    )

@@ -1,0 +1,77 @@
+"""OffsetCommit (key 8), versions 2-10 (v2-7 non-flexible; v8+ flexible; v10 names topics by id).
+
+Offsets are written as OffsetCommit records to the group's ``__consumer_offsets`` partition
+and answered once appended. Checks, in Kafka's order: topics/partitions the metadata does not
+know get UNKNOWN_TOPIC_OR_PARTITION (v10: UNKNOWN_TOPIC_ID) before the group is consulted;
+then the group: a simple commit (generation -1, no member) is accepted for an Empty or new
+group and UNKNOWN_MEMBER_ID for an active one; members are validated (UNKNOWN_MEMBER_ID,
+FENCED_INSTANCE_ID, ILLEGAL_GENERATION; REBALANCE_IN_PROGRESS while CompletingRebalance;
+ILLEGAL_GENERATION for a generation >= 0 on an unknown group); metadata longer than
+``offset.metadata.max.bytes``: OFFSET_METADATA_TOO_LARGE. v2-4 ``retention_time_ms`` sets an
+explicit expiry (OffsetCommitValue v1), as Kafka.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from groups.shard import GroupShard
+from kafkawire.group_coordinator import commit_partition, on_group, topic_name
+from protocol._generated.offset_commit_request import OffsetCommitRequest
+from protocol._generated.offset_commit_response import OffsetCommitResponse
+from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+    from kafkawire.server import RequestContext
+
+API_KEY = 8
+VERSIONS = (2, 10)
+
+RTopic = OffsetCommitResponse.OffsetCommitResponseTopic
+RPart = OffsetCommitResponse.OffsetCommitResponsePartition
+
+
+async def handle(broker: Broker, ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
+    v = ctx.api_version
+    by_id = v >= 10
+    img = broker.image
+
+    def all_failed(code: ErrorCode) -> OffsetCommitResponse:
+        return OffsetCommitResponse(
+            topics=[
+                RTopic(name=t.name, topic_id=t.topic_id, partitions=[
+                    RPart(partition_index=p.partition_index, error_code=code) for p in t.partitions
+                ])
+                for t in req.topics
+            ]
+        )
+
+    def op(shard: GroupShard, now: int) -> tuple[list[Any], OffsetCommitResponse]:
+        group_code = shard.validate_commit(
+            req.group_id, req.generation_id_or_member_epoch, req.member_id,
+            req.group_instance_id, False, now,
+        )
+        expire = -1
+        if 2 <= v <= 4 and req.retention_time_ms != -1:
+            expire = now + req.retention_time_ms
+        records = []
+        topics = []
+        for t in req.topics:
+            name = topic_name(img, t.name, t.topic_id, by_id)
+            parts = []
+            for p in t.partitions:
+                code, rec = commit_partition(
+                    shard, img, req.group_id, name, p, group_code, now, by_id=by_id, expire_ms=expire
+                )
+                if rec is not None:
+                    records.append(rec)
+                parts.append(RPart(partition_index=p.partition_index, error_code=code))
+            topics.append(RTopic(name=t.name, topic_id=t.topic_id, partitions=parts))
+        return records, OffsetCommitResponse(topics=topics)
+
+    def on_error(e: KafkaError) -> OffsetCommitResponse:
+        return all_failed(e.code)
+
+    resp: OffsetCommitResponse = await on_group(broker, req.group_id, op, on_error)
+    return resp

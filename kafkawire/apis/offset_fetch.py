@@ -1,0 +1,104 @@
+"""OffsetFetch (key 9), versions 1-10 (v6+ flexible; v8+ several groups; v10 topic ids).
+
+Committed offsets from the group's shard. ``topics`` null (v2+) = every committed offset of the
+group. Unknown groups and partitions answer offset -1, metadata "" and NONE (Kafka's answer).
+Leader epochs are returned from v5 (the field does not exist below). ``require_stable`` (v7+):
+partitions with a pending transactional offset commit answer UNSTABLE_OFFSET_COMMIT. v1-7
+carry the group's error at top level (a coordinator error: empty topics); v8+ per group.
+v9+ member id/epoch are for KIP-848 consumer groups; classic groups do not check them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from protocol._generated.offset_fetch_request import OffsetFetchRequest
+from protocol._generated.offset_fetch_response import OffsetFetchResponse
+from protocol.errors import ErrorCode, KafkaError
+from protocol.primitives import ZERO_UUID
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+    from kafkawire.server import RequestContext
+
+API_KEY = 9
+VERSIONS = (1, 10)
+
+Rows = list[tuple[str, list[tuple[int, int, int, str, ErrorCode]]]]
+
+
+def fetch_group(
+    broker: Broker, group_id: str, topics: list[tuple[str, list[int]]] | None, stable: bool
+) -> tuple[ErrorCode, Rows]:
+    try:
+        shard = broker.group_runtime.shard_for(group_id)
+    except KafkaError as e:
+        return e.code, []
+    rows: Rows = shard.fetch_offsets(group_id, topics, stable)  # type: ignore[attr-defined]
+    return ErrorCode.NONE, rows
+
+
+async def handle(broker: Broker, ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
+    v = ctx.api_version
+    stable = bool(req.require_stable) if v >= 7 else False
+    if v < 8:
+        wanted = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
+        code, rows = fetch_group(broker, req.group_id, wanted, stable)
+        topics = [
+            OffsetFetchResponse.OffsetFetchResponseTopic(name=t, partitions=[
+                OffsetFetchResponse.OffsetFetchResponsePartition(
+                    partition_index=p, committed_offset=o, committed_leader_epoch=e if v >= 5 else -1,
+                    metadata=m, error_code=err,
+                )
+                for p, o, e, m, err in parts
+            ])
+            for t, parts in rows
+        ]
+        return OffsetFetchResponse(topics=topics, error_code=code)
+    img = broker.image
+    groups = []
+    for g in req.groups:
+        wanted = None
+        unknown_ids: list[uuid.UUID] = []
+        if g.topics is not None:
+            wanted = []
+            for rt in g.topics:
+                name = rt.name
+                if v >= 10:
+                    found = img.topics_by_id.get(rt.topic_id)
+                    if found is None:
+                        unknown_ids.append(rt.topic_id)
+                        continue
+                    name = found.name
+                wanted.append((name, list(rt.partition_indexes)))
+        code, rows = fetch_group(broker, g.group_id, wanted, stable)
+        rtopics = []
+        for t, parts in rows:
+            ti = img.topics.get(t)
+            rtopics.append(
+                OffsetFetchResponse.OffsetFetchResponseTopics(
+                    name=t, topic_id=ti.topic_id if ti is not None else ZERO_UUID,
+                    partitions=[
+                        OffsetFetchResponse.OffsetFetchResponsePartitions(
+                            partition_index=p, committed_offset=o, committed_leader_epoch=e,
+                            metadata=m, error_code=err,
+                        )
+                        for p, o, e, m, err in parts
+                    ],
+                )
+            )
+        if v >= 10 and g.topics is not None:
+            for tid in unknown_ids:
+                asked = next(x for x in g.topics if x.topic_id == tid)
+                rtopics.append(OffsetFetchResponse.OffsetFetchResponseTopics(
+                    topic_id=tid, partitions=[
+                        OffsetFetchResponse.OffsetFetchResponsePartitions(
+                            partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                            metadata="", error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                        ) for p in asked.partition_indexes
+                    ]))
+        groups.append(OffsetFetchResponse.OffsetFetchResponseGroup(
+            group_id=g.group_id, topics=rtopics if code == ErrorCode.NONE else [], error_code=code,
+        ))
+    return OffsetFetchResponse(groups=groups)

@@ -1,0 +1,79 @@
+"""TxnOffsetCommit (key 28), versions 0-5 (v3+ flexible).
+
+The group side of transactional offset commits: the offsets are appended to the group's
+``__consumer_offsets`` partition as a TRANSACTIONAL batch carrying the producer's id and epoch.
+They stay pending (invisible to OffsetFetch; UNSTABLE_OFFSET_COMMIT with require_stable) until
+a COMMIT marker of that producer lands on that partition (WriteTxnMarkers, through
+``CoordinatorRuntime.append_marker``), and are dropped on ABORT.
+Checks: unknown topics/partitions UNKNOWN_TOPIC_OR_PARTITION; v3+ group member fields are
+validated like OffsetCommit's (generation -1 without a member is always accepted: producers
+without group metadata); offset.metadata.max.bytes. **Not checked here** (the transaction
+coordinator's side): that the producer added the group to its transaction (AddOffsetsToTxn).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from groups.shard import GroupShard
+from kafkawire.coordinator_runtime import now_ms
+from kafkawire.group_coordinator import commit_partition
+from protocol._generated.txn_offset_commit_request import TxnOffsetCommitRequest
+from protocol._generated.txn_offset_commit_response import TxnOffsetCommitResponse
+from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+    from kafkawire.server import RequestContext
+
+API_KEY = 28
+VERSIONS = (0, 5)
+
+RTopic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+RPart = TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition
+
+
+async def handle(broker: Broker, ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    v = ctx.api_version
+    img = broker.image
+    runtime = broker.group_runtime
+
+    def answer(codes: dict[tuple[str, int], ErrorCode]) -> TxnOffsetCommitResponse:
+        return TxnOffsetCommitResponse(topics=[
+            RTopic(name=t.name, partitions=[
+                RPart(partition_index=p.partition_index, error_code=codes[(t.name, p.partition_index)])
+                for p in t.partitions
+            ])
+            for t in req.topics
+        ])
+
+    keys = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    try:
+        partition = runtime.partition_for(req.group_id)
+        shard = runtime.check(partition).shard
+        assert isinstance(shard, GroupShard)
+    except KafkaError as e:
+        return answer({k: e.code for k in keys})
+    now = now_ms()
+    generation, member, instance = (req.generation_id, req.member_id, req.group_instance_id) if v >= 3 else (-1, "", None)
+    group_code = shard.validate_commit(req.group_id, generation, member, instance, True, now)
+    codes: dict[tuple[str, int], ErrorCode] = {}
+    records = []
+    for t in req.topics:
+        for p in t.partitions:
+            code, rec = commit_partition(
+                shard, img, req.group_id, t.name, p, group_code, now,
+                leader_epoch=None if v >= 2 else -1,
+            )
+            if rec is not None:
+                records.append(rec)
+            codes[(t.name, p.partition_index)] = code
+    if records:
+        try:
+            runtime.append(
+                partition, records, producer_id=req.producer_id,
+                producer_epoch=req.producer_epoch, transactional=True,
+            )
+        except KafkaError as e:
+            return answer({k: e.code for k in keys})
+    return answer(codes)

@@ -1,0 +1,180 @@
+"""Durability of the partition logs: group-committed fsyncs and the offset checkpoints.
+
+Kafka's flush policy, per topic (``flush.messages`` / ``flush.ms``, broker synonyms
+``log.flush.interval.messages`` / ``log.flush.interval.ms``), with Kafka's defaults (both
+Long.MAX: no forced fsync; acknowledged data lives in the page cache, which a crash of the
+process does not lose):
+
+* ``flush.messages``: once a log holds that many offsets beyond its recovery point, the produce
+  request that crossed the line is answered only after an fsync covering it (Kafka flushes
+  inside the append). Many requests waiting at once share one fsync (group commit).
+* ``flush.ms``: a log whose last flush is older than this is flushed. Kafka checks that only
+  every ``log.flush.scheduler.interval.ms`` (default: never); we also check at the smallest
+  ``flush.ms`` in use, so that setting ``flush.ms`` alone does what its documentation says.
+* a rolled segment is fsynced soon after the roll (Kafka schedules the same flush), which
+  moves the recovery point past it, so crash recovery rescans only the newest segment.
+
+Every fsync runs on a worker thread (``trio.to_thread``); the log tolerates one concurrent
+flush while the event loop appends (see ``log.partition_log``). Flushes are serialized here.
+
+Checkpoints (Kafka's files and intervals): ``recovery-point-offset-checkpoint`` every
+``log.flush.offset.checkpoint.interval.ms``, ``log-start-offset-checkpoint`` every
+``log.flush.start.offset.checkpoint.interval.ms`` (and right after DeleteRecords),
+``replication-offset-checkpoint`` every ``replica.high.watermark.checkpoint.interval.ms``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import trio
+
+from kafkawire.config import LONG_MAX, BrokerConfig
+from kafkawire.metadata_log import METADATA_TOPIC
+from log.manager import LogManager
+from log.partition_log import PartitionLog
+from protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger("kafkawire.log_flusher")
+
+#: how often ``flush.ms`` is checked when no topic sets it (configs can change at run time)
+IDLE_CHECK_MS = 1000
+#: the shortest period at which ``flush.ms`` is checked
+MIN_CHECK_MS = 5
+
+
+def _flush_all(logs: list[PartitionLog]) -> list[PartitionLog]:
+    """fsync each log (worker thread). Returns the logs whose flush failed."""
+    failed: list[PartitionLog] = []
+    for plog in logs:
+        if plog.closed:
+            continue
+        try:
+            plog.flush()
+        except OSError:
+            log.exception("fsync of %s failed", plog.dir)
+            failed.append(plog)
+    return failed
+
+
+class LogFlusher:
+    """Group commit and checkpoints for one LogManager; ``run`` is a long-lived task."""
+
+    def __init__(self, logs: LogManager, config: BrokerConfig, clock: Callable[[], int]) -> None:
+        self.logs = logs
+        self.config = config
+        self.clock = clock
+        self._pending: dict[int, PartitionLog] = {}
+        self._wakeup = trio.Event()
+        self._round_done = trio.Event()
+        self._failed: set[int] = set()
+        self._checkpoint_lock = trio.Lock()
+        self.rounds = 0  # flush rounds completed (tests and metrics)
+
+    # -- requests ---------------------------------------------------------------------------
+    def request(self, plog: PartitionLog) -> None:
+        """Ask for an fsync of ``plog`` soon (safe to call from the event loop at any time).
+
+        The metadata log is left alone: it fsyncs each of its own commits."""
+        if plog.topic == METADATA_TOPIC:
+            return
+        self._pending[id(plog)] = plog
+        self._wakeup.set()
+
+    async def wait_durable(self, plog: PartitionLog, offset: int) -> None:
+        """Return once everything below ``offset`` in ``plog`` is fsynced."""
+        while plog.recovery_point < offset and not plog.closed:
+            done = self._round_done
+            self.request(plog)
+            await done.wait()
+            if id(plog) in self._failed:
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"fsync of {plog.dir} failed")
+
+    async def wait_all_durable(self, targets: list[tuple[PartitionLog, int]]) -> dict[int, str]:
+        """``wait_durable`` for several logs sharing fsync rounds. Returns ``{id(log): error}``
+        for the logs whose fsync failed."""
+        for plog, _offset in targets:
+            self.request(plog)
+        errors: dict[int, str] = {}
+        for plog, offset in targets:
+            try:
+                await self.wait_durable(plog, offset)
+            except KafkaError as e:
+                errors[id(plog)] = e.message or str(e)
+        return errors
+
+    # -- tasks ------------------------------------------------------------------------------
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self.logs.set_roll_listener(self.request)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._commit_loop)
+                nursery.start_soon(self._flush_ms_loop)
+                values = self.config.values
+                for interval_key, write in (
+                    ("log.flush.offset.checkpoint.interval.ms", self.logs.checkpoint_recovery_points),
+                    ("log.flush.start.offset.checkpoint.interval.ms",
+                     self.logs.checkpoint_log_start_offsets),
+                    ("replica.high.watermark.checkpoint.interval.ms",
+                     self.logs.checkpoint_high_watermarks),
+                ):
+                    nursery.start_soon(self._checkpoint_loop, int(values[interval_key]), write)
+                task_status.started()
+        finally:
+            self.logs.set_roll_listener(None)
+
+    async def _commit_loop(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup = trio.Event()
+            batch = list(self._pending.values())
+            self._pending.clear()
+            failed = await trio.to_thread.run_sync(_flush_all, batch)
+            now = self.clock()
+            for plog in batch:
+                plog.last_flush_ms = now
+            self._failed = {id(p) for p in failed}
+            self.rounds += 1
+            done, self._round_done = self._round_done, trio.Event()
+            done.set()
+
+    def _check_period_ms(self) -> int:
+        scheduler = int(self.config.values.get("log.flush.scheduler.interval.ms") or LONG_MAX)
+        smallest = min((plog.config.flush_ms for _tp, plog in self.logs), default=LONG_MAX)
+        period = min(scheduler, smallest)
+        if period >= LONG_MAX // 2:
+            return IDLE_CHECK_MS
+        return max(MIN_CHECK_MS, min(period, IDLE_CHECK_MS))
+
+    async def _flush_ms_loop(self) -> None:
+        while True:
+            await trio.sleep(self._check_period_ms() / 1000.0)
+            now = self.clock()
+            for _tp, plog in self.logs:
+                flush_ms = plog.config.flush_ms
+                if flush_ms >= LONG_MAX // 2 or plog.closed:
+                    continue
+                if now - plog.last_flush_ms >= flush_ms and plog.dirty:
+                    self.request(plog)
+
+    async def _checkpoint_loop(self, interval_ms: int, write: Callable[[], None]) -> None:
+        if interval_ms <= 0 or interval_ms >= LONG_MAX // 2:
+            return
+        while True:
+            await trio.sleep(interval_ms / 1000.0)
+            await self._checkpoint(write)
+
+    async def _checkpoint(self, write: Callable[[], None]) -> None:
+        async with self._checkpoint_lock:
+            try:
+                await trio.to_thread.run_sync(write)
+            except OSError:
+                log.exception("writing a checkpoint file failed")
+
+    async def checkpoint_log_start_offsets(self) -> None:
+        """Write ``log-start-offset-checkpoint`` now (after DeleteRecords)."""
+        await self._checkpoint(self.logs.checkpoint_log_start_offsets)
+
+    async def checkpoint_all(self) -> None:
+        await self._checkpoint(self.logs.checkpoint)

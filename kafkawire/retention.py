@@ -1,0 +1,81 @@
+"""Log retention and producer-id expiry: Kafka's ``kafka-log-retention`` and
+``PeriodicProducerExpirationCheck`` tasks.
+
+Every ``log.retention.check.interval.ms`` (first run after ``log.initial.task.delay.ms``, Kafka's
+internal start-up delay, 30 s by default) each partition log deletes the segments that
+``PartitionLog.delete_old_segments`` finds: those below the log start offset, and with
+``cleanup.policy`` containing ``delete`` those beyond ``retention.bytes`` and older than
+``retention.ms``. As in Kafka, compacted logs are left to the log cleaner while it is enabled
+(it runs the same deletion when it has nothing to clean), and the metadata log is never touched.
+
+Deleting files is a few syscalls per segment, done on the event loop; file descriptors still
+held by a Fetch being sent keep their data readable until the send ends.
+
+Every ``producer.id.expiration.check.interval.ms`` producers idle for longer than
+``producer.id.expiration.ms`` are forgotten (none with an open transaction).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import trio
+
+from kafkawire.metadata_log import METADATA_TOPIC
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+
+log = logging.getLogger("kafkawire.retention")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def delete_old_segments(broker: Broker, *, compacted: bool) -> int:
+    """One retention pass over the logs with (``compacted``) or without ``compact`` in their
+    cleanup.policy. Returns the number of segments deleted."""
+    assert broker.logs is not None
+    cleaner = broker.cleaner
+    now = now_ms()
+    total = 0
+    for (topic, partition), plog in broker.logs:
+        if topic == METADATA_TOPIC or plog.closed or plog.config.compact != compacted:
+            continue
+        if cleaner is not None and cleaner.in_progress((topic, partition)):
+            continue
+        before = plog.log_start_offset
+        n = plog.delete_old_segments(now)
+        if n:
+            total += n
+            log.info(
+                "deleted %d segment(s) of %s-%d (log start offset %d -> %d)",
+                n, topic, partition, before, plog.log_start_offset,
+            )
+            broker.notifier.notify(topic, partition)
+    return total
+
+
+async def run_retention(broker: Broker) -> None:
+    values = broker.config.values
+    await trio.sleep(max(int(values["log.initial.task.delay.ms"]), 0) / 1000.0)
+    interval_s = max(int(values["log.retention.check.interval.ms"]), 1) / 1000.0
+    while True:
+        cleaner = broker.cleaner
+        delete_old_segments(broker, compacted=False)
+        if cleaner is None or not cleaner.enabled:
+            delete_old_segments(broker, compacted=True)
+        await trio.sleep(interval_s)
+
+
+async def run_producer_expiration(broker: Broker) -> None:
+    interval_s = max(int(broker.config.values["producer.id.expiration.check.interval.ms"]), 1)
+    while True:
+        await trio.sleep(interval_s / 1000.0)
+        assert broker.logs is not None
+        n = broker.logs.expire_producers(now_ms())
+        if n:
+            log.info("expired %d idle producer id(s)", n)

@@ -1,0 +1,185 @@
+"""KIP-848 consumer groups (librdkafka with ``group.protocol=consumer`` is in
+test_groups_clients.py, Java's in test_groups_java_tools.py): raw ConsumerGroupHeartbeat/Describe (errors, regex subscriptions, the
+range assignor, epochs), group.version gating in ApiVersions, replay after kill -9, and
+properties of the server-side assignors (Hypothesis)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import RawClient
+from group_helpers import GROUP_OVERRIDES, create_topic, group_broker, ready_raw
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from groups.assignors import range_assign, uniform_assign
+from kafkawire.testing import BrokerProcess
+from protocol._generated.api_versions_request import ApiVersionsRequest
+from protocol._generated.consumer_group_describe_request import ConsumerGroupDescribeRequest
+from protocol._generated.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
+from protocol.errors import ErrorCode
+
+
+@pytest.fixture(scope="module")
+def cbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    yield from group_broker(tmp_path_factory.mktemp("kwc") / "data")
+
+
+def heartbeat(c: RawClient, group: str, member: str, epoch: int, version: int = 1, **kw: Any) -> Any:
+    req = ConsumerGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch, **kw)
+    if epoch == 0 and "topic_partitions" not in kw:
+        req.topic_partitions = []
+    return c.request(req, version)
+
+
+def test_raw_heartbeat_describe_regex_range_and_errors(cbroker: BrokerProcess) -> None:
+    c = ready_raw(cbroker.bootstrap)
+    try:
+        tag = uuid.uuid4().hex[:6]
+        t1, t2 = f"rx{tag}-a", f"rx{tag}-b"
+        create_topic(cbroker.bootstrap, t1, 2)
+        create_topic(cbroker.bootstrap, t2, 2)
+        g = f"raw848-{tag}"
+        a = heartbeat(c, g, "member-a", 0, rebalance_timeout_ms=30000,
+                      subscribed_topic_regex=f"rx{tag}-.*", server_assignor="range")
+        assert a.error_code == 0 and a.member_epoch == 1, a
+        got = {(tp.topic_id, p) for tp in a.assignment.topic_partitions for p in tp.partitions}
+        assert len(got) == 4
+        b = heartbeat(c, g, "member-b", 0, rebalance_timeout_ms=30000, subscribed_topic_names=[t1],
+                      server_assignor="range")
+        # b is at the new epoch but gets nothing yet: its partition is not released by a
+        assert b.error_code == 0 and b.member_epoch == 2 and b.assignment.topic_partitions == []
+        # a learns what to revoke at epoch 1 ...
+        a2 = heartbeat(c, g, "member-a", 1)
+        assert a2.member_epoch == 1
+        kept = [tp for tp in a2.assignment.topic_partitions]
+        assert sum(len(tp.partitions) for tp in kept) == 3  # range: t1 split, t2 kept
+        # ... reports it, and moves to epoch 2
+        owned = [ConsumerGroupHeartbeatRequest.TopicPartitions(topic_id=tp.topic_id, partitions=list(tp.partitions))
+                 for tp in kept]
+        a3 = heartbeat(c, g, "member-a", 1, topic_partitions=owned)
+        assert a3.member_epoch == 2
+        b2 = heartbeat(c, g, "member-b", 2)
+        assert b2.member_epoch == 2 and sum(len(tp.partitions) for tp in b2.assignment.topic_partitions) == 1
+        # errors
+        assert heartbeat(c, g, "member-a", 7).error_code == ErrorCode.FENCED_MEMBER_EPOCH
+        assert heartbeat(c, g, "nobody", 3).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        assert heartbeat(c, g, "x", 0, rebalance_timeout_ms=1, subscribed_topic_names=[t1],
+                         server_assignor="nope").error_code == ErrorCode.UNSUPPORTED_ASSIGNOR
+        assert heartbeat(c, g, "", 0, rebalance_timeout_ms=1, subscribed_topic_names=[t1]).error_code \
+            == ErrorCode.INVALID_REQUEST
+        assert heartbeat(c, g, "x", 0, rebalance_timeout_ms=1, subscribed_topic_regex="(").error_code \
+            == ErrorCode.INVALID_REGULAR_EXPRESSION
+        d = c.request(ConsumerGroupDescribeRequest(group_ids=[g, "nope-" + g]), 1)
+        grp, missing = d.groups
+        assert missing.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert grp.error_code == 0 and grp.group_epoch == 2 and grp.assignment_epoch == 2
+        assert grp.assignor_name == "range"
+        assert grp.group_state == "Stable"
+        by_id = {m.member_id: m for m in grp.members}
+        assert by_id["member-a"].subscribed_topic_regex == f"rx{tag}-.*"
+        assert {tp.topic_name for tp in by_id["member-b"].assignment.topic_partitions} == {t1}
+        # leaving
+        out = heartbeat(c, g, "member-b", -1)
+        assert out.error_code == 0 and out.member_epoch == -1
+        d = c.request(ConsumerGroupDescribeRequest(group_ids=[g]), 0)
+        assert [m.member_id for m in d.groups[0].members] == ["member-a"]
+        assert d.groups[0].group_epoch == 3
+    finally:
+        c.close()
+
+
+def test_group_version_gates_the_apis(cbroker: BrokerProcess, tmp_path: Any) -> None:
+    c = RawClient(cbroker.bootstrap)
+    try:
+        r = c.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 4)
+        keys = {k.api_key for k in r.api_keys}
+        assert {68, 69} <= keys
+        assert {f.name: f.max_version_level for f in r.finalized_features}["group.version"] == 1
+    finally:
+        c.close()
+    off = BrokerProcess(tmp_path / "d", overrides={"group.coordinator.rebalance.protocols": "classic"}).start()
+    try:
+        c = RawClient(off.bootstrap)
+        r = c.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 4)
+        assert not {68, 69} & {k.api_key for k in r.api_keys}
+        assert "group.version" not in {f.name for f in r.finalized_features}
+        c.close()
+    finally:
+        off.close()
+
+
+def test_consumer_group_replayed_after_kill9(tmp_path: Any) -> None:
+    bp = BrokerProcess(tmp_path / "data", overrides=GROUP_OVERRIDES).start()
+    try:
+        c = ready_raw(bp.bootstrap)
+        create_topic(bp.bootstrap, "replay848", 3)
+        r = heartbeat(c, "gr", "m1", 0, rebalance_timeout_ms=30000, subscribed_topic_names=["replay848"])
+        assert r.member_epoch == 1
+        before = c.request(ConsumerGroupDescribeRequest(group_ids=["gr"]), 1).groups[0]
+        c.close()
+        bp.kill()
+        bp.start()
+        c = ready_raw(bp.bootstrap)
+        deadline = time.monotonic() + 20
+        while True:
+            after = c.request(ConsumerGroupDescribeRequest(group_ids=["gr"]), 1).groups[0]
+            if after.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
+                break
+        assert after.error_code == 0
+        assert (after.group_epoch, after.assignment_epoch, after.group_state) == (
+            before.group_epoch, before.assignment_epoch, before.group_state)
+        assert [(m.member_id, m.member_epoch) for m in after.members] == [("m1", 1)]
+        # the member goes on with its epoch
+        assert heartbeat(c, "gr", "m1", 1).error_code == 0
+        c.close()
+    finally:
+        bp.close()
+
+
+@st.composite
+def groups_and_topics(draw: Any) -> tuple[dict[str, set[Any]], dict[Any, tuple[str, int]], bool]:
+    ntopics = draw(st.integers(1, 4))
+    topics = {uuid.UUID(int=i + 1): (f"t{i}", draw(st.integers(0, 12))) for i in range(ntopics)}
+    members = [f"m{i}" for i in range(draw(st.integers(1, 6)))]
+    homogeneous = draw(st.booleans())
+    subs = {
+        m: set(topics) if homogeneous else set(draw(st.sets(st.sampled_from(sorted(topics)), min_size=1)))
+        for m in members
+    }
+    return subs, topics, homogeneous
+
+
+@settings(max_examples=200, deadline=None)
+@given(groups_and_topics(), st.randoms(use_true_random=False))
+def test_assignors_assign_every_partition_once(data: Any, rnd: Any) -> None:
+    subs, topics, homogeneous = data
+    for fn in ("uniform", "range"):
+        out = uniform_assign(subs, topics, {}) if fn == "uniform" else range_assign(subs, topics)
+        owners: dict[tuple[Any, int], str] = {}
+        for m, a in out.items():
+            for tid, parts in a.items():
+                assert tid in subs[m]  # only subscribed topics
+                for p in parts:
+                    assert (tid, p) not in owners
+                    owners[(tid, p)] = m
+        wanted = {(t, p) for t, (_n, cnt) in topics.items() for p in range(cnt)
+                  if any(t in s for s in subs.values())}
+        assert set(owners) == wanted
+        if fn == "uniform" and homogeneous:
+            loads = [sum(len(p) for p in a.values()) for a in out.values()]
+            assert max(loads) - min(loads) <= 1
+    # sticky: a member that leaves only moves its own partitions (homogeneous)
+    if homogeneous and len(subs) > 1:
+        before = uniform_assign(subs, topics, {})
+        gone = rnd.choice(sorted(subs))
+        rest = {m: s for m, s in subs.items() if m != gone}
+        after = uniform_assign(rest, topics, {m: before[m] for m in rest})
+        for m in rest:
+            for tid, parts in before[m].items():
+                assert parts <= after[m].get(tid, set()) or sum(len(p) for p in after[m].values()) <= sum(
+                    len(p) for p in before[m].values())
