@@ -15,8 +15,8 @@ them first). Without Java or the jars a test skips, except under ``KAFKAWIRE_REQ
 
 * ``consumed_records``: VerifiableConsumer's ``--verbose`` records, for the same validator.
 
-TransactionalMessageCopier (transactions) is listed in ``TOOLS`` so that its test only has to
-call it once transactions land.
+Transactions: ``transactional-message-copier`` (tests/test_exactly_once.py) and
+``transactions`` (kafka-transactions, tests/test_txn_java.py).
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ TOOLS: dict[str, dict[str, str]] = {
     "log-dirs": {"*": "org.apache.kafka.tools.LogDirsCommand"},
     "cluster": {"*": "org.apache.kafka.tools.ClusterTool"},
     "features": {"*": "org.apache.kafka.tools.FeatureCommand"},
+    "transactions": {"*": "org.apache.kafka.tools.TransactionsCommand"},
 }
 
 # Option spellings that differ between the lines.

@@ -208,17 +208,14 @@ def test_consume_transform_produce_kafka_python(eos_broker: BrokerProcess) -> No
 # ---------------------------------------------------------------------------------------------
 # Kafka's TransactionalMessageCopier (the tool Kafka's own EOS system tests run)
 
-COPIER = "org.apache.kafka.tools.TransactionalMessageCopier"
+COPIER = "transactional-message-copier"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("line", ["4.3.1", "3.9.2"])
 @pytest.mark.parametrize("group_mode", [False, True], ids=["assign", "group-mode"])
-def test_transactional_message_copier(broker: BrokerProcess, line: str, group_mode: bool) -> None:
-    from tests.test_admin_java_tools import available, tool
+def test_transactional_message_copier(broker: BrokerProcess, java_line: str, group_mode: bool) -> None:
+    from tests.javatools import JavaTools
 
-    if not available(line):
-        pytest.skip(f"Kafka {line} jars or java not available")
     b = broker.bootstrap
     if not serves(b, TXN_OFFSET_COMMIT):
         pytest.skip("no group coordinator (TxnOffsetCommit) in this broker yet")
@@ -238,9 +235,10 @@ def test_transactional_message_copier(broker: BrokerProcess, line: str, group_mo
     if group_mode:
         args.append("--group-mode")
     # two runs: the second resumes from the offsets the first committed in its transactions
-    first = tool(line, COPIER, *args, "--max-messages", "250")
+    copier = JavaTools(java_line)
+    first = copier.run(COPIER, *args, "--max-messages", "250").output
     assert '"stage":"ShutdownComplete"' in first, first
-    second = tool(line, COPIER, *args)
+    second = copier.run(COPIER, *args).output
     assert '"remaining":0' in second.splitlines()[-1] or '"remaining":0' in second, second
     want = sorted(f"m{i}" for i in range(n))
     assert consume(b, dst, "read_committed", n, partitions=1, idle_s=2) == want
