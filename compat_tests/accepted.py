@@ -6,9 +6,8 @@ globs narrow; every entry has a row in FINDINGS.md.
 
 * ``ACCEPTED``: differences kafkawire makes on purpose (a design choice with a reason). They are
   printed and do not fail the test.
-* ``PENDING``: differences that wait for work in progress elsewhere (``transaction.version``
-  2: the group coordinator's TxnOffsetCommit v5 implicit add) or for an API not implemented
-  yet. A scenario whose only differences are pending is
+* ``PENDING``: differences that wait for work in progress elsewhere or for an API not
+  implemented yet. A scenario whose only differences are pending is
   reported as **xfailed**
   (visible in every run, never "passed"). When a pending scenario matches Kafka completely, the
   test fails and asks for its ``PENDING`` entries to be removed, so the list cannot go stale.
@@ -34,10 +33,6 @@ _STATIC_QUORUM = (
 )
 _SINGLE_NODE = "single node: unregistering its only (live) broker is not supported"
 
-_TXN_V2 = (
-    "transaction.version 2 is finalized once TxnOffsetCommit v5 adds the group's partition to "
-    "the transaction (docs/TRANSACTIONS.md); until then clients run transaction version 1"
-)
 _NOT_YET = "admin API not implemented yet (no issue schedules it; see FINDINGS.md)"
 
 _SHARE_KEYS = (76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92)
@@ -86,7 +81,5 @@ ACCEPTED: dict[str, list[tuple[str, str]]] = {
 PENDING: dict[str, list[tuple[str, str]]] = {
     "api_versions": [
         *_keys(_NOT_YET_KEYS, _NOT_YET),
-        ("v[34].finalized_features.transaction.version", _TXN_V2),
-        ("v4.supported_features.transaction.version[[]1]", _TXN_V2),
     ],
 }

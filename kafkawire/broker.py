@@ -27,7 +27,7 @@ from kafkawire.purgatory import AppendNotifier
 from kafkawire.retention import run_producer_expiration, run_retention
 from kafkawire.server import Connection, RequestContext, Server
 from kafkawire.storage import format_or_check
-from kafkawire.txn_coordinator import TxnCoordinator
+from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_records
 from kraft import controller
 from kraft.image import MetadataImage
 from log.config import LogConfig
@@ -39,8 +39,9 @@ log = logging.getLogger("kafkawire.broker")
 
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
-# feature name -> (min, max) we support. transaction.version stays at 0 until the KIP-890 path
-# is implemented; group.version 1 = KIP-848 consumer groups (groups/consumer.py).
+# feature name -> (min, max) we support. transaction.version 2 = KIP-890 part 2 (finalized at
+# start, kafkawire/txn_coordinator.py); group.version 1 = KIP-848 consumer groups
+# (groups/consumer.py).
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     "metadata.version": (7, controller.METADATA_VERSION_LEVEL),
     "kraft.version": (0, 0),
@@ -48,7 +49,7 @@ SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     "group.version": (0, 1),
     "share.version": (0, 0),
     "streams.version": (0, 0),
-    "transaction.version": (0, 0),
+    "transaction.version": (0, 2),
 }
 
 
@@ -224,6 +225,7 @@ class Broker:
                 controller.bootstrap_records(int(self.config["min.insync.replicas"]))
             )
         features = group_version_records(self.config, self.image)
+        features += transaction_version_records(self.image)
         if features:
             self.quorum.append_sync(features)
         for topic in self.image.topics:

@@ -37,13 +37,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from kafkawire.txn_markers import write_marker
+from kafkawire.txn_markers import OFFSETS_TOPIC, write_marker
 from protocol.coordinator import CoordinatorRecord
 from protocol.errors import ErrorCode, KafkaError
 from txn.coordinator import NEED_PRODUCER_ID, MarkerJob, NeedProducerId, TxnConfig, TxnShard
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
+    from kraft.image import MetadataImage
 
 log = logging.getLogger("kafkawire.txn")
 
@@ -71,6 +72,22 @@ def _mapped(code: ErrorCode, abortable_supported: bool) -> ErrorCode:
     if code in _RETRY_LATER:
         return ErrorCode.NOT_ENOUGH_REPLICAS
     return code
+
+
+#: transaction.version finalized at start (Kafka 4.x's default): KIP-890 part 2. Kafka 4.x Java
+#: clients then add partitions with Produce v12 / TxnOffsetCommit v5 and bump the epoch with
+#: every EndTxn v5; librdkafka, kafka-python, aiokafka and Java 3.9 keep version 1.
+TRANSACTION_VERSION = 2
+
+
+def transaction_version_records(image: MetadataImage) -> list[Any]:
+    """Finalize ``transaction.version`` (fresh clusters, and clusters formatted before this
+    broker served version 2: there is no UpdateFeatures here to do it by hand)."""
+    from protocol._generated.feature_level_record import FeatureLevelRecord
+
+    if image.features.get("transaction.version", 0) == TRANSACTION_VERSION:
+        return []
+    return [FeatureLevelRecord(name="transaction.version", feature_level=TRANSACTION_VERSION)]
 
 
 def txn_config(values: dict[str, Any]) -> TxnConfig:
@@ -157,6 +174,34 @@ class TxnCoordinator:
                 transactional_id, producer_id, producer_epoch, [(topic, partition)]
             )[(topic, partition)]
         return _mapped(code, abortable_supported), code
+
+    async def check_offsets_partition(
+        self, transactional_id: str, partition: int, producer_id: int, producer_epoch: int,
+        version: int,
+    ) -> ErrorCode:
+        """TxnOffsetCommit's side (Kafka's GroupCoordinator does the same through the
+        partition writer): v5 (transaction version 2) adds the group's ``__consumer_offsets``
+        partition to the transaction; older versions have it verified (KIP-890 part 1, the
+        producer must have sent AddOffsetsToTxn) unless the producer already has data there.
+        Errors in TxnOffsetCommit's terms (a busy coordinator: COORDINATOR_NOT_AVAILABLE,
+        retriable)."""
+        if version >= 5:
+            code, _ = await self.add_implicitly(
+                transactional_id, OFFSETS_TOPIC, partition, producer_id, producer_epoch
+            )
+        else:
+            plog = self.broker.partition_log(OFFSETS_TOPIC, partition)
+            if not self.verification or (
+                plog is not None and producer_id in plog.producer_state.ongoing
+            ):
+                return ErrorCode.NONE
+            code, _ = self.verify(
+                transactional_id, OFFSETS_TOPIC, partition, producer_id, producer_epoch,
+                version >= 4,
+            )
+        if code == ErrorCode.NOT_ENOUGH_REPLICAS:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return code
 
     async def add_implicitly(
         self, transactional_id: str, topic: str, partition: int, producer_id: int,

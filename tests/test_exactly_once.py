@@ -228,20 +228,26 @@ def test_transactional_message_copier(broker: BrokerProcess, java_line: str, gro
     for i in range(n):
         p.produce(src, key=str(i).encode(), value=f"m{i}".encode(), partition=0)
     assert p.flush(30) == 0
+    tid = f"copier-{uuid.uuid4().hex[:6]}"
     args = ["--input-topic", src, "--input-partition", "0", "--output-topic", dst,
-            "--broker-list", b, "--transactional-id", f"copier-{uuid.uuid4().hex[:6]}",
+            "--broker-list", b, "--transactional-id", tid,
             "--consumer-group", f"copier-g-{uuid.uuid4().hex[:6]}", "--transaction-size", "40",
             "--enable-random-aborts", "--use-group-metadata"]
     if group_mode:
         args.append("--group-mode")
     # two runs: the second resumes from the offsets the first committed in its transactions
     copier = JavaTools(java_line)
+    from tests.test_transactions import describe
     first = copier.run(COPIER, *args, "--max-messages", "250").output
     assert '"stage":"ShutdownComplete"' in first, first
     second = copier.run(COPIER, *args).output
     assert '"remaining":0' in second.splitlines()[-1] or '"remaining":0' in second, second
     want = sorted(f"m{i}" for i in range(n))
     assert consume(b, dst, "read_committed", n, partitions=1, idle_s=2) == want
+    # Kafka 4.x clients run transaction version 2 here (one epoch per transaction: Produce v12,
+    # TxnOffsetCommit v5 and EndTxn v5); 3.9 clients version 1 (one epoch per instance)
+    epoch = describe(b, tid).producer_epoch
+    assert epoch >= 10 if java_line == "4.x" else epoch <= 2, epoch
 
 
 # ---------------------------------------------------------------------------------------------
@@ -330,5 +336,48 @@ def test_require_stable_clears_on_commit_abort_and_timeout(txn_broker: BrokerPro
         commit_offset(tid, pid, epoch, 9)
         assert fetched(True)[0] == ErrorCode.UNSTABLE_OFFSET_COMMIT
         until((0, 7))
+    finally:
+        raw.close()
+
+
+def test_txn_offset_commit_checks_the_transaction(txn_broker: BrokerProcess) -> None:
+    """TxnOffsetCommit below v5 needs AddOffsetsToTxn first (KIP-890 part 1 verification);
+    v5 adds the group's partition itself (transaction version 2)."""
+    from protocol._generated.find_coordinator_request import FindCoordinatorRequest
+    from protocol._generated.txn_offset_commit_request import TxnOffsetCommitRequest as TOC
+    from protocol.errors import ErrorCode
+    from tests.test_txn_wire import coordinator_ready, end_txn, init_txn
+
+    b = txn_broker.bootstrap
+    topic = f"toc-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": b})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    group = f"toc-{uuid.uuid4().hex[:6]}"
+    raw = RawClient(b)
+    try:
+        deadline = time.monotonic() + 30
+        while raw.request(FindCoordinatorRequest(key=group, key_type=0), 3).error_code:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        tid = f"toc-{uuid.uuid4().hex[:6]}"
+        coordinator_ready(raw, tid)
+        r = init_txn(raw, tid, 5)
+        pid, epoch = r.producer_id, r.producer_epoch
+
+        def commit(version: int) -> int:
+            req = TOC(transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=epoch,
+                      topics=[TOC.TxnOffsetCommitRequestTopic(name=topic, partitions=[
+                          TOC.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=3)])])
+            return int(raw.request(req, version).topics[0].partitions[0].error_code)
+
+        assert commit(3) == ErrorCode.INVALID_TXN_STATE
+        assert commit(4) == ErrorCode.TRANSACTION_ABORTABLE
+        assert commit(5) == 0
+        from protocol._generated.describe_transactions_request import DescribeTransactionsRequest
+        d = raw.request(DescribeTransactionsRequest(transactional_ids=[tid]), 0).transaction_states[0]
+        assert d.transaction_state == "Ongoing" and [t.topic for t in d.topics] == ["__consumer_offsets"]
+        assert commit(3) == 0  # now part of the transaction
+        e = end_txn(raw, tid, pid, epoch, True, 5)
+        assert (e.error_code, e.producer_epoch) == (0, epoch + 1)
     finally:
         raw.close()

@@ -178,8 +178,9 @@ def test_confluent_zombie_fenced_by_second_instance(txn_broker: BrokerProcess) -
                                          KafkaError.INVALID_PRODUCER_EPOCH), err
     assert consume(b, topic, "read_committed", 1) == ["fresh"]
     assert consume(b, topic, "read_uncommitted", 4) == ["fresh", "zombie0", "zombie1", "zombie2"]
-    # the abort of the zombie's transaction carries the bumped epoch (1), the commit epoch 2
-    assert [(t, e) for _, t, e in markers(b, topic, 0)] == [(0, 1), (1, 2)]
+    # the abort of the zombie's transaction carries the fence's epoch: 0 + 2 with transaction
+    # version 2 finalized (Kafka's coordinator-side abort bumps once more); the commit epoch 3
+    assert [(t, e) for _, t, e in markers(b, topic, 0)] == [(0, 2), (1, 3)]
 
 
 def test_confluent_abort_on_timeout(txn_broker: BrokerProcess) -> None:
@@ -188,10 +189,11 @@ def test_confluent_abort_on_timeout(txn_broker: BrokerProcess) -> None:
     tid = f"t-{uuid.uuid4().hex[:6]}"
     p = open_transaction(b, tid, topic, [f"slow{i}" for i in range(3)], 1,
                          **{"transaction.timeout.ms": 2000})
-    # the coordinator aborts it on its own, fencing this producer (epoch 0 -> 1)
+    # the coordinator aborts it on its own, fencing this producer (epoch 0 -> 2: the fence and,
+    # transaction version 2 being finalized, the abort's own bump)
     st = wait_state(b, tid, "CompleteAbort", timeout_s=30)
-    assert st.producer_epoch == 1
-    assert [(t, e) for _, t, e in markers(b, topic, 1)] == [(0, 1)]
+    assert st.producer_epoch == 2
+    assert [(t, e) for _, t, e in markers(b, topic, 1)] == [(0, 2)]
     with pytest.raises(KafkaException):
         p.commit_transaction(30)
     assert consume(b, topic, "read_committed", 0) == []
@@ -333,7 +335,7 @@ def test_open_transaction_times_out_after_restart(tmp_path: Path) -> None:
         bp.start()
         # the start time is in __transaction_state: the timeout still applies after a restart
         st = wait_state(b, "restart-timeout", "CompleteAbort", timeout_s=40)
-        assert st.producer_epoch == 1
+        assert st.producer_epoch == 2
         assert [t for _, t, _ in markers(b, topic, 0)] == [0]
         assert consume(b, topic, "read_committed", 0) == []
     finally:

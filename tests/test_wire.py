@@ -76,7 +76,8 @@ def test_api_versions_lists_what_we_serve_with_kafka_quirks(raw: RawClient) -> N
     # as Kafka 4.3's bootstrap: ELR finalized; group.version=1: KIP-848 consumer groups work
     # (transaction.version stays unfinalized)
     assert {f.name for f in resp.finalized_features} == {
-        "metadata.version", "eligible.leader.replicas.version", "group.version"}
+        "metadata.version", "eligible.leader.replicas.version", "group.version",
+        "transaction.version"}
 
 
 def test_api_versions_unsupported_version_gets_v0_fallback(raw: RawClient) -> None:

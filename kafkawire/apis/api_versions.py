@@ -8,9 +8,8 @@ registry. Quirks kept as Kafka keeps them:
 - An unsupported ApiVersions version gets a v0 body with UNSUPPORTED_VERSION and our key-18
   range (``server.api_versions_fallback``).
 v3+: SupportedFeatures / FinalizedFeatures / FinalizedFeaturesEpoch (tagged). metadata.version,
-eligible.leader.replicas.version (as Kafka 4.3 bootstraps) and group.version (KIP-848, when
-enabled) are finalized; transaction.version stays unfinalized until the KIP-890 path works,
-since it switches Kafka 4.x clients onto that protocol.
+eligible.leader.replicas.version (as Kafka 4.3 bootstraps), group.version (KIP-848, when
+enabled) and transaction.version 2 (KIP-890 part 2) are finalized.
 An API with ``REQUIRES_FEATURE`` (the ConsumerGroup* APIs: group.version >= 1) is listed only
 while that feature is finalized, as Kafka does.
 """

@@ -7,8 +7,10 @@ a COMMIT marker of that producer lands on that partition (WriteTxnMarkers, throu
 ``CoordinatorRuntime.append_marker``), and are dropped on ABORT.
 Checks: unknown topics/partitions UNKNOWN_TOPIC_OR_PARTITION; v3+ group member fields are
 validated like OffsetCommit's (generation -1 without a member is always accepted: producers
-without group metadata); offset.metadata.max.bytes. **Not checked here** (the transaction
-coordinator's side): that the producer added the group to its transaction (AddOffsetsToTxn).
+without group metadata); offset.metadata.max.bytes. The transaction coordinator's side
+(``TxnCoordinator.check_offsets_partition``): v5 adds the group's partition to the transaction
+(transaction version 2), older versions must have added it with AddOffsetsToTxn (KIP-890 part 1
+verification: INVALID_TXN_STATE, TRANSACTION_ABORTABLE from v4, INVALID_PRODUCER_EPOCH).
 """
 
 from __future__ import annotations
@@ -54,6 +56,13 @@ async def handle(broker: Broker, ctx: RequestContext, req: TxnOffsetCommitReques
         assert isinstance(shard, GroupShard)
     except KafkaError as e:
         return answer({k: e.code for k in keys})
+    # the transaction's side first: v5 adds the group's partition to the transaction
+    # (transaction version 2), older versions check that AddOffsetsToTxn did (KIP-890 part 1)
+    code = await broker.txn_coordinator.check_offsets_partition(
+        req.transactional_id, partition, req.producer_id, req.producer_epoch, v
+    )
+    if code != ErrorCode.NONE:
+        return answer({k: code for k in keys})
     now = now_ms()
     generation, member, instance = (req.generation_id, req.member_id, req.group_instance_id) if v >= 3 else (-1, "", None)
     group_code = shard.validate_commit(req.group_id, generation, member, instance, True, now)
