@@ -9,8 +9,7 @@ committing, the broker is restarted in the middle. In the end the output topic, 
 read_committed, holds every input value exactly once and nothing from an aborted or crashed
 transaction; read_uncommitted still shows the aborted duplicates.
 
-Needs the group coordinator (JoinGroup, TxnOffsetCommit, OffsetFetch require_stable); skipped
-while the broker does not serve TxnOffsetCommit (API 28).
+With the group coordinator's side: JoinGroup, TxnOffsetCommit, OffsetFetch require_stable.
 """
 
 from __future__ import annotations
@@ -25,22 +24,11 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkawire.testing import BrokerProcess
-from protocol._generated.api_versions_request import ApiVersionsRequest
 from tests.conftest import RawClient
 from tests.test_transactions import OVERRIDES, consume
 
-TXN_OFFSET_COMMIT = 28
 INPUTS = 240
 PARTITIONS = 3
-
-
-def serves(bootstrap: str, api_key: int) -> bool:
-    raw = RawClient(bootstrap)
-    try:
-        keys = raw.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3).api_keys
-        return any(k.api_key == api_key for k in keys)
-    finally:
-        raw.close()
 
 
 def make_topics(bootstrap: str) -> tuple[str, str]:
@@ -57,11 +45,9 @@ def make_topics(bootstrap: str) -> tuple[str, str]:
 
 @pytest.fixture
 def eos_broker(tmp_path: Path) -> Any:
-    """A broker of the test's own (it gets restarted), skipping without a group coordinator."""
+    """A broker of the test's own (it gets restarted)."""
     bp = BrokerProcess(tmp_path / "data", overrides=OVERRIDES).start()
     try:
-        if not serves(bp.bootstrap, TXN_OFFSET_COMMIT):
-            pytest.skip("no group coordinator (TxnOffsetCommit) in this broker yet")
         yield bp
     finally:
         bp.close()
@@ -217,8 +203,6 @@ def test_transactional_message_copier(broker: BrokerProcess, java_line: str, gro
     from tests.javatools import JavaTools
 
     b = broker.bootstrap
-    if not serves(b, TXN_OFFSET_COMMIT):
-        pytest.skip("no group coordinator (TxnOffsetCommit) in this broker yet")
     src, dst = f"cin-{uuid.uuid4().hex[:6]}", f"cout-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": b})
     for f in admin.create_topics([NewTopic(src, 1, 1), NewTopic(dst, 1, 1)]).values():
@@ -272,8 +256,6 @@ def test_require_stable_clears_on_commit_abort_and_timeout(txn_broker: BrokerPro
     from tests.test_txn_wire import coordinator_ready, end_txn, init_txn
 
     b = txn_broker.bootstrap
-    if not serves(b, TXN_OFFSET_COMMIT):
-        pytest.skip("no group coordinator (TxnOffsetCommit) in this broker yet")
     topic = f"st-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": b})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
