@@ -50,7 +50,7 @@ async def handle(broker: Broker, ctx: RequestContext, req: OffsetCommitRequest) 
     def op(shard: GroupShard, now: int) -> tuple[list[Any], OffsetCommitResponse]:
         group_code = shard.validate_commit(
             req.group_id, req.generation_id_or_member_epoch, req.member_id,
-            req.group_instance_id, False, now,
+            req.group_instance_id, False, now, api_version=v,
         )
         expire = -1
         if 2 <= v <= 4 and req.retention_time_ms != -1:
