@@ -380,3 +380,239 @@ def group_migration_upgrade(bootstrap: str) -> Outcome:
             a.close()
             b.close()
     return out
+
+
+def _err(r: Any) -> list[Any]:
+    return [norm(r)["error_code"], r.member_epoch if hasattr(r, "member_epoch") else None]
+
+
+@scenario
+def group_static_members(bootstrap: str) -> Outcome:
+    """KIP-848 static members: -2 keeps the member and its partitions, a new member id for
+    the instance takes them back without a rebalance; UNRELEASED_INSTANCE_ID,
+    FENCED_INSTANCE_ID; leave and heartbeat errors for unknown groups and members."""
+    out = Steps()
+    topic = "group_static_members"
+    g = "group_static_members-g"
+    ids = MemberIds()
+    with connect(bootstrap) as c:
+        create_topic(c, topic, 4)
+        wait_coordinator(c, g)
+        names = topic_ids(c, [topic])
+        a = NewMember(bootstrap, g, "static-a1", [topic], names, instance="ia")
+        b = NewMember(bootstrap, g, "static-b1", [topic], names, instance="ib")
+        others: list[NewMember] = []
+
+        def other(mid: str, instance: str | None, epoch: int, group: str = g) -> Any:
+            m = NewMember(bootstrap, group, mid, [topic], names, instance=instance)
+            others.append(m)
+            return _err(m.heartbeat(epoch=epoch))
+
+        try:
+            out.step("a_join", lambda: a.outcome(a.heartbeat()))
+            time.sleep(1.1)  # past the assignment interval: b's join assigns at once
+            out.step("b_join", lambda: b.outcome(b.heartbeat()))
+            for i in range(3):
+                out.step(f"a_hb{i}", lambda: a.outcome(a.heartbeat()))
+                out.step(f"b_hb{i}", lambda: b.outcome(b.heartbeat()))
+            out.step("stable", lambda: describe_consumer(c, g, ids, names))
+            out.step("join_held_instance", lambda: other("static-a2", "ia", 0))
+            out.step("heartbeat_other_member_id", lambda: other("static-zz", "ia", 3))
+            out.step("heartbeat_unknown_instance", lambda: other("static-yy", "unknown", 3))
+            out.step("a_static_leave", lambda: a.outcome(a.heartbeat(-2)))
+            out.step("after_static_leave", lambda: describe_consumer(c, g, ids, names))
+            out.step("b_hb_after", lambda: b.outcome(b.heartbeat()))
+            a2 = NewMember(bootstrap, g, "static-a2", [topic], names, instance="ia")
+            others.append(a2)
+            out.step("a2_rejoin", lambda: a2.outcome(a2.heartbeat()))
+            out.step("after_rejoin", lambda: describe_consumer(c, g, ids, names))
+            out.step("old_a_heartbeat", lambda: _err(a.heartbeat(epoch=3)))
+            out.step("a2_leave", lambda: a2.outcome(a2.heartbeat(-1)))
+            out.step("a2_leave_again", lambda: _err(a2.heartbeat(-1)))
+            out.step("after_leave", lambda: describe_consumer(c, g, ids, names))
+            out.step("leave_unknown_group", lambda: other("q", None, -1, g + "-none"))
+            out.step("heartbeat_unknown_group", lambda: other("q", None, 5, g + "-none"))
+            out.step("heartbeat_unknown_member", lambda: other("nobody", None, 5))
+            out.step("heartbeat_greater_epoch", lambda: _err(b.heartbeat(epoch=b.epoch + 3)))
+            out.step("b_leave", lambda: b.outcome(b.heartbeat(-1)))
+            out.step("empty", lambda: describe_consumer(c, g, ids, names))
+            out.step("empty_list", lambda: list_groups(c, g))
+        finally:
+            for m in (a, b, *others):
+                m.close()
+    return out
+
+
+@scenario
+def group_regex_subscription(bootstrap: str) -> Outcome:
+    """A regex member: resolved asynchronously (the join answers at the group's first epoch
+    with nothing; a heartbeat after the resolution gets the partitions); an invalid regex."""
+    out = Steps()
+    topic = "group_regex_subscription"
+    g = "group_regex_subscription-g"
+    ids = MemberIds()
+    with connect(bootstrap) as c:
+        create_topic(c, topic + "-a", 2)
+        create_topic(c, topic + "-b", 1)
+        create_topic(c, "other_group_regex_subscription", 1)
+        wait_coordinator(c, g)
+        names = topic_ids(c, [topic + "-a", topic + "-b"])
+        m = NewMember(bootstrap, g, "regex-1", None, names, regex=topic + "-.*")
+        try:
+            out.step("join", lambda: m.outcome(m.heartbeat()))
+            got: list[Any] = []
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not m.owned:
+                time.sleep(0.2)
+                got.append(m.outcome(m.heartbeat()))
+            out.step("assigned_after_resolution", lambda: got[-1])
+            out.step("describe", lambda: describe_consumer(c, g, ids, names))
+            bad = NewMember(bootstrap, g, "regex-bad", None, names, regex="(")
+            out.step("invalid_regex", lambda: _err(bad.heartbeat()))
+            bad.close()
+            out.step("leave", lambda: m.outcome(m.heartbeat(-1)))
+        finally:
+            m.close()
+    return out
+
+
+@scenario
+def group_edge_cases(bootstrap: str) -> Outcome:
+    """Edges an acceptance test probes: DescribeGroups v0-v6 and ListGroups filters for
+    unknown/empty/consumer groups, OffsetCommit/OffsetFetch across versions with leader epochs
+    and metadata (null, empty, too large), heartbeats while rebalancing, a rejoin with another
+    protocol list, offsets of a deleted topic, DeleteGroups and OffsetDelete on a consumer
+    group."""
+    from protocol._generated.delete_groups_request import DeleteGroupsRequest
+    from protocol._generated.delete_topics_request import DeleteTopicsRequest
+    from protocol._generated.offset_delete_request import OffsetDeleteRequest
+
+    out = Steps()
+    topic = "group_edge_cases"
+    g = "group_edge_cases-g"
+    ids = MemberIds()
+    with connect(bootstrap) as c:
+        create_topic(c, topic, 2)
+        wait_coordinator(c, g)
+        names = topic_ids(c, [topic])
+        for v in range(7):
+            out.step(f"describe_unknown_v{v}", lambda: describe_classic(c, g + "-none", ids, v))
+        # commits across versions (simple commits: generation -1, no member)
+        for v in (2, 5, 7, 8, 9):
+            meta: Any = None if v == 5 else ("" if v == 7 else f"meta-v{v}")
+
+            def commit_v() -> Any:
+                r = c.request(OffsetCommitRequest(
+                    group_id=g, generation_id_or_member_epoch=-1, member_id="",
+                    topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=[
+                        OffsetCommitRequest.OffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=10 + v, committed_leader_epoch=v,
+                            committed_metadata=meta),
+                        OffsetCommitRequest.OffsetCommitRequestPartition(
+                            partition_index=7, committed_offset=1, committed_leader_epoch=-1)])],
+                ), v)
+                return norm(r)
+
+            out.step(f"commit_v{v}", commit_v)
+            for fv in (1, 5, 8):
+                def fetch_v() -> Any:
+                    if fv >= 8:
+                        grp = OffsetFetchRequest.OffsetFetchRequestGroup(group_id=g, topics=[
+                            OffsetFetchRequest.OffsetFetchRequestTopics(name=topic, partition_indexes=[0, 1])])
+                        return norm(c.request(OffsetFetchRequest(groups=[grp]), fv))["groups"]
+                    return norm(c.request(OffsetFetchRequest(group_id=g, topics=[
+                        OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0, 1])]), fv))
+
+                out.step(f"fetch_v{fv}_after_commit_v{v}", fetch_v)
+        big = c.request(OffsetCommitRequest(
+            group_id=g, generation_id_or_member_epoch=-1, member_id="",
+            topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=[
+                OffsetCommitRequest.OffsetCommitRequestPartition(
+                    partition_index=1, committed_offset=5, committed_leader_epoch=-1,
+                    committed_metadata="x" * 4097)])]), 9)
+        out.step("commit_metadata_too_large", lambda: norm(big))
+        out.step("describe_simple_group_v5", lambda: describe_classic(c, g, ids, 5))
+        out.step("list_simple_group", lambda: list_groups(c, g))
+        # a classic group: heartbeats while it rebalances; a rejoin with another protocol list
+        cg = g + "-classic"
+        a = Member(bootstrap, cg, [topic], ids)
+        b = Member(bootstrap, cg, [topic], ids)
+        try:
+            ja = a.join()
+            out.step("a_join", lambda: a.n(ja))
+            out.step("a_sync", lambda: a.n(a.sync({a.member_id: consumer_assignment(topic, [0, 1])})))
+            b.join_send()
+            time.sleep(0.5)
+            out.step("heartbeat_preparing_rebalance", lambda: a.n(a.heartbeat()))
+            out.step("describe_preparing_rebalance", lambda: describe_classic(c, cg, ids))
+            out.step("list_states_filter", lambda: [
+                norm(x) for x in c.request(ListGroupsRequest(
+                    states_filter=["PREPARINGREBALANCE"], types_filter=[]), 4).groups if x.group_id == cg])
+            a.join_send()
+            ja2, jb = a.join_recv(), b.join_recv()
+            out.step("rejoined", lambda: sorted(len(r.members) for r in (ja2, jb)))
+            out.step("heartbeat_completing_rebalance", lambda: a.n(a.heartbeat()))
+            out.step("describe_completing_rebalance", lambda: [
+                {k: v for k, v in grp.items() if k != "members"} for grp in describe_classic(c, cg, ids)])
+            leader = a if ja2.leader == ja2.member_id else b
+            follower = b if leader is a else a
+            plan = {a.member_id: consumer_assignment(topic, [0]), b.member_id: consumer_assignment(topic, [1])}
+            out.step("syncs", lambda: [leader.n(leader.sync(plan)), follower.n(follower.sync())])
+            out.step("list_types_classic", lambda: [norm(x) for x in c.request(ListGroupsRequest(
+                states_filter=[], types_filter=["Classic"]), 5).groups if x.group_id == cg])
+            out.step("list_types_consumer", lambda: [norm(x) for x in c.request(ListGroupsRequest(
+                states_filter=[], types_filter=["consumer"]), 5).groups if x.group_id == cg])
+            # rejoin with a protocol the other member does not support
+            b.protocol = "roundrobin"
+            out.step("rejoin_other_protocol", lambda: b.n(b.join()))
+            out.step("leave_b", lambda: b.n(b.leave()))
+            out.step("leave_a", lambda: a.n(a.leave()))
+            for v in (0, 3, 5, 6):
+                out.step(f"describe_empty_v{v}", lambda: describe_classic(c, cg, ids, v))
+        finally:
+            a.close()
+            b.close()
+        # a consumer group: DeleteGroups while it has members, OffsetDelete of a subscribed topic
+        kg = g + "-consumer"
+        k = NewMember(bootstrap, kg, "edge-1", [topic], names)
+        try:
+            out.step("consumer_join", lambda: k.outcome(k.heartbeat()))
+            out.step("consumer_commit", lambda: norm(k.c.request(OffsetCommitRequest(
+                group_id=kg, generation_id_or_member_epoch=k.epoch, member_id=k.member_id,
+                topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=[
+                    OffsetCommitRequest.OffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=3, committed_leader_epoch=0)])]), 9)))
+            out.step("consumer_commit_stale_epoch", lambda: norm(k.c.request(OffsetCommitRequest(
+                group_id=kg, generation_id_or_member_epoch=k.epoch + 5, member_id=k.member_id,
+                topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=[
+                    OffsetCommitRequest.OffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=4, committed_leader_epoch=0)])]), 9)))
+            out.step("consumer_commit_v8", lambda: norm(k.c.request(OffsetCommitRequest(
+                group_id=kg, generation_id_or_member_epoch=k.epoch, member_id=k.member_id,
+                topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=[
+                    OffsetCommitRequest.OffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=4, committed_leader_epoch=0)])]), 8)))
+            out.step("delete_nonempty", lambda: norm(c.request(DeleteGroupsRequest(groups_names=[kg]), 2)))
+            out.step("offset_delete_subscribed", lambda: norm(c.request(OffsetDeleteRequest(
+                group_id=kg, topics=[OffsetDeleteRequest.OffsetDeleteRequestTopic(
+                    name=topic, partitions=[OffsetDeleteRequest.OffsetDeleteRequestPartition(partition_index=0)])]), 0)))
+            out.step("describe_groups_consumer", lambda: describe_classic(c, kg, ids, 5))
+            out.step("consumer_leave", lambda: k.outcome(k.heartbeat(-1)))
+            out.step("delete_empty", lambda: norm(c.request(DeleteGroupsRequest(groups_names=[kg]), 2)))
+        finally:
+            k.close()
+        # offsets of a deleted topic go with it
+        dt = topic + "-deleted"
+        create_topic(c, dt, 2)
+        out.step("commit_deleted_topic", lambda: norm(c.request(OffsetCommitRequest(
+            group_id=g, generation_id_or_member_epoch=-1, member_id="",
+            topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=dt, partitions=[
+                OffsetCommitRequest.OffsetCommitRequestPartition(
+                    partition_index=p, committed_offset=5, committed_leader_epoch=-1) for p in (0, 1)])]), 9)))
+        out.step("fetch_before_delete", lambda: offsets(c, g, dt, [0, 1]))
+        c.request(DeleteTopicsRequest(topic_names=[dt], timeout_ms=30000), 4)
+        time.sleep(1.0)
+        out.step("fetch_after_delete", lambda: offsets(c, g, dt, [0, 1]))
+        create_topic(c, dt, 2)
+        out.step("fetch_after_recreate", lambda: offsets(c, g, dt, [0, 1]))
+    return out
