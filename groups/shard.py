@@ -306,9 +306,12 @@ class GroupShard:
             m.sync_pending = None
         self.timers.cancel(self._hb_key(g, m.member_id))
         g.remove(m.member_id)
+        records: Records = []
         if g.is_in(S.STABLE, S.COMPLETING_REBALANCE):
-            return self._prepare_rebalance(g, now_ms)
-        return self._try_complete_join(g, now_ms)
+            # Kafka's prepareRebalance ends with maybeCompleteJoinPhase: the last member
+            # leaving empties the group at once
+            records = self._prepare_rebalance(g, now_ms)
+        return records + self._try_complete_join(g, now_ms)
 
     # =====================================================================================
     # JoinGroup
