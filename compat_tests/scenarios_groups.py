@@ -592,6 +592,17 @@ def group_edge_cases(bootstrap: str) -> Outcome:
                 topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=[
                     OffsetCommitRequest.OffsetCommitRequestPartition(
                         partition_index=0, committed_offset=4, committed_leader_epoch=0)])]), 8)))
+            def fetch_as(member: str | None, epoch: int) -> Any:
+                grp = OffsetFetchRequest.OffsetFetchRequestGroup(
+                    group_id=kg, member_id=member, member_epoch=epoch, topics=[
+                        OffsetFetchRequest.OffsetFetchRequestTopics(name=topic, partition_indexes=[0])])
+                return norm(c.request(OffsetFetchRequest(groups=[grp]), 9))["groups"]
+
+            out.step("fetch_as_member", lambda: fetch_as(k.member_id, k.epoch))
+            out.step("fetch_stale_epoch", lambda: fetch_as(k.member_id, k.epoch - 1))
+            out.step("fetch_unknown_member", lambda: fetch_as("nobody", 3))
+            out.step("fetch_as_admin", lambda: fetch_as(None, -1))
+            out.step("fetch_empty_member_id", lambda: fetch_as("", -1))
             out.step("delete_nonempty", lambda: norm(c.request(DeleteGroupsRequest(groups_names=[kg]), 2)))
             out.step("offset_delete_subscribed", lambda: norm(c.request(OffsetDeleteRequest(
                 group_id=kg, topics=[OffsetDeleteRequest.OffsetDeleteRequestTopic(

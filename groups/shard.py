@@ -920,6 +920,19 @@ class GroupShard:
             self._schedule_heartbeat(g, m, now_ms)  # a commit proves the member alive
         return ErrorCode.NONE
 
+    def validate_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """OffsetFetch v9+ names the member of a consumer group: Kafka's validateOffsetFetch
+        (a null member id with a negative epoch is an admin; classic groups check nothing)."""
+        cg = self.consumer.groups.get(group_id)
+        if cg is None or member_id is None and member_epoch < 0:
+            return ErrorCode.NONE
+        m = cg.members.get(member_id or "")
+        if m is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != m.member_epoch:
+            return ErrorCode.ILLEGAL_GENERATION if m.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
     def fetch_offsets(
         self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool
     ) -> list[tuple[str, list[tuple[int, int, int, str, ErrorCode]]]]:
