@@ -220,7 +220,13 @@ def classic_join(c: RawClient, group: str, topic: str, session_ms: int = 10000) 
             protocols=[JoinGroupRequest.JoinGroupRequestProtocol(
                 name="range", metadata=encode_subscription([topic]))])
 
-    r = c.request(req(""), 9)
+    deadline = time.monotonic() + 20
+    while True:  # the group's partition may still be loading on a fresh broker
+        r = c.request(req(""), 9)
+        if r.error_code not in (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR,
+                                ErrorCode.COORDINATOR_NOT_AVAILABLE) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     if r.error_code == ErrorCode.MEMBER_ID_REQUIRED:
         r = c.request(req(r.member_id), 9)
     return r
