@@ -23,7 +23,6 @@ from compat_tests.scenarios import (
     Steps,
     connect,
     consumer_assignment,
-    consumer_subscription,
     create_topic,
     norm,
     scenario,

@@ -46,23 +46,28 @@ def encode_subscription(topics: list[str], user_data: bytes | None = None) -> by
     return b + _I32.pack(len(user_data)) + user_data
 
 
+def _topic_partitions(buf: bytes, pos: int) -> tuple[dict[str, list[int]], int]:
+    """An array of (topic, [partition]) as both embedded schemas write it; ValueError when
+    malformed."""
+    (n,) = _I32.unpack_from(buf, pos)
+    pos += 4
+    if n < 0 or n > len(buf):
+        raise ValueError("bad count")
+    out: dict[str, list[int]] = {}
+    for _ in range(n):
+        t, pos = _string(buf, pos)
+        (m,) = _I32.unpack_from(buf, pos)
+        pos += 4
+        if m < 0 or pos + 4 * m > len(buf):
+            raise ValueError("bad partitions")
+        out.setdefault(t, []).extend(struct.unpack_from(f">{m}i", buf, pos))
+        pos += 4 * m
+    return out, pos
+
+
 def assigned_partitions(assignment: bytes) -> dict[str, list[int]] | None:
     try:
-        pos = 2
-        (n,) = _I32.unpack_from(assignment, pos)
-        pos += 4
-        if n < 0 or n > len(assignment):
-            return None
-        out: dict[str, list[int]] = {}
-        for _ in range(n):
-            t, pos = _string(assignment, pos)
-            (m,) = _I32.unpack_from(assignment, pos)
-            pos += 4
-            if m < 0 or pos + 4 * m > len(assignment):
-                return None
-            out[t] = list(struct.unpack_from(f">{m}i", assignment, pos))
-            pos += 4 * m
-        return out
+        return _topic_partitions(assignment, 2)[0]
     except (struct.error, ValueError, UnicodeDecodeError):
         return None
 
@@ -111,18 +116,7 @@ def parse_subscription(metadata: bytes) -> Subscription | None:
         owned: dict[str, list[int]] = {}
         generation, rack = -1, None
         if version >= 1:
-            (k,) = _I32.unpack_from(metadata, pos)
-            pos += 4
-            if k < 0 or k > len(metadata):
-                return None
-            for _ in range(k):
-                t, pos = _string(metadata, pos)
-                (m,) = _I32.unpack_from(metadata, pos)
-                pos += 4
-                if m < 0 or pos + 4 * m > len(metadata):
-                    return None
-                owned.setdefault(t, []).extend(struct.unpack_from(f">{m}i", metadata, pos))
-                pos += 4 * m
+            owned, pos = _topic_partitions(metadata, pos)
         if version >= 2:
             (generation,) = _I32.unpack_from(metadata, pos)
             pos += 4

@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 from conftest import RawClient
-from group_helpers import GROUP_OVERRIDES, create_topic, group_broker, ready_raw
+from group_helpers import (
+    GROUP_OVERRIDES,
+    create_topic,
+    describe_when_loaded,
+    group_broker,
+    ready_raw,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -139,11 +145,7 @@ def test_consumer_group_replayed_after_kill9(tmp_path: Any) -> None:
         bp.kill()
         bp.start()
         c = ready_raw(bp.bootstrap)
-        deadline = time.monotonic() + 20
-        while True:
-            after = c.request(ConsumerGroupDescribeRequest(group_ids=["gr"]), 1).groups[0]
-            if after.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
-                break
+        after = describe_when_loaded(c, "gr")
         assert after.error_code == 0
         assert (after.group_epoch, after.assignment_epoch, after.group_state) == (
             before.group_epoch, before.assignment_epoch, before.group_state)

@@ -27,7 +27,14 @@ from typing import Any
 
 import pytest
 from conftest import RawClient
-from group_helpers import create_topic, group_broker, produce, ready_raw, wait_until
+from group_helpers import (
+    create_topic,
+    describe_when_loaded,
+    group_broker,
+    produce,
+    ready_raw,
+    wait_until,
+)
 from test_groups_clients import REBALANCE_S, Member, assignments, partitioned
 
 from groups.consumer_protocol import encode_subscription
@@ -109,7 +116,7 @@ def test_rolling_upgrade_then_downgrade_with_mixed_clients(mbroker: BrokerProces
             new = Member("confluent", bs, group, topic, "--protocol", "consumer")
             members.append(new)
             everyone.append(new)
-            wait_until(lambda: partitioned(members, parts) and bool(new.assigned),
+            wait_until(lambda new=new: partitioned(members, parts) and bool(new.assigned),  # type: ignore[misc]
                        REBALANCE_S, f"upgrade step {step}: the new member gets partitions",
                        lambda: assignments(members))
             assert group_type(bs, group) is not None
@@ -130,7 +137,7 @@ def test_rolling_upgrade_then_downgrade_with_mixed_clients(mbroker: BrokerProces
             new = Member(family, bs, group, topic, "--protocol", "classic")
             members.append(new)
             everyone.append(new)
-            wait_until(lambda: partitioned(members, parts) and bool(new.assigned),
+            wait_until(lambda new=new: partitioned(members, parts) and bool(new.assigned),  # type: ignore[misc]
                        REBALANCE_S, f"downgrade step {step}: the classic member gets partitions",
                        lambda: assignments(members))
             old.terminate()
@@ -292,12 +299,7 @@ def test_mixed_group_and_regexes_survive_kill9(tmp_path: Any) -> None:
         bp.kill()
         bp.start()
         c = ready_raw(bp.bootstrap)
-        deadline = time.monotonic() + 20
-        while True:
-            after = c.request(ConsumerGroupDescribeRequest(group_ids=["dur-g"]), 1).groups[0]
-            if after.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
+        after = describe_when_loaded(c, "dur-g")
 
         def summary(d: Any) -> Any:
             return (d.group_epoch, d.assignment_epoch, sorted(
