@@ -18,6 +18,18 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 #: JoinGroup/SyncGroup is answered INVALID_REQUEST instead of storing it.
 MEMBER_METADATA_MAX_BYTES = 1024 * 1024
 
+#: Kafka's ``REGEX_BATCH_REFRESH_MIN_INTERVAL_MS`` (not configurable): a group's regular
+#: expressions are resolved again at most this often (a new subscription to an unresolved
+#: regex of a group without regexes is resolved at once).
+REGEX_REFRESH_MIN_INTERVAL_MS = 10_000
+#: kafkawire's bound on how stale a resolution may get without any new topic (Kafka refreshes
+#: on new topics and on a new regex; this catches topics that went away), in ms.
+REGEX_REFRESH_MAX_INTERVAL_MS = 600_000
+
+#: ``group.consumer.migration.policy`` values: which online conversions are allowed
+#: (empty groups convert in both directions whatever the policy).
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
+
 
 @dataclass(frozen=True)
 class GroupConfig:
@@ -43,6 +55,11 @@ class GroupConfig:
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     #: group.consumer.max.size (members of a KIP-848 group)
     consumer_max_size: int = 2_147_483_647
+    #: group.consumer.migration.policy: disabled, upgrade, downgrade, bidirectional
+    migration_policy: str = "bidirectional"
+    #: group.consumer.assignment.interval.ms (Kafka 4.3): a target assignment is computed at
+    #: most this often per group (0: at every change)
+    consumer_assignment_interval_ms: int = 1000
     member_metadata_max_bytes: int = MEMBER_METADATA_MAX_BYTES
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
 
@@ -58,6 +75,7 @@ class GroupConfig:
             for a in assignors.split(",")
             if a.strip()
         )
+        policy = str(v.get("group.consumer.migration.policy") or "bidirectional").strip().lower()
         return cls(
             min_session_timeout_ms=get("group.min.session.timeout.ms", 6000),
             max_session_timeout_ms=get("group.max.session.timeout.ms", 1_800_000),
@@ -70,4 +88,14 @@ class GroupConfig:
             consumer_heartbeat_interval_ms=get("group.consumer.heartbeat.interval.ms", 5000),
             consumer_assignors=names or ("uniform", "range"),
             consumer_max_size=get("group.consumer.max.size", 2_147_483_647),
+            migration_policy=policy if policy in MIGRATION_POLICIES else "bidirectional",
+            consumer_assignment_interval_ms=get("group.consumer.assignment.interval.ms", 1000),
         )
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.migration_policy in ("upgrade", "bidirectional")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.migration_policy in ("downgrade", "bidirectional")

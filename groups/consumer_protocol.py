@@ -46,30 +46,94 @@ def encode_subscription(topics: list[str], user_data: bytes | None = None) -> by
     return b + _I32.pack(len(user_data)) + user_data
 
 
-def encode_assignment(partitions: dict[str, list[int]]) -> bytes:
-    b = _I16.pack(0) + _I32.pack(len(partitions))
-    for t, ps in sorted(partitions.items()):
-        e = t.encode()
-        b += _I16.pack(len(e)) + e + _I32.pack(len(ps)) + b"".join(_I32.pack(p) for p in ps)
-    return b + _I32.pack(-1)
+def _topic_partitions(buf: bytes, pos: int) -> tuple[dict[str, list[int]], int]:
+    """An array of (topic, [partition]) as both embedded schemas write it; ValueError when
+    malformed."""
+    (n,) = _I32.unpack_from(buf, pos)
+    pos += 4
+    if n < 0 or n > len(buf):
+        raise ValueError("bad count")
+    out: dict[str, list[int]] = {}
+    for _ in range(n):
+        t, pos = _string(buf, pos)
+        (m,) = _I32.unpack_from(buf, pos)
+        pos += 4
+        if m < 0 or pos + 4 * m > len(buf):
+            raise ValueError("bad partitions")
+        out.setdefault(t, []).extend(struct.unpack_from(f">{m}i", buf, pos))
+        pos += 4 * m
+    return out, pos
 
 
 def assigned_partitions(assignment: bytes) -> dict[str, list[int]] | None:
     try:
-        pos = 2
-        (n,) = _I32.unpack_from(assignment, pos)
-        pos += 4
-        if n < 0 or n > len(assignment):
-            return None
-        out: dict[str, list[int]] = {}
-        for _ in range(n):
-            t, pos = _string(assignment, pos)
-            (m,) = _I32.unpack_from(assignment, pos)
-            pos += 4
-            if m < 0 or pos + 4 * m > len(assignment):
-                return None
-            out[t] = list(struct.unpack_from(f">{m}i", assignment, pos))
-            pos += 4 * m
-        return out
+        return _topic_partitions(assignment, 2)[0]
     except (struct.error, ValueError, UnicodeDecodeError):
         return None
+
+
+class Subscription:
+    """A decoded ConsumerProtocolSubscription (versions 0-3)."""
+
+    __slots__ = ("version", "topics", "user_data", "owned", "generation", "rack_id")
+
+    def __init__(self, version: int, topics: list[str], user_data: bytes | None,
+                 owned: dict[str, list[int]], generation: int, rack_id: str | None) -> None:
+        self.version = version
+        self.topics = topics
+        self.user_data = user_data
+        self.owned = owned
+        self.generation = generation
+        self.rack_id = rack_id
+
+
+def _nullable_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+    (n,) = _I32.unpack_from(buf, pos)
+    pos += 4
+    if n < 0:
+        return None, pos
+    if pos + n > len(buf):
+        raise ValueError("bad bytes")
+    return buf[pos : pos + n], pos + n
+
+
+def parse_subscription(metadata: bytes) -> Subscription | None:
+    """Every field of a ConsumerProtocolSubscription (v1 owned partitions, v2 generation, v3
+    rack id); fields a version lacks take their defaults. None when malformed (Kafka's
+    SchemaException); later versions than 3 are read as 3 (fields are only ever added)."""
+    try:
+        (version,) = _I16.unpack_from(metadata, 0)
+        pos = 2
+        (n,) = _I32.unpack_from(metadata, pos)
+        pos += 4
+        if n < 0 or n > len(metadata):
+            return None
+        topics = []
+        for _ in range(n):
+            t, pos = _string(metadata, pos)
+            topics.append(t)
+        user_data, pos = _nullable_bytes(metadata, pos)
+        owned: dict[str, list[int]] = {}
+        generation, rack = -1, None
+        if version >= 1:
+            owned, pos = _topic_partitions(metadata, pos)
+        if version >= 2:
+            (generation,) = _I32.unpack_from(metadata, pos)
+            pos += 4
+        if version >= 3:
+            (ln,) = _I16.unpack_from(metadata, pos)
+            pos += 2
+            if ln >= 0:
+                rack = metadata[pos : pos + ln].decode()
+        return Subscription(version, topics, user_data, owned, generation, rack)
+    except (struct.error, ValueError, UnicodeDecodeError):
+        return None
+
+
+def encode_assignment(partitions: dict[str, list[int]], version: int = 0) -> bytes:
+    """A ConsumerProtocolAssignment at ``version`` (0-3 share one layout), null user data."""
+    b = _I16.pack(max(0, min(version, 3))) + _I32.pack(len(partitions))
+    for t, ps in sorted(partitions.items()):
+        e = t.encode()
+        b += _I16.pack(len(e)) + e + _I32.pack(len(ps)) + b"".join(_I32.pack(p) for p in sorted(ps))
+    return b + _I32.pack(-1)

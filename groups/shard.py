@@ -18,12 +18,12 @@ Nothing here reads a clock or does I/O; member ids come from ``id_factory``.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from groups.classic import ClassicGroup, ClassicGroupState, ClassicMember
 from groups.config import GroupConfig
 from groups.consumer import RECORD_TYPES as CONSUMER_RECORD_TYPES
-from groups.consumer import ConsumerGroups, TopicsView
+from groups.consumer import ConsumerGroup, ConsumerGroups, GroupOpError, TopicsView
 from groups.offsets import OffsetAndMetadata, OffsetStore
 from groups.timers import Timers
 from protocol._generated.consumer_group_describe_response import ConsumerGroupDescribeResponse
@@ -51,6 +51,9 @@ from protocol.coordinator import (
     record_type,
 )
 from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kraft.image import MetadataImage
 
 S = ClassicGroupState
 Records = list[CoordinatorRecord]
@@ -99,6 +102,10 @@ class GroupShard:
         self.timers = Timers()
         #: KIP-848 consumer groups (groups/consumer.py); ``groups`` holds the classic ones
         self.consumer = ConsumerGroups(config, self.timers)
+        self.consumer.id_factory = id_factory
+        self.consumer.fence_hook = self._maybe_downgrade
+        #: the topics at the last ``on_metadata`` (to see which were deleted)
+        self._metadata_topics: TopicsView | None = None
         self.loaded = False
         #: Pending replies whose group/state went away (completed on unload)
         self._now_ms = 0
@@ -138,6 +145,14 @@ class GroupShard:
             _version, gv = decode_value(GroupMetadataValue, rec.value)
             self.groups[key.group] = self._group_from_record(key.group, gv)
         elif rtype in CONSUMER_RECORD_TYPES:
+            if rec.value is not None:
+                # a simple group (offsets only, no records of its own) makes way, as Kafka's
+                # getOrMaybeCreatePersistedConsumerGroup
+                gid = self._record_group_id(rec.key)
+                simple = self.groups.get(gid) if gid is not None else None
+                if simple is not None and not simple.members and not simple.protocol_type \
+                        and simple.generation_id == 0:
+                    del self.groups[simple.group_id]
             self.consumer.replay(rtype, rec.key, rec.value)
         # other record types (share and streams groups) are not served here
 
@@ -166,6 +181,16 @@ class GroupShard:
         g.state = S.STABLE if g.members else S.EMPTY
         return g
 
+    @staticmethod
+    def _record_group_id(key: bytes) -> str | None:
+        """The group id that opens every consumer-group record key (non-flexible string)."""
+        if len(key) < 4:
+            return None
+        n = int.from_bytes(key[2:4], "big", signed=True)
+        if n < 0 or 4 + n > len(key):
+            return None
+        return key[4 : 4 + n].decode("utf-8", "replace")
+
     def replay_end_txn(self, offset: int, producer_id: int, producer_epoch: int, committed: bool) -> None:
         self.offsets.replay_end_txn(producer_id, committed)
 
@@ -190,6 +215,24 @@ class GroupShard:
     def next_deadline_ms(self) -> int | None:
         return self.timers.next_deadline()
 
+    def on_metadata(self, image: MetadataImage, now_ms: int) -> Records:
+        """The metadata image changed (and once after loading): KIP-848 groups see the new
+        topics (regexes resolve again on their next heartbeat when topics were created), and
+        committed offsets of deleted topics are deleted, as Kafka's onPartitionsDeleted."""
+        view: TopicsView = {t.name: (t.topic_id, len(t.partitions)) for t in image.topics.values()}
+        before, self._metadata_topics = self._metadata_topics, view
+        self.consumer.update_topics(view, image.offset)
+        if before is None:
+            return []
+        gone = {name for name, (tid, _n) in before.items() if view.get(name, (None, 0))[0] != tid}
+        records: Records = []
+        if gone:
+            for group_id in sorted(self.offsets.groups()):
+                for topic, partition in sorted(self.offsets.group_offsets(group_id)):
+                    if topic in gone:
+                        records.append(self.offset_tombstone(group_id, topic, partition))
+        return records
+
     def on_timer(self, now_ms: int) -> Records:
         self._now_ms = now_ms
         records: Records = []
@@ -202,7 +245,7 @@ class GroupShard:
                     RETENTION_TIMER, now_ms + self.config.offsets_retention_check_interval_ms
                 )
                 continue
-            if kind in ("csession", "crevoke"):
+            if kind in ("csession", "crevoke", "cjoin", "csync", "cregex"):
                 records += self.consumer.on_timer(key, now_ms)
                 continue
             g = self.groups.get(key[1])
@@ -263,9 +306,12 @@ class GroupShard:
             m.sync_pending = None
         self.timers.cancel(self._hb_key(g, m.member_id))
         g.remove(m.member_id)
+        records: Records = []
         if g.is_in(S.STABLE, S.COMPLETING_REBALANCE):
-            return self._prepare_rebalance(g, now_ms)
-        return self._try_complete_join(g, now_ms)
+            # Kafka's prepareRebalance ends with maybeCompleteJoinPhase: the last member
+            # leaving empties the group at once
+            records = self._prepare_rebalance(g, now_ms)
+        return records + self._try_complete_join(g, now_ms)
 
     # =====================================================================================
     # JoinGroup
@@ -273,11 +319,22 @@ class GroupShard:
     def join(
         self, req: JoinGroupRequest, version: int, client_id: str, client_host: str, now_ms: int
     ) -> tuple[Records, JoinGroupResponse | Pending[Any]]:
+        self._now_ms = now_ms
+        if not req.group_id:
+            return [], join_error(ErrorCode.INVALID_GROUP_ID, req.member_id)
+        cfg = self.config
+        if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
+            return [], join_error(ErrorCode.INVALID_SESSION_TIMEOUT, req.member_id)
+        if sum(len(p.metadata) for p in req.protocols) > cfg.member_metadata_max_bytes:
+            return [], join_error(ErrorCode.INVALID_REQUEST, req.member_id)
         converted: Records = []
         cg = self.consumer.groups.get(req.group_id)
         if cg is not None:
-            if cg.members:  # no mixed groups here (Kafka supports them)
-                return [], join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
+            if cg.members:  # a classic member of a consumer group
+                try:
+                    return self.consumer.classic_join(cg, req, version, client_id, client_host, now_ms)
+                except GroupOpError as e:
+                    return [], join_error(e.code, req.member_id)
             converted = self.consumer.tombstones(cg)  # an empty consumer group becomes classic
             del self.consumer.groups[req.group_id]
         records, reply = self._join_classic(req, version, client_id, client_host, now_ms)
@@ -286,17 +343,10 @@ class GroupShard:
     def _join_classic(
         self, req: JoinGroupRequest, version: int, client_id: str, client_host: str, now_ms: int
     ) -> tuple[Records, JoinGroupResponse | Pending[Any]]:
-        self._now_ms = now_ms
         group_id = req.group_id
         member_id = req.member_id
-        if not group_id:
-            return [], join_error(ErrorCode.INVALID_GROUP_ID, member_id)
         cfg = self.config
-        if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
-            return [], join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
         protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
-        if sum(len(meta) for _n, meta in protocols) > cfg.member_metadata_max_bytes:
-            return [], join_error(ErrorCode.INVALID_REQUEST, member_id)
         rebalance_timeout = req.rebalance_timeout_ms
         if version == 0 or rebalance_timeout < 0:
             rebalance_timeout = req.session_timeout_ms  # v0 has none (brod PR #465)
@@ -362,12 +412,14 @@ class GroupShard:
         return [], join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
 
     def _validate_member(self, g: ClassicGroup, member_id: str, instance_id: str | None) -> ErrorCode:
+        """Kafka's ClassicGroup.validateMember: an instance id must map to this member id."""
         if instance_id is not None:
             known = g.static_member_id(instance_id)
-            if known is not None and known != member_id:
+            if known is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if known != member_id:
                 return ErrorCode.FENCED_INSTANCE_ID
-            if known is None and member_id in g.members:
-                return ErrorCode.FENCED_INSTANCE_ID
+            return ErrorCode.NONE
         if member_id not in g.members:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return ErrorCode.NONE
@@ -583,6 +635,12 @@ class GroupShard:
     def sync(self, req: SyncGroupRequest, version: int, now_ms: int) -> tuple[Records, SyncGroupResponse | Pending[Any]]:
         self._now_ms = now_ms
         g = self.groups.get(req.group_id)
+        cg = self.consumer.groups.get(req.group_id) if g is None else None
+        if cg is not None:
+            try:
+                return [], self.consumer.classic_sync(cg, req, now_ms)
+            except GroupOpError as e:
+                return [], sync_error(e.code)
         if g is None or g.is_in(S.EMPTY) and req.member_id not in g.members:
             return [], sync_error(ErrorCode.UNKNOWN_MEMBER_ID)
         if g.is_in(S.DEAD):
@@ -636,6 +694,12 @@ class GroupShard:
     def heartbeat(self, req: HeartbeatRequest, version: int, now_ms: int) -> tuple[Records, ErrorCode]:
         g = self.groups.get(req.group_id)
         if g is None:
+            cg = self.consumer.groups.get(req.group_id)
+            if cg is not None:
+                try:
+                    return [], self.consumer.classic_heartbeat(cg, req, now_ms)
+                except GroupOpError as e:
+                    return [], e.code
             return [], ErrorCode.UNKNOWN_MEMBER_ID
         if g.is_in(S.DEAD):
             return [], ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -658,6 +722,12 @@ class GroupShard:
         else:
             identities = list(req.members)
         g = self.groups.get(req.group_id)
+        cg = self.consumer.groups.get(req.group_id) if g is None else None
+        if cg is not None:
+            fenced, answers = self.consumer.classic_leave(cg, identities, now_ms)
+            if version < 3:
+                return fenced, LeaveGroupResponse(error_code=answers[0].error_code, members=[])
+            return fenced, LeaveGroupResponse(error_code=ErrorCode.NONE, members=answers)
         if g is None:
             return [], LeaveGroupResponse(error_code=ErrorCode.UNKNOWN_MEMBER_ID, members=[])
         if g.is_in(S.DEAD):
@@ -699,24 +769,110 @@ class GroupShard:
     # =====================================================================================
     def consumer_heartbeat(
         self, req: ConsumerGroupHeartbeatRequest, version: int, client_id: str, client_host: str,
-        topics: TopicsView, now_ms: int,
+        topics: TopicsView, now_ms: int, metadata_version: int = -1,
     ) -> tuple[Records, ConsumerGroupHeartbeatResponse]:
+        """ConsumerGroupHeartbeat; a join (epoch 0) to a classic group converts it: an empty
+        one whatever the policy, a non-empty one (online upgrade) when
+        ``group.consumer.migration.policy`` allows it and it uses the consumer protocol."""
+        self.consumer.update_topics(topics, metadata_version)
+
+        def error(code: ErrorCode, message: str | None) -> tuple[Records, ConsumerGroupHeartbeatResponse]:
+            return [], ConsumerGroupHeartbeatResponse(error_code=code, error_message=message)
+
+        try:
+            ConsumerGroups.validate_heartbeat(req, version)
+        except GroupOpError as e:
+            return error(e.code, e.message)
         converted: Records = []
+        upgraded: ConsumerGroup | None = None
         g = self.groups.get(req.group_id)
-        if g is not None and req.group_id:
-            if g.members or not g.is_in(S.EMPTY):
-                return [], ConsumerGroupHeartbeatResponse(
-                    error_code=ErrorCode.GROUP_ID_NOT_FOUND,
-                    error_message=f"Group {req.group_id} is not a consumer group.",
-                )
-            if req.member_epoch == 0:  # an empty classic (or simple) group becomes a consumer group
+        if g is not None:
+            if req.member_epoch != 0:
+                return error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
+            if not g.members and g.is_in(S.EMPTY):
                 if g.generation_id > 0 or g.protocol_type:
                     converted.append(record(GroupMetadataKey(group=g.group_id), None))
-                del self.groups[g.group_id]
+            else:
+                try:
+                    converted, upgraded = self._upgrade(g, now_ms)
+                except GroupOpError as e:
+                    return error(e.code, e.message)
         records, resp = self.consumer.heartbeat(
-            req, version, client_id, client_host, topics, self.id_factory(), now_ms
+            req, version, client_id, client_host, self.id_factory(), now_ms, upgraded
         )
+        if resp.error_code != ErrorCode.NONE:
+            return [], resp  # nothing converted either
+        if g is not None:
+            for m in g.members.values():  # the classic members rejoin the consumer group
+                if m.join_pending is not None:
+                    m.join_pending.complete(join_error(ErrorCode.REBALANCE_IN_PROGRESS, m.member_id))
+                    m.join_pending = None
+                if m.sync_pending is not None:
+                    m.sync_pending.complete(sync_error(ErrorCode.REBALANCE_IN_PROGRESS))
+                    m.sync_pending = None
+                self.timers.cancel(self._hb_key(g, m.member_id))
+            for kind in ("join", "sync"):
+                self.timers.cancel((kind, g.group_id))
+            del self.groups[g.group_id]
         return converted + records, resp
+
+    def _upgrade(self, g: ClassicGroup, now_ms: int) -> tuple[Records, ConsumerGroup]:
+        """Records turning the non-empty classic group ``g`` into a consumer group whose
+        members are its classic members (Kafka's convertToConsumerGroup), and that group."""
+        cfg = self.config
+        gid = g.group_id
+        why = None
+        if not cfg.upgrade_enabled:
+            why = "online upgrade is disabled"
+        elif g.protocol_type != "consumer":
+            why = "the group does not use the consumer embedded protocol"
+        elif len(g.members) > cfg.consumer_max_size:
+            why = "the group size exceeds the consumer group maximum size"
+        if why is not None:
+            raise GroupOpError(ErrorCode.GROUP_ID_NOT_FOUND,
+                               f"Cannot upgrade classic group {gid} to consumer group because {why}.")
+        members = [
+            (m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+             m.session_timeout_ms, tuple(m.protocols),
+             m.metadata(g.protocol_name) if g.protocol_name else (m.protocols[0][1] if m.protocols else b""),
+             m.assignment)
+            for m in g.members.values()
+        ]
+        records, cg = self.consumer.from_classic(gid, g.generation_id, members, now_ms)
+        return [record(GroupMetadataKey(group=gid), None), *records], cg
+
+    def _maybe_downgrade(self, cg: ConsumerGroup, fenced: list[str], now_ms: int) -> Records | None:
+        """Kafka's validateOnlineDowngradeWithFencedMembers + convertToClassicGroup: when the
+        members that remain all speak the classic protocol (and the policy allows it), the
+        consumer group becomes a classic group of them at its group epoch, assignments taken
+        from the target, and rebalances."""
+        cfg = self.config
+        remaining = [m for mid, m in cg.members.items() if mid not in fenced]
+        if not remaining or any(m.classic is None for m in remaining):
+            return None
+        if not cfg.downgrade_enabled or len(remaining) > cfg.max_size:
+            return None
+        records = self.consumer.tombstones(cg)
+        g = ClassicGroup(cg.group_id, state=S.STABLE, protocol_type="consumer",
+                         generation_id=cg.group_epoch, state_timestamp_ms=now_ms)
+        for m in remaining:
+            assert m.classic is not None
+            g.add(ClassicMember(
+                member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
+                client_host=m.client_host, rebalance_timeout_ms=m.rebalance_timeout_ms,
+                session_timeout_ms=m.classic.session_timeout_ms, protocol_type="consumer",
+                protocols=list(m.classic.protocols),
+            ))
+        g.protocol_name = g.select_protocol()
+        for cm in g.members.values():
+            cm.assignment = self.consumer.assignment_bytes(
+                cg.target.get(cm.member_id, {}), cm.metadata(g.protocol_name))
+        records.append(self._group_record(g))
+        self.groups[g.group_id] = g
+        for cm in g.members.values():
+            self._schedule_heartbeat(g, cm, now_ms)
+        records += self._prepare_rebalance(g, now_ms)
+        return records
 
     def consumer_describe(
         self, group_id: str, names: dict[Any, str]
@@ -730,13 +886,13 @@ class GroupShard:
 
     def validate_commit(
         self, group_id: str, generation: int, member_id: str, instance_id: str | None,
-        transactional: bool, now_ms: int,
+        transactional: bool, now_ms: int, api_version: int = -1,
     ) -> ErrorCode:
         cg = self.consumer.groups.get(group_id)
         if cg is not None:
             if transactional and generation < 0 and member_id == UNKNOWN_MEMBER_ID:
                 return ErrorCode.NONE
-            return self.consumer.validate_commit(cg, member_id, generation)
+            return self.consumer.validate_commit(cg, member_id, generation, api_version, transactional)
         g = self.groups.get(group_id)
         if g is None:
             if generation >= 0 and not transactional:
@@ -762,6 +918,19 @@ class GroupShard:
         m = g.members.get(member_id)
         if m is not None and not transactional:
             self._schedule_heartbeat(g, m, now_ms)  # a commit proves the member alive
+        return ErrorCode.NONE
+
+    def validate_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:
+        """OffsetFetch v9+ names the member of a consumer group: Kafka's validateOffsetFetch
+        (a null member id with a negative epoch is an admin; classic groups check nothing)."""
+        cg = self.consumer.groups.get(group_id)
+        if cg is None or member_id is None and member_epoch < 0:
+            return ErrorCode.NONE
+        m = cg.members.get(member_id or "")
+        if m is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != m.member_epoch:
+            return ErrorCode.ILLEGAL_GENERATION if m.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
     def fetch_offsets(
@@ -912,7 +1081,7 @@ class GroupShard:
                 member_id=m.member_id, group_instance_id=m.group_instance_id,
                 client_id=m.client_id, client_host=m.client_host,
                 member_metadata=m.metadata(g.protocol_name) if stable else b"",
-                member_assignment=m.assignment if stable else b"",
+                member_assignment=m.assignment,
             )
             for m in g.members.values()
         ]

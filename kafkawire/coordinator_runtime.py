@@ -127,6 +127,9 @@ class Shard(Protocol):
     def on_timer(self, now_ms: int) -> list[CoordinatorRecord]:
         """Expire what is due at ``now_ms``; returns records to append (replayed after)."""
 
+    # Optional: ``on_metadata(image, now_ms) -> list[CoordinatorRecord]``, called after the
+    # shard loaded and after every metadata change (``sync``); its records are appended.
+
 
 class NullShard:
     """A shard that keeps nothing: serves an internal topic whose coordinator is absent."""
@@ -297,7 +300,24 @@ class CoordinatorRuntime:
                 old.shard.on_unloaded()
             self.slots[partition] = _Slot(partition, self.shard_factory(partition), epoch)
             self._nursery.start_soon(self._load, partition)
+        for slot in list(self.slots.values()):
+            if slot.loaded:
+                self._metadata_changed(slot)
         self._notify()
+
+    def _metadata_changed(self, slot: _Slot) -> None:
+        """Hand the metadata image to a shard that wants it (optional ``on_metadata(image,
+        now_ms) -> records``: e.g. offsets of deleted topics are deleted) and append what it
+        returns."""
+        hook = getattr(slot.shard, "on_metadata", None)
+        if hook is None:
+            return
+        try:
+            records = hook(self.broker.image, now_ms())
+            if records:
+                self._append(slot, records)
+        except KafkaError as e:
+            log.warning("metadata update of %s-%d: %s", self.topic.name, slot.partition, e)
 
     async def _load(self, partition: int) -> None:
         slot = self.slots.get(partition)
@@ -330,6 +350,7 @@ class CoordinatorRuntime:
             return
         slot.loaded = True
         slot.shard.on_loaded(now_ms())
+        self._metadata_changed(slot)
         log.info(
             "loaded %s-%d: %d records in %.0f ms", self.topic.name, partition, records,
             (time.monotonic() - started) * 1000,

@@ -68,3 +68,16 @@ def wait_until(
             return
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}: {info()}")
+
+
+def describe_when_loaded(c: RawClient, group: str, timeout_s: float = 20) -> Any:
+    """ConsumerGroupDescribe of ``group`` once its shard has loaded (after a restart)."""
+    from protocol._generated.consumer_group_describe_request import ConsumerGroupDescribeRequest
+    from protocol.errors import ErrorCode
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        d = c.request(ConsumerGroupDescribeRequest(group_ids=[group]), 1).groups[0]
+        if d.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
+            return d
+        time.sleep(0.1)

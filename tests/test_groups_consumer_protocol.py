@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 from conftest import RawClient
-from group_helpers import GROUP_OVERRIDES, create_topic, group_broker, ready_raw
+from group_helpers import (
+    GROUP_OVERRIDES,
+    create_topic,
+    describe_when_loaded,
+    group_broker,
+    ready_raw,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +32,9 @@ from protocol.errors import ErrorCode
 
 @pytest.fixture(scope="module")
 def cbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    yield from group_broker(tmp_path_factory.mktemp("kwc") / "data")
+    # assignment batching off: raw tests see every target at once
+    yield from group_broker(tmp_path_factory.mktemp("kwc") / "data",
+                            **{"group.consumer.assignment.interval.ms": "0"})
 
 
 def heartbeat(c: RawClient, group: str, member: str, epoch: int, version: int = 1, **kw: Any) -> Any:
@@ -46,25 +54,36 @@ def test_raw_heartbeat_describe_regex_range_and_errors(cbroker: BrokerProcess) -
         g = f"raw848-{tag}"
         a = heartbeat(c, g, "member-a", 0, rebalance_timeout_ms=30000,
                       subscribed_topic_regex=f"rx{tag}-.*", server_assignor="range")
-        assert a.error_code == 0 and a.member_epoch == 1, a
+        # the regex is resolved asynchronously: the member starts at the group's first epoch
+        # with nothing; the resolution bumps the group epoch; the next heartbeat assigns
+        assert a.error_code == 0 and a.member_epoch == 1 and a.assignment.topic_partitions == [], a
+        deadline = time.monotonic() + 10
+        while True:
+            a = heartbeat(c, g, "member-a", a.member_epoch)
+            if a.assignment is not None and a.assignment.topic_partitions or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert a.member_epoch == 2, a
         got = {(tp.topic_id, p) for tp in a.assignment.topic_partitions for p in tp.partitions}
         assert len(got) == 4
+        owned_all = [ConsumerGroupHeartbeatRequest.TopicPartitions(topic_id=tp.topic_id, partitions=list(tp.partitions))
+                     for tp in a.assignment.topic_partitions]
         b = heartbeat(c, g, "member-b", 0, rebalance_timeout_ms=30000, subscribed_topic_names=[t1],
                       server_assignor="range")
         # b is at the new epoch but gets nothing yet: its partition is not released by a
-        assert b.error_code == 0 and b.member_epoch == 2 and b.assignment.topic_partitions == []
-        # a learns what to revoke at epoch 1 ...
-        a2 = heartbeat(c, g, "member-a", 1)
-        assert a2.member_epoch == 1
+        assert b.error_code == 0 and b.member_epoch == 3 and b.assignment.topic_partitions == []
+        # a learns what to revoke at epoch 2 (it still owns everything) ...
+        a2 = heartbeat(c, g, "member-a", 2, topic_partitions=owned_all)
+        assert a2.member_epoch == 2
         kept = [tp for tp in a2.assignment.topic_partitions]
         assert sum(len(tp.partitions) for tp in kept) == 3  # range: t1 split, t2 kept
-        # ... reports it, and moves to epoch 2
+        # ... reports it, and moves to epoch 3
         owned = [ConsumerGroupHeartbeatRequest.TopicPartitions(topic_id=tp.topic_id, partitions=list(tp.partitions))
                  for tp in kept]
-        a3 = heartbeat(c, g, "member-a", 1, topic_partitions=owned)
-        assert a3.member_epoch == 2
-        b2 = heartbeat(c, g, "member-b", 2)
-        assert b2.member_epoch == 2 and sum(len(tp.partitions) for tp in b2.assignment.topic_partitions) == 1
+        a3 = heartbeat(c, g, "member-a", 2, topic_partitions=owned)
+        assert a3.member_epoch == 3
+        b2 = heartbeat(c, g, "member-b", 3)
+        assert b2.member_epoch == 3 and sum(len(tp.partitions) for tp in b2.assignment.topic_partitions) == 1
         # errors
         assert heartbeat(c, g, "member-a", 7).error_code == ErrorCode.FENCED_MEMBER_EPOCH
         assert heartbeat(c, g, "nobody", 3).error_code == ErrorCode.UNKNOWN_MEMBER_ID
@@ -77,7 +96,7 @@ def test_raw_heartbeat_describe_regex_range_and_errors(cbroker: BrokerProcess) -
         d = c.request(ConsumerGroupDescribeRequest(group_ids=[g, "nope-" + g]), 1)
         grp, missing = d.groups
         assert missing.error_code == ErrorCode.GROUP_ID_NOT_FOUND
-        assert grp.error_code == 0 and grp.group_epoch == 2 and grp.assignment_epoch == 2
+        assert grp.error_code == 0 and grp.group_epoch == 3 and grp.assignment_epoch == 3
         assert grp.assignor_name == "range"
         assert grp.group_state == "Stable"
         by_id = {m.member_id: m for m in grp.members}
@@ -88,7 +107,8 @@ def test_raw_heartbeat_describe_regex_range_and_errors(cbroker: BrokerProcess) -
         assert out.error_code == 0 and out.member_epoch == -1
         d = c.request(ConsumerGroupDescribeRequest(group_ids=[g]), 0)
         assert [m.member_id for m in d.groups[0].members] == ["member-a"]
-        assert d.groups[0].group_epoch == 3
+        # leaving bumps the group epoch; the target follows at the next heartbeat
+        assert (d.groups[0].group_epoch, d.groups[0].assignment_epoch) == (4, 3)
     finally:
         c.close()
 
@@ -119,23 +139,19 @@ def test_consumer_group_replayed_after_kill9(tmp_path: Any) -> None:
         c = ready_raw(bp.bootstrap)
         create_topic(bp.bootstrap, "replay848", 3)
         r = heartbeat(c, "gr", "m1", 0, rebalance_timeout_ms=30000, subscribed_topic_names=["replay848"])
-        assert r.member_epoch == 1
+        assert r.member_epoch == 2  # a new group starts at epoch 1; the first member bumps it
         before = c.request(ConsumerGroupDescribeRequest(group_ids=["gr"]), 1).groups[0]
         c.close()
         bp.kill()
         bp.start()
         c = ready_raw(bp.bootstrap)
-        deadline = time.monotonic() + 20
-        while True:
-            after = c.request(ConsumerGroupDescribeRequest(group_ids=["gr"]), 1).groups[0]
-            if after.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or time.monotonic() > deadline:
-                break
+        after = describe_when_loaded(c, "gr")
         assert after.error_code == 0
         assert (after.group_epoch, after.assignment_epoch, after.group_state) == (
             before.group_epoch, before.assignment_epoch, before.group_state)
-        assert [(m.member_id, m.member_epoch) for m in after.members] == [("m1", 1)]
+        assert [(m.member_id, m.member_epoch) for m in after.members] == [("m1", 2)]
         # the member goes on with its epoch
-        assert heartbeat(c, "gr", "m1", 1).error_code == 0
+        assert heartbeat(c, "gr", "m1", 2).error_code == 0
         c.close()
     finally:
         bp.close()

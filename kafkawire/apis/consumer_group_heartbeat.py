@@ -31,11 +31,8 @@ REQUIRES_FEATURE = ("group.version", 1)
 
 
 def topics_view(broker: Broker) -> dict[str, tuple[uuid.UUID, int]]:
-    return {
-        t.name: (t.topic_id, len(t.partitions))
-        for t in broker.image.topics.values()
-        if not t.is_internal
-    }
+    """Every topic, internal ones included: Kafka subscribes and matches regexes over them."""
+    return {t.name: (t.topic_id, len(t.partitions)) for t in broker.image.topics.values()}
 
 
 async def handle(
@@ -44,9 +41,10 @@ async def handle(
     v = ctx.api_version
     host = client_host(ctx)
     topics = topics_view(broker)
+    version = broker.image.offset
     resp: ConsumerGroupHeartbeatResponse = await on_group(
         broker, req.group_id,
-        lambda shard, now: shard.consumer_heartbeat(req, v, ctx.client_id or "", host, topics, now),
+        lambda shard, now: shard.consumer_heartbeat(req, v, ctx.client_id or "", host, topics, now, version),
         lambda e: ConsumerGroupHeartbeatResponse(error_code=e.code, error_message=e.message),
     )
     return resp

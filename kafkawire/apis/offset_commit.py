@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from groups.shard import GroupShard
-from kafkawire.group_coordinator import commit_partition, on_group, topic_name
+from kafkawire.group_coordinator import commit_partition, on_group, partition_error, topic_name
 from protocol._generated.offset_commit_request import OffsetCommitRequest
 from protocol._generated.offset_commit_response import OffsetCommitResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -50,24 +50,35 @@ async def handle(broker: Broker, ctx: RequestContext, req: OffsetCommitRequest) 
     def op(shard: GroupShard, now: int) -> tuple[list[Any], OffsetCommitResponse]:
         group_code = shard.validate_commit(
             req.group_id, req.generation_id_or_member_epoch, req.member_id,
-            req.group_instance_id, False, now,
+            req.group_instance_id, False, now, api_version=v,
         )
         expire = -1
         if 2 <= v <= 4 and req.retention_time_ms != -1:
             expire = now + req.retention_time_ms
         records = []
-        topics = []
+        # Kafka answers the partitions the metadata does not know first (KafkaApis adds them
+        # to the response builder before the coordinator's answer), grouped by topic
+        by_topic: dict[tuple[str, Any], list[RPart]] = {}
+        known = []
         for t in req.topics:
             name = topic_name(img, t.name, t.topic_id, by_id)
-            parts = []
             for p in t.partitions:
-                code, rec = commit_partition(
-                    shard, img, req.group_id, name, p, group_code, now, by_id=by_id, expire_ms=expire
-                )
-                if rec is not None:
-                    records.append(rec)
-                parts.append(RPart(partition_index=p.partition_index, error_code=code))
-            topics.append(RTopic(name=t.name, topic_id=t.topic_id, partitions=parts))
+                if partition_error(img, name, p.partition_index, by_id) != ErrorCode.NONE:
+                    code, _rec = commit_partition(
+                        shard, img, req.group_id, name, p, group_code, now, by_id=by_id, expire_ms=expire)
+                    by_topic.setdefault((t.name, t.topic_id), []).append(
+                        RPart(partition_index=p.partition_index, error_code=code))
+                else:
+                    known.append((t, name, p))
+        for t, name, p in known:
+            code, rec = commit_partition(
+                shard, img, req.group_id, name, p, group_code, now, by_id=by_id, expire_ms=expire
+            )
+            if rec is not None:
+                records.append(rec)
+            by_topic.setdefault((t.name, t.topic_id), []).append(
+                RPart(partition_index=p.partition_index, error_code=code))
+        topics = [RTopic(name=n, topic_id=tid, partitions=parts) for (n, tid), parts in by_topic.items()]
         return records, OffsetCommitResponse(topics=topics)
 
     def on_error(e: KafkaError) -> OffsetCommitResponse:

@@ -5,7 +5,9 @@ group. Unknown groups and partitions answer offset -1, metadata "" and NONE (Kaf
 Leader epochs are returned from v5 (the field does not exist below). ``require_stable`` (v7+):
 partitions with a pending transactional offset commit answer UNSTABLE_OFFSET_COMMIT. v1-7
 carry the group's error at top level (a coordinator error: empty topics); v8+ per group.
-v9+ member id/epoch are for KIP-848 consumer groups; classic groups do not check them.
+v9+ member id/epoch are checked for consumer groups as Kafka's validateOffsetFetch (a null
+member id with epoch -1 is an admin; else UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH, or
+ILLEGAL_GENERATION for a classic member); classic groups do not check them.
 """
 
 from __future__ import annotations
@@ -29,12 +31,17 @@ Rows = list[tuple[str, list[tuple[int, int, int, str, ErrorCode]]]]
 
 
 def fetch_group(
-    broker: Broker, group_id: str, topics: list[tuple[str, list[int]]] | None, stable: bool
+    broker: Broker, group_id: str, topics: list[tuple[str, list[int]]] | None, stable: bool,
+    member: tuple[str | None, int] | None = None,
 ) -> tuple[ErrorCode, Rows]:
     try:
         shard = broker.group_runtime.shard_for(group_id)
     except KafkaError as e:
         return e.code, []
+    if member is not None:
+        code: ErrorCode = shard.validate_fetch(group_id, member[0], member[1])  # type: ignore[attr-defined]
+        if code != ErrorCode.NONE:
+            return code, []
     rows: Rows = shard.fetch_offsets(group_id, topics, stable)  # type: ignore[attr-defined]
     return ErrorCode.NONE, rows
 
@@ -72,7 +79,8 @@ async def handle(broker: Broker, ctx: RequestContext, req: OffsetFetchRequest) -
                         continue
                     name = found.name
                 wanted.append((name, list(rt.partition_indexes)))
-        code, rows = fetch_group(broker, g.group_id, wanted, stable)
+        member = (g.member_id, g.member_epoch) if v >= 9 else None
+        code, rows = fetch_group(broker, g.group_id, wanted, stable, member)
         rtopics = []
         for t, parts in rows:
             ti = img.topics.get(t)
