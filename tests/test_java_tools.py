@@ -225,7 +225,9 @@ def test_get_offsets(broker: BrokerProcess, java_line: str) -> None:
     from confluent_kafka import Producer
 
     tools = JavaTools(java_line)
-    topic = new_topic(broker.bootstrap, "offsets", partitions=2)
+    # records stamped in 2023: without retention.ms=-1 the broker's retention (7 days, first
+    # check 30 s after start) may delete them while the module's broker runs, as Kafka would
+    topic = new_topic(broker.bootstrap, "offsets", partitions=2, retention_ms="-1")
     t0 = 1_700_000_000_000
     p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
     for i in range(5):

@@ -63,7 +63,9 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kafka]:
     # num.partitions covers auto-created topics while the broker has no CreateTopics.
     bp = BrokerProcess(
         tmp_path_factory.mktemp("kw-spark") / "data",
-        overrides={"num.partitions": str(PARTITIONS)},
+        # unlimited retention: some tests produce records stamped in 2023, which the default
+        # retention (7 days, first check 30 s after start) would delete mid-module
+        overrides={"num.partitions": str(PARTITIONS), "log.retention.ms": "-1"},
     ).start()
     try:
         yield Kafka(bp.bootstrap, bp)
