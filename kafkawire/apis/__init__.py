@@ -51,6 +51,8 @@ MODULES = [
     "alter_partition_reassignments",
     "list_partition_reassignments",
     "list_config_resources",
+    "describe_client_quotas",
+    "alter_client_quotas",
     # No authorizer, no SASL, PLAINTEXT only: answered as Kafka answers in that configuration.
     "sasl_handshake",
     "sasl_authenticate",
