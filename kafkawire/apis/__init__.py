@@ -53,6 +53,8 @@ MODULES = [
     "list_config_resources",
     "describe_client_quotas",
     "alter_client_quotas",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
     # No authorizer, no SASL, PLAINTEXT only: answered as Kafka answers in that configuration.
     "sasl_handshake",
     "sasl_authenticate",
