@@ -55,6 +55,7 @@ MODULES = [
     "alter_client_quotas",
     "describe_user_scram_credentials",
     "alter_user_scram_credentials",
+    "update_features",
     # No authorizer, no SASL, PLAINTEXT only: answered as Kafka answers in that configuration.
     "sasl_handshake",
     "sasl_authenticate",

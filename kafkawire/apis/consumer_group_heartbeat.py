@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from kafkawire.group_coordinator import client_host, on_group
 from protocol._generated.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from protocol._generated.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
+from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
@@ -38,6 +39,13 @@ def topics_view(broker: Broker) -> dict[str, tuple[uuid.UUID, int]]:
 async def handle(
     broker: Broker, ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
 ) -> ConsumerGroupHeartbeatResponse:
+    if broker.image.features.get("group.version", 0) < REQUIRES_FEATURE[1]:
+        # group.version lowered with UpdateFeatures: Kafka answers so (clients may have cached
+        # an ApiVersions that still listed this API)
+        return ConsumerGroupHeartbeatResponse(
+            error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=None, member_id=None,
+            assignment=None,
+        )
     v = ctx.api_version
     host = client_host(ctx)
     topics = topics_view(broker)
