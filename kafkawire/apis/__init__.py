@@ -31,6 +31,7 @@ MODULES = [
     "describe_cluster",
     "describe_topic_partitions",
     "describe_log_dirs",
+    "alter_replica_log_dirs",
     "delete_records",
     "find_coordinator",
     "join_group",
