@@ -247,7 +247,11 @@ def test_confluent_scram_credentials(broker: BrokerProcess) -> None:
 
 def test_kafka_python_scram_credentials(broker: BrokerProcess) -> None:
     from kafka import KafkaAdminClient
-    from kafka.admin import ScramMechanism, UserScramCredentialDeletion, UserScramCredentialUpsertion
+    from kafka.admin import (
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
 
     admin: Any = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
@@ -311,7 +315,7 @@ def test_state_survives_clean_restart_and_kill9(own_broker: BrokerProcess) -> No
 
 
 def test_alter_replica_log_dirs_errors(broker: BrokerProcess) -> None:
-    from tests.test_admin_wire import create, creatable
+    from tests.test_admin_wire import creatable, create
 
     R = AlterReplicaLogDirsRequest  # noqa: N806
     here = str(Path(broker.data_dir).resolve())
