@@ -45,35 +45,32 @@ def tool(line: str, name: str, *args: str, check: bool = True) -> str:
     return JavaTools(line).run(name, *args, check=check).output
 
 
-def finalized(bootstrap: str) -> dict[str, int]:
+def ask(bootstrap: str, req: Any, version: int) -> Any:
+    """One request on a fresh connection."""
     c = RawClient(bootstrap)
     try:
-        r = c.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 4)
-        return {f.name: f.max_version_level for f in r.finalized_features}
+        return c.request(req, version)
     finally:
         c.close()
+
+
+def finalized(bootstrap: str) -> dict[str, int]:
+    r = ask(bootstrap, ApiVersionsRequest(client_software_name="t", client_software_version="1"), 4)
+    return {f.name: f.max_version_level for f in r.finalized_features}
 
 
 def quotas(bootstrap: str, etype: str, name: str | None) -> dict[str, float]:
     D = DescribeClientQuotasRequest  # noqa: N806
-    c = RawClient(bootstrap)
-    try:
-        comp = D.ComponentData(entity_type=etype, match_type=0 if name else 1, match=name)
-        r = c.request(D(components=[comp], strict=True), 1)
-        assert r.error_code == 0
-        return {v.key: v.value for e in r.entries for v in e.values}
-    finally:
-        c.close()
+    comp = D.ComponentData(entity_type=etype, match_type=0 if name else 1, match=name)
+    r = ask(bootstrap, D(components=[comp], strict=True), 1)
+    assert r.error_code == 0
+    return {v.key: v.value for e in r.entries for v in e.values}
 
 
 def scram(bootstrap: str, user: str) -> tuple[int, list[tuple[int, int]]]:
     D = DescribeUserScramCredentialsRequest  # noqa: N806
-    c = RawClient(bootstrap)
-    try:
-        res = c.request(D(users=[D.UserName(name=user)]), 0).results[0]
-        return res.error_code, [(i.mechanism, i.iterations) for i in res.credential_infos]
-    finally:
-        c.close()
+    res = ask(bootstrap, D(users=[D.UserName(name=user)]), 0).results[0]
+    return res.error_code, [(i.mechanism, i.iterations) for i in res.credential_infos]
 
 
 # ---- Kafka's tools, both lines ------------------------------------------------------------
