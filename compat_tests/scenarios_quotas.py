@@ -8,6 +8,8 @@ lists whose order Kafka takes from a HashMap are sorted before comparing.
 # ruff: noqa: B023
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from compat_tests.scenarios import Outcome, Steps, connect, create_topic, err, scenario
@@ -25,6 +27,21 @@ from protocol._generated.describe_user_scram_credentials_request import (
 from protocol._generated.update_features_request import UpdateFeaturesRequest as UF
 
 P = "cq_"  # this scenario's entity names
+SETTLE_PAUSE_S = 0.2
+SETTLE_TRIES = 25
+
+
+def settled(fn: Callable[[], Any]) -> Any:
+    """``fn()`` once two calls SETTLE_PAUSE_S apart agree: Kafka's broker answers describes from
+    its metadata image, which may trail the controller's commit that answered the alter."""
+    last = fn()
+    for _ in range(SETTLE_TRIES):
+        time.sleep(SETTLE_PAUSE_S)
+        cur = fn()
+        if cur == last:
+            return cur
+        last = cur
+    return last
 
 
 def _alter_outcome(r: Any) -> list[Any]:
@@ -74,7 +91,7 @@ def client_quotas(bootstrap: str) -> Outcome:
                      v: int = 1) -> dict[str, Any]:
             req = DCQ(components=[DCQ.ComponentData(entity_type=t, match_type=m, match=x)
                                   for t, m, x in comps], strict=strict)
-            return _describe_outcome(c.request(req, v))
+            return settled(lambda: _describe_outcome(c.request(req, v)))
 
         cases: list[tuple[str, list[tuple[list[Any], list[Any]]]]] = [
             ("client", [(ent(("client-id", P + "c")), [op("producer_byte_rate", 1024)])]),
@@ -184,7 +201,7 @@ def scram_credentials(bootstrap: str) -> Outcome:
 
         def describe(names: list[str] | None) -> dict[str, Any]:
             users = None if names is None else [DUSC.UserName(name=p + n) for n in names]
-            return _scram_describe(c.request(DUSC(users=users), 0), p)
+            return settled(lambda: _scram_describe(c.request(DUSC(users=users), 0), p))
 
         out.step("describe_none_yet", lambda: describe(["alice"]))
         out.step("upsert_sha256", lambda: alter([up("alice")]))
@@ -277,17 +294,17 @@ def update_features(bootstrap: str) -> Outcome:
         out.step("v1_error", lambda: update([("group.version", 0, 2), ("bogus", 1, 1)], v=1))
         out.step("v0_allow_downgrade", lambda: update([("group.version", 0, 2)], v=0))
         out.step("v0_above", lambda: update([("metadata.version", 31, 1)], v=0))
-        out.step("finalized_before", lambda: _features(c, shared))
+        out.step("finalized_before", lambda: settled(lambda: _features(c, shared)))
         try:
             out.step("gv_down", lambda: update([("group.version", 0, 2)], validate_only=False))
-            out.step("finalized_down", lambda: _features(c, shared))
+            out.step("finalized_down", lambda: settled(lambda: _features(c, shared)))
             out.step("heartbeat_down", lambda: err(c.request(CGH(
                 group_id="compat-uf", member_id="compat-uf-member-0000001", member_epoch=0,
                 rebalance_timeout_ms=30000, subscribed_topic_names=["t"], topic_partitions=[]),
                 1).error_code))
         finally:
             out.step("gv_up", lambda: update([("group.version", 1, 1)], validate_only=False))
-        out.step("finalized_after", lambda: _features(c, shared))
+        out.step("finalized_after", lambda: settled(lambda: _features(c, shared)))
     return out
 
 

@@ -6,7 +6,8 @@ group epoch on changes, computes the target assignment with a server-side assign
 (``uniform`` default, ``range``; ``group.consumer.assignors``) and answers with the member's
 epoch and the partitions it may own now (incremental reconciliation). Epoch 0 joins, -1
 leaves, -2 leaves a static member. v0 may let the coordinator pick the member id; v1 requires
-the client's own. Advertised only while ``group.version`` >= 1 is finalized.
+the client's own. Advertised only while ``group.version`` >= 1 is finalized; when UpdateFeatures
+lowers it, UNSUPPORTED_VERSION (as Kafka).
 Errors: INVALID_REQUEST, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNSUPPORTED_ASSIGNOR,
 INVALID_REGULAR_EXPRESSION, GROUP_ID_NOT_FOUND (a non-empty classic group of that id),
 GROUP_MAX_SIZE_REACHED (``group.consumer.max.size``), coordinator errors.
