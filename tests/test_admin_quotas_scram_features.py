@@ -192,6 +192,9 @@ def test_kafka_log_dirs_and_reassign_to_log_dir(tmp_path: Path) -> None:
         doc = json.loads(out.strip().splitlines()[-1])
         dirs = {d["logDir"]: d for d in doc["brokers"][0]["logDirs"]}
         assert {p["partition"] for p in dirs[str(d1.resolve())]["partitions"]} == {"ldt-0", "ldt-1"}
+        # the second dir is never used: listed offline (Kafka's way of listing a failed dir)
+        assert dirs[str(d2.resolve())]["error"].endswith("KafkaStorageException")
+        assert dirs[str(d2.resolve())]["partitions"] == []
         plan = tmp_path / "plan.json"
         for dest, expect in ((d1, None), (d2, "KafkaStorageException")):
             plan.write_text(json.dumps({"version": 1, "partitions": [
