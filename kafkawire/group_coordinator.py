@@ -41,13 +41,16 @@ GROUP_VERSION_CONSUMER = 1
 def group_version_records(config: BrokerConfig, image: MetadataImage) -> list[Any]:
     """Finalize ``group.version=1`` (as a fresh Kafka 4.x cluster has it) when the consumer
     protocol is enabled (``group.coordinator.rebalance.protocols`` lists ``consumer``): the
-    ConsumerGroup* APIs are advertised only then, so clients never see them otherwise."""
+    ConsumerGroup* APIs are advertised only then, so clients never see them otherwise. Once
+    recorded, the level is not raised again at start (UpdateFeatures may have lowered it)."""
     from protocol._generated.feature_level_record import FeatureLevelRecord
 
     protocols = {p.strip() for p in str(config["group.coordinator.rebalance.protocols"]).split(",")}
     want = GROUP_VERSION_CONSUMER if "consumer" in protocols else 0
     if image.features.get("group.version", 0) == want:
         return []
+    if want and "group.version" in image.features_recorded:
+        return []  # a level set with UpdateFeatures (or an earlier start) stays
     return [FeatureLevelRecord(name="group.version", feature_level=want)]
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from kafkawire.apis.describe_groups import GROUP_ALL_OPS
 from protocol._generated.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from protocol._generated.consumer_group_describe_response import ConsumerGroupDescribeResponse
-from protocol.errors import KafkaError
+from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
@@ -29,8 +29,11 @@ async def handle(
 ) -> ConsumerGroupDescribeResponse:
     names = {t.topic_id: t.name for t in broker.image.topics.values()}
     out = []
+    disabled = broker.image.features.get("group.version", 0) < REQUIRES_FEATURE[1]
     for gid in req.group_ids:
         try:
+            if disabled:  # group.version lowered with UpdateFeatures, as Kafka answers then
+                raise KafkaError(ErrorCode.UNSUPPORTED_VERSION)
             shard = broker.group_runtime.shard_for(gid)
         except KafkaError as e:
             out.append(ConsumerGroupDescribeResponse.DescribedGroup(
