@@ -88,8 +88,6 @@ class ApiHandler:
     request_cls: Any
     response_cls: Any
     handle: Callable[..., Awaitable[Any]]
-    #: (feature, level): advertised only while that feature is finalized at >= level
-    requires_feature: tuple[str, int] | None = None
 
     def flexible(self, version: int) -> bool:
         return 0 <= self.flexible_from <= version
@@ -118,7 +116,6 @@ def build_registry(modules: list[str]) -> dict[int, ApiHandler]:
             request_cls=_load_class(REQUESTS[key]),
             response_cls=_load_class(RESPONSES[key]),
             handle=m.handle,
-            requires_feature=getattr(m, "REQUIRES_FEATURE", None),
         )
     return reg
 

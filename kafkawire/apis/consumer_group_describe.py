@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kafkawire.apis.describe_groups import GROUP_ALL_OPS
+from kafkawire.group_coordinator import consumer_protocol_enabled
 from protocol._generated.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from protocol._generated.consumer_group_describe_response import ConsumerGroupDescribeResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
 
 API_KEY = 69
 VERSIONS = (0, 1)
-REQUIRES_FEATURE = ("group.version", 1)
 
 
 async def handle(
@@ -29,10 +29,10 @@ async def handle(
 ) -> ConsumerGroupDescribeResponse:
     names = {t.topic_id: t.name for t in broker.image.topics.values()}
     out = []
-    disabled = broker.image.features.get("group.version", 0) < REQUIRES_FEATURE[1]
+    disabled = not consumer_protocol_enabled(broker)
     for gid in req.group_ids:
         try:
-            if disabled:  # group.version lowered with UpdateFeatures, as Kafka answers then
+            if disabled:  # as Kafka answers then (see consumer_protocol_enabled)
                 raise KafkaError(ErrorCode.UNSUPPORTED_VERSION)
             shard = broker.group_runtime.shard_for(gid)
         except KafkaError as e:

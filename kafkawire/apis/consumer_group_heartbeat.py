@@ -18,7 +18,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from kafkawire.group_coordinator import client_host, on_group
+from kafkawire.group_coordinator import client_host, consumer_protocol_enabled, on_group
 from protocol._generated.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from protocol._generated.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
 from protocol.errors import ErrorCode
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 API_KEY = 68
 VERSIONS = (0, 1)
-REQUIRES_FEATURE = ("group.version", 1)
 
 
 def topics_view(broker: Broker) -> dict[str, tuple[uuid.UUID, int]]:
@@ -40,9 +39,9 @@ def topics_view(broker: Broker) -> dict[str, tuple[uuid.UUID, int]]:
 async def handle(
     broker: Broker, ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
 ) -> ConsumerGroupHeartbeatResponse:
-    if broker.image.features.get("group.version", 0) < REQUIRES_FEATURE[1]:
-        # group.version lowered with UpdateFeatures: Kafka answers so (clients may have cached
-        # an ApiVersions that still listed this API)
+    if not consumer_protocol_enabled(broker):
+        # group.version lowered with UpdateFeatures, or the consumer protocol left out of
+        # group.coordinator.rebalance.protocols: Kafka answers so (and still lists the API)
         return ConsumerGroupHeartbeatResponse(
             error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=None, member_id=None,
             assignment=None,
