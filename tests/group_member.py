@@ -8,12 +8,18 @@ FAMILY: confluent (librdkafka), kafka-python, aiokafka. Prints JSON lines on std
 ``{"m": [partition, offset, value]}`` per record consumed (committed synchronously after each
 poll), ``{"revoked": [partitions]}`` on revocations, ``{"closed": true}`` after a clean close
 (SIGTERM). Offsets start at the earliest when the group has none.
+
+Debugging: with ``KAFKAWIRE_MEMBER_DEBUG`` set (e.g. ``cgrp,consumer,protocol``) librdkafka
+gets it as ``debug`` and the Python clients log their group coordinators at DEBUG, on stderr
+(``Member`` keeps stderr in ``KAFKAWIRE_MEMBER_LOG_DIR`` when that is set).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import signal
 import sys
 from typing import Any
@@ -84,6 +90,8 @@ def run_confluent(a: argparse.Namespace) -> None:
         conf["partition.assignment.strategy"] = a.strategy or "range"
     if a.instance:
         conf["group.instance.id"] = a.instance
+    if os.environ.get("KAFKAWIRE_MEMBER_DEBUG"):
+        conf["debug"] = os.environ["KAFKAWIRE_MEMBER_DEBUG"]
     c = Consumer(conf)
     last: list[int] | None = None
     incremental = a.strategy == "cooperative-sticky" or a.protocol == "consumer"
@@ -220,6 +228,10 @@ def main() -> None:
     p.add_argument("--protocol", default="classic")
     p.add_argument("--max", type=int, default=0)
     a = p.parse_args()
+    if os.environ.get("KAFKAWIRE_MEMBER_DEBUG") and a.family != "confluent":
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        for name in ("kafka.coordinator", "kafka.consumer", "aiokafka.consumer", "kafka.conn"):
+            logging.getLogger(name).setLevel(logging.DEBUG)
     signal.signal(signal.SIGTERM, on_term)
     {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka}[
         a.family
