@@ -626,3 +626,66 @@ def group_edge_cases(bootstrap: str) -> Outcome:
         create_topic(c, dt, 2)
         out.step("fetch_after_recreate", lambda: offsets(c, g, dt, [0, 1]))
     return out
+
+
+@scenario
+def group_commit_assignment_epochs(bootstrap: str) -> Outcome:
+    """KIP-1251 (Kafka 4.3): OffsetCommit from a KIP-848 member with an epoch older than its
+    current one (its heartbeat response with the new epoch not yet seen) commits partitions it
+    holds since that epoch; a partition it got later or no longer holds, or a newer epoch, is
+    STALE_MEMBER_EPOCH for the whole request."""
+    out = Steps()
+    topic = "group_commit_assignment_epochs"
+    g = "group_commit_assignment_epochs-g"
+    with connect(bootstrap) as c:
+        create_topic(c, topic, 4)
+        wait_coordinator(c, g)
+        names = topic_ids(c, [topic])
+        a = NewMember(bootstrap, g, "epochs-a", [topic], names)
+        b = NewMember(bootstrap, g, "epochs-b", [topic], names)
+
+        def commit(m: NewMember, parts: list[int], epoch: int) -> Any:
+            r = m.c.request(OffsetCommitRequest(
+                group_id=g, generation_id_or_member_epoch=epoch, member_id=m.member_id,
+                topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=[
+                    OffsetCommitRequest.OffsetCommitRequestPartition(
+                        partition_index=p, committed_offset=p + 1, committed_leader_epoch=-1)
+                    for p in parts])]), 9)
+            return sorted({(p.partition_index, p.error_code) for t in r.topics for p in t.partitions})
+
+        def held(m: NewMember) -> list[int]:
+            return sorted(p for ps in m.owned.values() for p in ps)
+
+        try:
+            deadline = time.monotonic() + 30
+            r = a.heartbeat()
+            while r.error_code in (14, 15, 16) and time.monotonic() < deadline:  # shard loading
+                time.sleep(0.2)
+                r = a.heartbeat()
+            out.step("a_join", lambda: a.outcome(r))
+            out.step("a_ack", lambda: a.outcome(a.heartbeat()))
+            first = a.epoch
+            out.step("a_commit_current", lambda: commit(a, [0, 1, 2, 3], first))
+            time.sleep(1.1)  # past the assignment interval: b's join assigns at once
+            out.step("b_join", lambda: b.outcome(b.heartbeat()))
+            second = b.epoch
+            out.step("a_revoke", lambda: a.outcome(a.heartbeat()))  # keeps two, revokes two
+            kept = held(a)
+            gone = sorted(set(range(4)) - set(kept))
+            out.step("a_commit_while_revoking", lambda: commit(a, [0, 1, 2, 3], first))
+            a.owned = {t: kept for t in a.owned}  # revoked
+            out.step("a_revoked", lambda: a.outcome(a.heartbeat()))
+            out.step("epochs", lambda: [first, second, a.epoch])
+            out.step("a_commit_old_epoch_kept", lambda: commit(a, kept, first))
+            out.step("a_commit_old_epoch_revoked", lambda: commit(a, gone, first))
+            out.step("a_commit_old_epoch_mixed", lambda: commit(a, [kept[0], gone[0]], first))
+            out.step("a_commit_newer_epoch", lambda: commit(a, kept, a.epoch + 1))
+            out.step("a_commit_epoch_zero", lambda: commit(a, kept, 0))
+            out.step("b_heartbeat", lambda: b.outcome(b.heartbeat()))
+            out.step("b_commit_current", lambda: commit(b, held(b), b.epoch))
+            out.step("b_commit_before_assignment", lambda: commit(b, held(b), first))
+            out.step("b_commit_no_partitions_old_epoch", lambda: commit(b, [], first))
+        finally:
+            a.close()
+            b.close()
+    return out

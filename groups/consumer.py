@@ -181,6 +181,9 @@ class ConsumerMember:
     state: int = STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    #: KIP-1251: (topic id, partition) -> the epoch at which the member got the partition, for
+    #: every partition it holds (assigned or pending revocation)
+    epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
 
     def copy(self, **changes: Any) -> ConsumerMember:
         return replace(self, **changes)
@@ -189,7 +192,7 @@ class ConsumerMember:
 METADATA_FIELDS = ("instance_id", "rack_id", "client_id", "client_host", "subscribed_topic_names",
                    "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor", "classic")
 ASSIGNMENT_FIELDS = ("member_epoch", "previous_member_epoch", "state", "assigned",
-                     "pending_revocation")
+                     "pending_revocation", "epochs")
 
 
 def _differs(a: ConsumerMember, b: ConsumerMember, names: tuple[str, ...]) -> bool:
@@ -263,6 +266,24 @@ def _from_wire(tps: Any) -> Assignment:
 
 def _empty(a: Assignment) -> bool:
     return not any(a.values())
+
+
+def _epochs(m: ConsumerMember, new_epoch: int) -> dict[tuple[uuid.UUID, int], int]:
+    """KIP-1251: the assignment epochs of what ``m`` holds: a partition it held already keeps
+    its epoch, a new one gets ``new_epoch`` (Kafka's CurrentAssignmentBuilder)."""
+    return {(t, p): m.epochs.get((t, p), new_epoch)
+            for a in (m.assigned, m.pending_revocation) for t, ps in a.items() for p in ps}
+
+
+def _with_epochs(tps: Any, default: int) -> dict[tuple[uuid.UUID, int], int]:
+    """The assignment epochs of a ConsumerGroupCurrentMemberAssignment record's partitions
+    (``default``, the member epoch, where the record has none: Kafka's replay)."""
+    out: dict[tuple[uuid.UUID, int], int] = {}
+    for tp in tps:
+        epochs = tp.assignment_epochs or []
+        for i, p in enumerate(tp.partitions):
+            out[(tp.topic_id, p)] = epochs[i] if len(epochs) == len(tp.partitions) else default
+    return out
 
 
 def compile_regex(regex: str) -> re.Pattern[str] | None:
@@ -364,6 +385,8 @@ class ConsumerGroups:
             m3.state = cv.state
             m3.assigned = _from_wire(cv.assigned_partitions)
             m3.pending_revocation = _from_wire(cv.partitions_pending_revocation)
+            m3.epochs = {**_with_epochs(cv.assigned_partitions, cv.member_epoch),
+                         **_with_epochs(cv.partitions_pending_revocation, cv.member_epoch)}
         elif rtype == REGULAR_EXPRESSION:
             k = decode_key(ConsumerGroupRegularExpressionKey, key_bytes)
             g4 = self.groups.get(k.group_id)
@@ -411,13 +434,18 @@ class ConsumerGroups:
         )
 
     def _current_record(self, gid: str, m: ConsumerMember) -> CoordinatorRecord:
-        tp = ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions
+        def wire(a: Assignment) -> list[ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions]:
+            out = self._wire(a, ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions)
+            for tp in out:  # KIP-1251: the epoch each partition was assigned at
+                tp.assignment_epochs = [m.epochs.get((tp.topic_id, p), m.member_epoch) for p in tp.partitions]
+            return out
+
         return record(
             ConsumerGroupCurrentMemberAssignmentKey(group_id=gid, member_id=m.member_id),
             ConsumerGroupCurrentMemberAssignmentValue(
                 member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch,
-                state=m.state, assigned_partitions=self._wire(m.assigned, tp),
-                partitions_pending_revocation=self._wire(m.pending_revocation, tp),
+                state=m.state, assigned_partitions=wire(m.assigned),
+                partitions_pending_revocation=wire(m.pending_revocation),
             ),
         )
 
@@ -556,6 +584,7 @@ class ConsumerGroups:
         else:
             new.state = STABLE
             new.assigned = _copy(target)
+        new.epochs = _epochs(new, target_epoch)
         return new
 
     def _touch(self, g: ConsumerGroup, m: ConsumerMember, now_ms: int) -> None:
@@ -763,7 +792,7 @@ class ConsumerGroups:
             m = ConsumerMember(member_id)
         elif epoch == 0 and old.member_epoch != 0:
             # rejoining with epoch 0: a fresh start
-            m = old.copy(member_epoch=0, assigned={}, pending_revocation={}, state=STABLE)
+            m = old.copy(member_epoch=0, assigned={}, pending_revocation={}, state=STABLE, epochs={})
         else:
             m = old.copy()
         m.client_id, m.client_host, m.classic = client_id, client_host, None
@@ -812,7 +841,9 @@ class ConsumerGroups:
         if epoch == STATIC_LEAVE_EPOCH and instance_id is not None:
             # the static member keeps its place (and its session timer) for its return
             self.timers.cancel(("crevoke", gid, m.member_id))
+            # KIP-1251: what it keeps is held from epoch 0 (resetAssignedPartitionsEpochsToZero)
             left = m.copy(member_epoch=STATIC_LEAVE_EPOCH, pending_revocation={})
+            left.epochs = _epochs(left.copy(epochs={}), 0)
             return [self._current_record(gid, left)], resp
         return self.fence(g, [m.member_id], now_ms), resp
 
@@ -1129,6 +1160,7 @@ class ConsumerGroups:
                 classic=ClassicMeta(session, protocols), member_epoch=generation,
                 previous_member_epoch=generation, state=STABLE, assigned=parts,
             )
+            m.epochs = _epochs(m, generation)
             g.members[mid] = m
             g.target[mid] = _copy(parts)
         g.metadata_hash = self._hash(g, g.members)
@@ -1140,7 +1172,13 @@ class ConsumerGroups:
     # offsets, describe, list, delete
     # =====================================================================================
     def validate_commit(self, g: ConsumerGroup, member_id: str, epoch: int, api_version: int,
-                        transactional: bool) -> ErrorCode:
+                        transactional: bool, partitions: list[tuple[str, int]] | None = None) -> ErrorCode:
+        """Kafka 4.3's ConsumerGroup.validateOffsetCommit with KIP-1251's assignment epochs:
+        the member's epoch commits anything; a newer one is refused; an older one (a commit
+        sent before the heartbeat response that bumped the epoch arrived) commits only
+        partitions the member holds (assigned or pending revocation) since that epoch or
+        earlier, and one partition refused refuses the whole request, as Kafka's validator
+        throws. ``partitions``: (topic name, partition) of the commit."""
         if epoch < 0 and not g.members:
             return ErrorCode.NONE
         m = g.members.get(member_id)
@@ -1148,8 +1186,19 @@ class ConsumerGroups:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if not transactional and m.classic is None and 0 <= api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
-        if epoch != m.member_epoch:
-            return ErrorCode.ILLEGAL_GENERATION if m.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
+        if epoch == m.member_epoch:
+            return ErrorCode.NONE
+        # a transactional commit's STALE_MEMBER_EPOCH is ILLEGAL_GENERATION
+        # (GroupCoordinatorShard.validateTransactionalOffsetCommit)
+        refused = ErrorCode.ILLEGAL_GENERATION if m.classic is not None or transactional else (
+            ErrorCode.STALE_MEMBER_EPOCH)
+        if epoch > m.member_epoch:
+            return refused
+        for name, p in partitions or []:
+            t = self.topics.get(name)
+            assigned_at = None if t is None else m.epochs.get((t[0], p))
+            if assigned_at is None or epoch < assigned_at:
+                return refused
         return ErrorCode.NONE
 
     def describe(self, gid: str, names: dict[uuid.UUID, str]) -> ConsumerGroupDescribeResponse.DescribedGroup:

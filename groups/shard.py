@@ -887,12 +887,16 @@ class GroupShard:
     def validate_commit(
         self, group_id: str, generation: int, member_id: str, instance_id: str | None,
         transactional: bool, now_ms: int, api_version: int = -1,
+        partitions: list[tuple[str, int]] | None = None,
     ) -> ErrorCode:
+        """``partitions``: (topic name, partition) of the commit, which a consumer group
+        checks against the member's assignment epochs (KIP-1251) when the epoch is older."""
         cg = self.consumer.groups.get(group_id)
         if cg is not None:
             if transactional and generation < 0 and member_id == UNKNOWN_MEMBER_ID:
                 return ErrorCode.NONE
-            return self.consumer.validate_commit(cg, member_id, generation, api_version, transactional)
+            return self.consumer.validate_commit(cg, member_id, generation, api_version, transactional,
+                                                 partitions)
         g = self.groups.get(group_id)
         if g is None:
             if generation >= 0 and not transactional:
