@@ -9,6 +9,13 @@ FAMILY: confluent (librdkafka), kafka-python, aiokafka. Prints JSON lines on std
 poll), ``{"revoked": [partitions]}`` on revocations, ``{"closed": true}`` after a clean close
 (SIGTERM). Offsets start at the earliest when the group has none.
 
+A commit that fails (``{"commit_failed": "<error>"}``) is not fatal, as in any application
+using these clients: a commit can lose a race with a rebalance in Apache Kafka too (e.g. a
+classic member whose generation is behind the group epoch when a consumer group is converted
+back to classic gets ILLEGAL_GENERATION: kafka-python's CommitFailedError, aiokafka's
+CommitFailedError/IllegalGenerationError; librdkafka raises KafkaException). The records are
+consumed again by the partition's next owner from the last committed offset.
+
 Debugging: with ``KAFKAWIRE_MEMBER_DEBUG`` set (e.g. ``cgrp,consumer,protocol``) librdkafka
 gets it as ``debug`` and the Python clients log their group coordinators at DEBUG, on stderr
 (``Member`` keeps stderr in ``KAFKAWIRE_MEMBER_LOG_DIR`` when that is set).
@@ -46,6 +53,10 @@ class Reporter:
             emit({"assigned": now})
 
 
+def commit_failed(e: Exception) -> None:
+    emit({"commit_failed": f"{type(e).__name__}: {e}"[:200]})
+
+
 def emit_records(records: Any) -> int:
     """Emit the records of a kafka-python/aiokafka poll result; returns how many."""
     n = 0
@@ -74,7 +85,7 @@ def on_term(_sig: int, _frm: Any) -> None:
 
 
 def run_confluent(a: argparse.Namespace) -> None:
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaException
 
     conf: dict[str, Any] = {
         "bootstrap.servers": a.bootstrap,
@@ -131,7 +142,10 @@ def run_confluent(a: argparse.Namespace) -> None:
             got = True
             n += 1
         if got:
-            c.commit(asynchronous=False)
+            try:
+                c.commit(asynchronous=False)
+            except KafkaException as e:
+                commit_failed(e)
         if a.max and n >= a.max:
             break
     c.close()
@@ -143,6 +157,7 @@ def run_kafka_python(a: argparse.Namespace) -> None:
     import kafka.coordinator.assignors.roundrobin as rr
     from kafka import KafkaConsumer
     from kafka.consumer.subscription_state import ConsumerRebalanceListener
+    from kafka.errors import KafkaError
 
     assignor = {"range": r.RangePartitionAssignor, "roundrobin": rr.RoundRobinPartitionAssignor}
     if a.strategy == "sticky":
@@ -168,7 +183,10 @@ def run_kafka_python(a: argparse.Namespace) -> None:
         report()
         n += got
         if got:
-            c.commit()
+            try:
+                c.commit()
+            except KafkaError as e:
+                commit_failed(e)
         if a.max and n >= a.max:
             break
     c.close()
@@ -181,6 +199,7 @@ def run_aiokafka(a: argparse.Namespace) -> None:
     from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
     from aiokafka.coordinator.assignors.range import RangePartitionAssignor
     from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from aiokafka.errors import KafkaError
 
     assignor = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
 
@@ -206,7 +225,10 @@ def run_aiokafka(a: argparse.Namespace) -> None:
                 report()
                 n += got
                 if got:
-                    await c.commit()
+                    try:
+                        await c.commit()
+                    except KafkaError as e:
+                        commit_failed(e)
                 if a.max and n >= a.max:
                     break
         finally:
