@@ -689,3 +689,50 @@ def group_commit_assignment_epochs(bootstrap: str) -> Outcome:
             a.close()
             b.close()
     return out
+
+
+@scenario
+def group_static_classic_replaces_consumer_member(bootstrap: str) -> Outcome:
+    """A classic static member (JoinGroup with the group.instance.id of the group's last
+    KIP-848 static member) replaces it: the consumer group is converted back to a classic
+    group holding the new member with the old one's partitions. Once after the KIP-848 member
+    left with epoch -2, once while it is still active."""
+    out = Steps()
+    topic = "group_static_classic_replaces"
+    with connect(bootstrap) as c:
+        create_topic(c, topic, 2)
+        names = topic_ids(c, [topic])
+        for case in ("after_static_leave", "while_active"):
+            g = f"{topic}-{case}"
+            ids = MemberIds()
+            wait_coordinator(c, g)
+            s = NewMember(bootstrap, g, f"static-848-{case}", [topic], names, instance="ia")
+            m = Member(bootstrap, g, [topic], ids, instance="ia")
+            try:
+                deadline = time.monotonic() + 30
+                r = s.heartbeat()
+                while r.error_code in (14, 15, 16) and time.monotonic() < deadline:  # loading
+                    time.sleep(0.2)
+                    r = s.heartbeat()
+                out.step(f"{case}_consumer_join", lambda: s.outcome(r))
+                out.step(f"{case}_consumer_ack", lambda: s.outcome(s.heartbeat()))
+                if case == "after_static_leave":
+                    out.step(f"{case}_static_leave", lambda: s.outcome(s.heartbeat(-2)))
+                j = m.join()
+                out.step(f"{case}_classic_join", lambda: m.n(j))
+                out.step(f"{case}_list", lambda: list_groups(c, g))
+                out.step(f"{case}_describe", lambda: describe_classic(c, g, ids))
+                out.step(f"{case}_consumer_describe", lambda: describe_consumer(c, g, ids, names))
+                sy = m.sync()
+                out.step(f"{case}_classic_sync", lambda: m.n(sy))
+                out.step(f"{case}_classic_assignment", lambda: parse_assignment(bytes(sy.assignment)))
+                out.step(f"{case}_classic_heartbeat", lambda: m.n(m.heartbeat()))
+                out.step(f"{case}_old_member_heartbeat", lambda: _err(s.heartbeat()))
+                out.step(f"{case}_classic_commit", lambda: m.n(m.commit(topic, {0: 5})))
+                out.step(f"{case}_stable", lambda: describe_classic(c, g, ids))
+                out.step(f"{case}_leave", lambda: m.n(m.leave()))
+                out.step(f"{case}_after_leave", lambda: list_groups(c, g))
+            finally:
+                s.close()
+                m.close()
+    return out

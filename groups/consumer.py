@@ -112,7 +112,7 @@ from protocol._generated.leave_group_request import LeaveGroupRequest
 from protocol._generated.leave_group_response import LeaveGroupResponse
 from protocol._generated.sync_group_request import SyncGroupRequest
 from protocol._generated.sync_group_response import SyncGroupResponse
-from protocol.coordinator import CoordinatorRecord, decode_key, decode_value, record
+from protocol.coordinator import CoordinatorRecord, decode_key, decode_value, record, record_type
 from protocol.errors import ErrorCode
 
 Records = list[CoordinatorRecord]
@@ -310,6 +310,12 @@ class ConsumerGroups:
         #: called before members are fenced: returns the records of a conversion to a
         #: classic group when that applies (the shard's downgrade), else None
         self.fence_hook: Callable[[ConsumerGroup, list[str], int], Records | None] | None = None
+        #: called when a classic static member replaced the last consumer-protocol member
+        #: (members and target after the replacement, whether the target is stale): returns
+        #: the records of the conversion to a classic group when the policy allows it
+        self.replace_hook: Callable[
+            [ConsumerGroup, dict[str, ConsumerMember], dict[str, Assignment], bool, int], Records | None
+        ] | None = None
 
     def update_topics(self, topics: TopicsView, version: int) -> None:
         if version >= 0 and version < self.metadata_version:
@@ -1006,11 +1012,13 @@ class ConsumerGroups:
         targets = dict(g.target)
         records: Records = []
         old: ConsumerMember | None
+        replaced: ConsumerMember | None = None
         if instance is None:
             old = g.members.get(member_id)
         else:
             existing = g.static_member(instance)
             if unknown:
+                replaced = existing
                 old = None if existing is None else self._replace_static(
                     g, existing, member_id, members, targets, records)
             else:
@@ -1027,9 +1035,25 @@ class ConsumerGroups:
         m.subscribed_topic_names = sorted(set(sub.topics))
         m.client_id, m.client_host = client_id, client_host
         m.classic = ClassicMeta(req.session_timeout_ms, protocols)
+        target_before = dict(targets)
         _before, new = self._update(g, old, m, members, targets, records, self._topic_ids(sub.owned),
                                     False, False, now_ms)
         gid = g.group_id
+        if replaced is not None and replaced.classic is None and self.replace_hook is not None and all(
+            x.classic is not None for x in members.values()
+        ):
+            # Kafka 4.3: the classic static member replaced the last consumer-protocol member:
+            # the group goes back to classic at once (validateOnlineDowngradeWithReplacedMember);
+            # with the target it had when the join changed the group epoch (stale), rebalancing
+            stale = self._group_epoch_after(g, records) > g.assignment_epoch
+            members[member_id] = new
+            converted = self.replace_hook(g, members, target_before if stale else targets, stale, now_ms)
+            if converted is not None:
+                self._cancel_timers(gid, member_id)
+                return records + converted, JoinGroupResponse(
+                    error_code=ErrorCode.NONE, generation_id=new.member_epoch if not stale else 0,
+                    protocol_type=PROTOCOL_TYPE, protocol_name=protocols[0][0], leader="",
+                    skip_assignment=False, member_id=member_id, members=[])
         self.timers.cancel(("cjoin", gid, member_id))
         self._touch(g, new, now_ms)
         self.timers.schedule(("csync", gid, member_id), now_ms + rebalance_timeout)
@@ -1037,6 +1061,15 @@ class ConsumerGroups:
             error_code=ErrorCode.NONE, generation_id=new.member_epoch, protocol_type=PROTOCOL_TYPE,
             protocol_name=protocols[0][0], leader="", skip_assignment=False, member_id=member_id,
             members=[])
+
+    @staticmethod
+    def _group_epoch_after(g: ConsumerGroup, records: Records) -> int:
+        """The group epoch once ``records`` (of group ``g``) are replayed."""
+        epoch = g.group_epoch
+        for r in records:
+            if r.value is not None and record_type(r.key) == GROUP_METADATA:
+                epoch = decode_value(ConsumerGroupMetadataValue, r.value)[1].epoch
+        return epoch
 
     def _classic_member(self, g: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerMember:
         if instance_id is None:
