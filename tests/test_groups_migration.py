@@ -108,10 +108,6 @@ def describe(bootstrap: str, group: str) -> Any:
         c.close()
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "flaky under load: a member occasionally stalls (a librdkafka consumer-protocol member's "
-    "session expiring, or a classic rejoin after the downgrade not completing within the "
-    "wait); under investigation, see the branch report"))
 def test_rolling_upgrade_then_downgrade_with_mixed_clients(mbroker: BrokerProcess) -> None:
     bs = mbroker.bootstrap
     parts = 6
@@ -211,6 +207,39 @@ def test_static_consumer_protocol_member_restarts_without_rebalance(mbroker: Bro
         assert d.group_epoch == epoch  # no rebalance
         time.sleep(1.0)
         assert b.assigned == before_b and len(b.revocations()) == revocations_b
+    finally:
+        for m in members:
+            m.terminate()
+
+
+@pytest.mark.parametrize("family", ["kafka-python", "confluent"])
+def test_classic_static_member_replacing_the_last_consumer_member_downgrades(
+    mbroker: BrokerProcess, family: str,
+) -> None:
+    """Kafka 4.3 (validateOnlineDowngradeWithReplacedMember): a classic member with the
+    group.instance.id of the group's last KIP-848 (static) member takes its place, and the
+    group becomes a classic group at once, the classic member owning the partitions."""
+    bs = mbroker.bootstrap
+    parts = 4
+    topic = f"stdown-{uuid.uuid4().hex[:6]}"
+    group = f"g-{topic}"
+    create_topic(bs, topic, parts)
+    produce(bs, topic, [f"v{i}" for i in range(20)], parts)
+    a = Member("confluent", bs, group, topic, "--instance", "inst-x", "--protocol", "consumer")
+    members = [a]
+    try:
+        wait_until(lambda: a.assigned == list(range(parts)), REBALANCE_S, "the static member's partitions",
+                   lambda: assignments(members))
+        assert group_type(bs, group) == ("consumer", "Stable")
+        a.terminate()  # static leave: epoch -2, the member and its partitions stay
+        b = Member(family, bs, group, topic, "--instance", "inst-x", "--protocol", "classic")
+        members = [b]
+        wait_until(lambda: b.assigned == list(range(parts)), REBALANCE_S,
+                   "the classic static member with the partitions", lambda: assignments(members))
+        assert group_type(bs, group) == ("classic", "Stable")
+        produce(bs, topic, [f"w{i}" for i in range(8)], parts)
+        wait_until(lambda: {f"w{i}" for i in range(8)} <= {v for _p, _o, v in b.messages()}, REBALANCE_S,
+                   "records produced after the downgrade", lambda: b.messages()[-3:])
     finally:
         for m in members:
             m.terminate()
