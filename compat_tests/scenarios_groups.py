@@ -193,6 +193,7 @@ class NewMember:
         self.epoch = 0
         self.owned: dict[Any, list[int]] = {}
         self.names = names  # topic id -> name (filled by the scenario)
+        self.last_message: str | None = None
 
     def heartbeat(self, epoch: int | None = None, full: bool = False, version: int = 1) -> Any:
         e = self.epoch if epoch is None else epoch
@@ -212,6 +213,7 @@ class NewMember:
             for t, ps in self.owned.items()
         ] if e != 0 else []
         r = self.c.request(req, version)
+        self.last_message = r.error_message
         if r.error_code == 0:
             self.epoch = r.member_epoch
             if r.assignment is not None:
@@ -735,4 +737,47 @@ def group_static_classic_replaces_consumer_member(bootstrap: str) -> Outcome:
             finally:
                 s.close()
                 m.close()
+    return out
+
+
+@scenario
+def group_upgrade_refused(bootstrap: str) -> Outcome:
+    """Online upgrades Kafka refuses (ConsumerGroupHeartbeat GROUP_ID_NOT_FOUND, the classic
+    group going on): a classic group whose assignment carries user data of a custom assignor,
+    one of another protocol type (connect), and one with a malformed assignment; a classic
+    group with the custom assignor name but no user data upgrades."""
+    out = Steps()
+    topic = "group_upgrade_refused"
+    with connect(bootstrap) as c:
+        create_topic(c, topic, 2)
+        names = topic_ids(c, [topic])
+        plain = consumer_assignment(topic, [0, 1])
+        cases = {
+            "custom_user_data": ("consumer", "my-assignor", plain[:-4] + struct.pack(">i", 3) + b"xyz"),
+            "custom_empty_user_data": ("consumer", "my-assignor", plain[:-4] + struct.pack(">i", 0)),
+            "custom_no_user_data": ("consumer", "my-assignor", plain),
+            "connect": ("connect", "range", plain),
+            "malformed_assignment": ("consumer", "range", b"\x00\x00\x00\x00\x00\x07zz"),
+        }
+        for case, (ptype, proto, assignment) in cases.items():
+            g = f"{topic}-{case}"
+            ids = MemberIds()
+            wait_coordinator(c, g)
+            m = Member(bootstrap, g, [topic], ids, protocol=proto, protocol_type=ptype)
+            n = NewMember(bootstrap, g, f"upgrader-{case}", [topic], names)
+            try:
+                j = m.join()
+                out.step(f"{case}_join", lambda: m.n(j))
+                out.step(f"{case}_sync", lambda: m.n(m.c.request(SyncGroupRequest(
+                    group_id=g, generation_id=m.generation, member_id=m.member_id,
+                    protocol_type=ptype, protocol_name=proto,
+                    assignments=[SyncGroupRequest.SyncGroupRequestAssignment(
+                        member_id=m.member_id, assignment=assignment)]), 5)))
+                out.step(f"{case}_upgrade", lambda: {**n.outcome(n.heartbeat()),
+                                                      "message": n.last_message})
+                out.step(f"{case}_list", lambda: list_groups(c, g))
+                out.step(f"{case}_classic_heartbeat", lambda: m.n(m.heartbeat()))
+            finally:
+                m.close()
+                n.close()
     return out

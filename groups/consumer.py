@@ -62,6 +62,7 @@ and the consumer group types live in the shard (``groups/shard.py``).
 from __future__ import annotations
 
 import re
+import struct
 import uuid
 import zlib
 from collections.abc import Callable
@@ -1176,17 +1177,34 @@ class ConsumerGroups:
         (member id, instance id, client id, host, rebalance timeout, session timeout,
         protocols, subscription of the group's protocol, assignment). Raises GroupOpError
         when a subscription is malformed."""
-        from groups.consumer_protocol import assigned_partitions
+        from groups.consumer_protocol import ArrayTooLong, parse_assignment
 
+        malformed = GroupOpError(
+            ErrorCode.GROUP_ID_NOT_FOUND,
+            f"Cannot upgrade classic group {gid} to consumer group because the embedded consumer "
+            "protocol is malformed.")
         g = ConsumerGroup(gid, group_epoch=generation, assignment_epoch=generation)
         for mid, iid, cid, host, rebalance, session, protocols, meta, assignment in members:
+            by_name: dict[str, list[int]] = {}
+            if assignment:
+                try:
+                    by_name, user_data = parse_assignment(assignment)
+                except ArrayTooLong:
+                    raise GroupOpError(ErrorCode.UNKNOWN_SERVER_ERROR) from None
+                except (ValueError, struct.error, UnicodeDecodeError):
+                    raise malformed from None
+                if user_data:
+                    # Kafka 4.3: a custom assignor's user data would be lost (the consumer
+                    # protocol has no place for it): no upgrade
+                    raise GroupOpError(
+                        ErrorCode.GROUP_ID_NOT_FOUND,
+                        f"Cannot upgrade classic group {gid} to consumer group because an unsupported "
+                        "custom assignor is in use. Please refer to the documentation or switch to a "
+                        "default assignor before re-attempting the upgrade.")
             sub: Subscription | None = parse_subscription(meta)
             if sub is None:
-                raise GroupOpError(
-                    ErrorCode.GROUP_ID_NOT_FOUND,
-                    f"Cannot upgrade classic group {gid} to consumer group because the embedded consumer "
-                    "protocol is malformed.")
-            parts = self._topic_ids(assigned_partitions(assignment) or {}) if assignment else {}
+                raise malformed
+            parts = self._topic_ids(by_name)
             m = ConsumerMember(
                 mid, instance_id=iid, rack_id=sub.rack_id, client_id=cid, client_host=host,
                 subscribed_topic_names=sorted(set(sub.topics)), rebalance_timeout_ms=rebalance,

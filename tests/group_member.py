@@ -159,7 +159,21 @@ def run_kafka_python(a: argparse.Namespace) -> None:
     from kafka.consumer.subscription_state import ConsumerRebalanceListener
     from kafka.errors import KafkaError
 
-    assignor = {"range": r.RangePartitionAssignor, "roundrobin": rr.RoundRobinPartitionAssignor}
+    class UserDataAssignor(r.RangePartitionAssignor):  # type: ignore[misc]
+        """A custom assignor: range, with user data in every assignment (Kafka refuses to
+        upgrade such a group online: the consumer protocol has no place for it)."""
+
+        name = "range-userdata"
+
+        @classmethod
+        def assign(cls, cluster: Any, members: Any) -> Any:
+            out = super().assign(cluster, members)
+            for mid, x in out.items():
+                out[mid] = type(x)(x.version, x.assigned_partitions, b"custom")
+            return out
+
+    assignor = {"range": r.RangePartitionAssignor, "roundrobin": rr.RoundRobinPartitionAssignor,
+                "userdata": UserDataAssignor}
     if a.strategy == "sticky":
         import kafka.coordinator.assignors.sticky.sticky_assignor as st
 

@@ -245,6 +245,40 @@ def test_classic_static_member_replacing_the_last_consumer_member_downgrades(
             m.terminate()
 
 
+def test_no_online_upgrade_of_a_group_whose_custom_assignor_sends_user_data(mbroker: BrokerProcess) -> None:
+    """Kafka 4.3: a classic group whose (custom) assignor puts user data in the assignments
+    is not upgraded (the consumer protocol would lose it): a librdkafka
+    ``group.protocol=consumer`` member's heartbeat is GROUP_ID_NOT_FOUND with Kafka's message,
+    and the kafka-python member with its custom assignor goes on owning the partitions of a
+    classic group."""
+    bs = mbroker.bootstrap
+    parts = 3
+    topic = f"udata-{uuid.uuid4().hex[:6]}"
+    group = f"g-{topic}"
+    create_topic(bs, topic, parts)
+    classic = Member("kafka-python", bs, group, topic, "--strategy", "userdata")
+    members = [classic]
+    try:
+        wait_until(lambda: classic.assigned == list(range(parts)), REBALANCE_S, "the classic member's partitions",
+                   lambda: assignments(members))
+        c = ready_raw(bs)
+        r = consumer_join(c, group, "upgrader", topic)
+        c.close()
+        assert r.error_code == ErrorCode.GROUP_ID_NOT_FOUND, r
+        assert "an unsupported custom assignor is in use" in (r.error_message or ""), r
+        new = Member("confluent", bs, group, topic, "--protocol", "consumer")
+        members.append(new)
+        time.sleep(3)
+        assert group_type(bs, group) == ("classic", "Stable")
+        assert classic.assigned == list(range(parts)) and not new.assigned
+        produce(bs, topic, [f"u{i}" for i in range(6)], parts)
+        wait_until(lambda: {f"u{i}" for i in range(6)} <= {v for _p, _o, v in classic.messages()}, REBALANCE_S,
+                   "the classic member consuming on", lambda: classic.messages()[-3:])
+    finally:
+        for m in members:
+            m.terminate()
+
+
 def test_regex_member_picks_up_new_topic(mbroker: BrokerProcess) -> None:
     """A running ``group.protocol=consumer`` member subscribed with a regex consumes from a
     topic created after it joined (the group resolves its regexes again on new topics, at
