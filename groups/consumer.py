@@ -56,7 +56,18 @@ Heartbeat, LeaveGroup and OffsetCommit from this state (``classic_*`` below): th
 ConsumerProtocolSubscription gives their topics and owned partitions, SyncGroup hands them
 their assigned partitions as a ConsumerProtocolAssignment, and Heartbeat answers
 REBALANCE_IN_PROGRESS whenever they must rejoin to move on. Conversions between the classic
-and the consumer group types live in the shard (``groups/shard.py``).
+and the consumer group types live in the shard (``groups/shard.py``): the last consumer-protocol
+member leaving (``fence_hook``) or replaced by a classic static member (``replace_hook``, Kafka
+4.3's validateOnlineDowngradeWithReplacedMember) turns the group classic; a classic group whose
+assignments carry a custom assignor's user data is not upgraded (``from_classic``).
+
+Assignment epochs (KIP-1251, Kafka 4.3): every partition a member holds, assigned or pending
+revocation, carries the epoch at which it was assigned to the member (the target's epoch when it
+came; kept partitions keep theirs; 0 after a static leave; the generation after an upgrade),
+persisted as the AssignmentEpochs of the ConsumerGroupCurrentMemberAssignment record (a record
+without them: the member epoch). ``validate_commit`` accepts an OffsetCommit with an epoch older
+than the member's for partitions held since that epoch or earlier, so a commit crossing the
+heartbeat response that bumped the epoch is not fenced.
 """
 
 from __future__ import annotations
