@@ -41,6 +41,10 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+#: the "1 KiB records" of the throughput rows (1024-byte values)
+RECORD_1K = 1024
+
+
 def make_topic(bootstrap: str, partitions: int = 1) -> str:
     name = f"bench-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -173,8 +177,8 @@ def measure(target: Target, args: argparse.Namespace) -> list[tuple[str, str]]:
         host, port = bootstrap.rsplit(":", 1)
         assert api_versions_ok(host, int(port))
         topic = make_topic(bootstrap)
-        n = args.mb * 1000
-        mbs, _ = produce_throughput(bootstrap, topic, 1000, n)
+        n = args.mb * 1_000_000 // RECORD_1K
+        mbs, _ = produce_throughput(bootstrap, topic, RECORD_1K, n)
         rows.append(("produce 1 KiB records (MB/s)", f"{mbs:.0f}"))
         rows.append(("consume 1 KiB records (MB/s)", f"{consume_throughput(bootstrap, topic, n):.0f}"))
         topic2 = make_topic(bootstrap)
