@@ -212,6 +212,14 @@ def test_static_consumer_protocol_member_restarts_without_rebalance(mbroker: Bro
             m.terminate()
 
 
+def consumes_new_records(bs: str, topic: str, parts: int, member: Member, prefix: str, n: int = 8) -> None:
+    """``member`` consumes ``n`` records produced now (one per partition round-robin)."""
+    values = [f"{prefix}{i}" for i in range(n)]
+    produce(bs, topic, values, parts)
+    wait_until(lambda: set(values) <= {v for _p, _o, v in member.messages()}, REBALANCE_S,
+               f"{member.proc.args[2]} consuming the records produced now", lambda: member.messages()[-3:])
+
+
 @pytest.mark.parametrize("family", ["kafka-python", "confluent"])
 def test_classic_static_member_replacing_the_last_consumer_member_downgrades(
     mbroker: BrokerProcess, family: str,
@@ -237,9 +245,7 @@ def test_classic_static_member_replacing_the_last_consumer_member_downgrades(
         wait_until(lambda: b.assigned == list(range(parts)), REBALANCE_S,
                    "the classic static member with the partitions", lambda: assignments(members))
         assert group_type(bs, group) == ("classic", "Stable")
-        produce(bs, topic, [f"w{i}" for i in range(8)], parts)
-        wait_until(lambda: {f"w{i}" for i in range(8)} <= {v for _p, _o, v in b.messages()}, REBALANCE_S,
-                   "records produced after the downgrade", lambda: b.messages()[-3:])
+        consumes_new_records(bs, topic, parts, b, "w")
     finally:
         for m in members:
             m.terminate()
@@ -271,9 +277,7 @@ def test_no_online_upgrade_of_a_group_whose_custom_assignor_sends_user_data(mbro
         time.sleep(3)
         assert group_type(bs, group) == ("classic", "Stable")
         assert classic.assigned == list(range(parts)) and not new.assigned
-        produce(bs, topic, [f"u{i}" for i in range(6)], parts)
-        wait_until(lambda: {f"u{i}" for i in range(6)} <= {v for _p, _o, v in classic.messages()}, REBALANCE_S,
-                   "the classic member consuming on", lambda: classic.messages()[-3:])
+        consumes_new_records(bs, topic, parts, classic, "u")
     finally:
         for m in members:
             m.terminate()
