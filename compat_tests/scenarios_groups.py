@@ -193,6 +193,7 @@ class NewMember:
         self.epoch = 0
         self.owned: dict[Any, list[int]] = {}
         self.names = names  # topic id -> name (filled by the scenario)
+        self.last_message: str | None = None
 
     def heartbeat(self, epoch: int | None = None, full: bool = False, version: int = 1) -> Any:
         e = self.epoch if epoch is None else epoch
@@ -212,6 +213,7 @@ class NewMember:
             for t, ps in self.owned.items()
         ] if e != 0 else []
         r = self.c.request(req, version)
+        self.last_message = r.error_message
         if r.error_code == 0:
             self.epoch = r.member_epoch
             if r.assignment is not None:
@@ -625,4 +627,157 @@ def group_edge_cases(bootstrap: str) -> Outcome:
         out.step("fetch_after_delete", lambda: offsets(c, g, dt, [0, 1]))
         create_topic(c, dt, 2)
         out.step("fetch_after_recreate", lambda: offsets(c, g, dt, [0, 1]))
+    return out
+
+
+@scenario
+def group_commit_assignment_epochs(bootstrap: str) -> Outcome:
+    """KIP-1251 (Kafka 4.3): OffsetCommit from a KIP-848 member with an epoch older than its
+    current one (its heartbeat response with the new epoch not yet seen) commits partitions it
+    holds since that epoch; a partition it got later or no longer holds, or a newer epoch, is
+    STALE_MEMBER_EPOCH for the whole request."""
+    out = Steps()
+    topic = "group_commit_assignment_epochs"
+    g = "group_commit_assignment_epochs-g"
+    with connect(bootstrap) as c:
+        create_topic(c, topic, 4)
+        wait_coordinator(c, g)
+        names = topic_ids(c, [topic])
+        a = NewMember(bootstrap, g, "epochs-a", [topic], names)
+        b = NewMember(bootstrap, g, "epochs-b", [topic], names)
+
+        def commit(m: NewMember, parts: list[int], epoch: int) -> Any:
+            r = m.c.request(OffsetCommitRequest(
+                group_id=g, generation_id_or_member_epoch=epoch, member_id=m.member_id,
+                topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=[
+                    OffsetCommitRequest.OffsetCommitRequestPartition(
+                        partition_index=p, committed_offset=p + 1, committed_leader_epoch=-1)
+                    for p in parts])]), 9)
+            return sorted({(p.partition_index, p.error_code) for t in r.topics for p in t.partitions})
+
+        def held(m: NewMember) -> list[int]:
+            return sorted(p for ps in m.owned.values() for p in ps)
+
+        try:
+            deadline = time.monotonic() + 30
+            r = a.heartbeat()
+            while r.error_code in (14, 15, 16) and time.monotonic() < deadline:  # shard loading
+                time.sleep(0.2)
+                r = a.heartbeat()
+            out.step("a_join", lambda: a.outcome(r))
+            out.step("a_ack", lambda: a.outcome(a.heartbeat()))
+            first = a.epoch
+            out.step("a_commit_current", lambda: commit(a, [0, 1, 2, 3], first))
+            time.sleep(1.1)  # past the assignment interval: b's join assigns at once
+            out.step("b_join", lambda: b.outcome(b.heartbeat()))
+            second = b.epoch
+            out.step("a_revoke", lambda: a.outcome(a.heartbeat()))  # keeps two, revokes two
+            kept = held(a)
+            gone = sorted(set(range(4)) - set(kept))
+            out.step("a_commit_while_revoking", lambda: commit(a, [0, 1, 2, 3], first))
+            a.owned = {t: kept for t in a.owned}  # revoked
+            out.step("a_revoked", lambda: a.outcome(a.heartbeat()))
+            out.step("epochs", lambda: [first, second, a.epoch])
+            out.step("a_commit_old_epoch_kept", lambda: commit(a, kept, first))
+            out.step("a_commit_old_epoch_revoked", lambda: commit(a, gone, first))
+            out.step("a_commit_old_epoch_mixed", lambda: commit(a, [kept[0], gone[0]], first))
+            out.step("a_commit_newer_epoch", lambda: commit(a, kept, a.epoch + 1))
+            out.step("a_commit_epoch_zero", lambda: commit(a, kept, 0))
+            out.step("b_heartbeat", lambda: b.outcome(b.heartbeat()))
+            out.step("b_commit_current", lambda: commit(b, held(b), b.epoch))
+            out.step("b_commit_before_assignment", lambda: commit(b, held(b), first))
+            out.step("b_commit_no_partitions_old_epoch", lambda: commit(b, [], first))
+        finally:
+            a.close()
+            b.close()
+    return out
+
+
+@scenario
+def group_static_classic_replaces_consumer_member(bootstrap: str) -> Outcome:
+    """A classic static member (JoinGroup with the group.instance.id of the group's last
+    KIP-848 static member) replaces it: the consumer group is converted back to a classic
+    group holding the new member with the old one's partitions. Once after the KIP-848 member
+    left with epoch -2, once while it is still active."""
+    out = Steps()
+    topic = "group_static_classic_replaces"
+    with connect(bootstrap) as c:
+        create_topic(c, topic, 2)
+        names = topic_ids(c, [topic])
+        for case in ("after_static_leave", "while_active"):
+            g = f"{topic}-{case}"
+            ids = MemberIds()
+            wait_coordinator(c, g)
+            s = NewMember(bootstrap, g, f"static-848-{case}", [topic], names, instance="ia")
+            m = Member(bootstrap, g, [topic], ids, instance="ia")
+            try:
+                deadline = time.monotonic() + 30
+                r = s.heartbeat()
+                while r.error_code in (14, 15, 16) and time.monotonic() < deadline:  # loading
+                    time.sleep(0.2)
+                    r = s.heartbeat()
+                out.step(f"{case}_consumer_join", lambda: s.outcome(r))
+                out.step(f"{case}_consumer_ack", lambda: s.outcome(s.heartbeat()))
+                if case == "after_static_leave":
+                    out.step(f"{case}_static_leave", lambda: s.outcome(s.heartbeat(-2)))
+                j = m.join()
+                out.step(f"{case}_classic_join", lambda: m.n(j))
+                out.step(f"{case}_list", lambda: list_groups(c, g))
+                out.step(f"{case}_describe", lambda: describe_classic(c, g, ids))
+                out.step(f"{case}_consumer_describe", lambda: describe_consumer(c, g, ids, names))
+                sy = m.sync()
+                out.step(f"{case}_classic_sync", lambda: m.n(sy))
+                out.step(f"{case}_classic_assignment", lambda: parse_assignment(bytes(sy.assignment)))
+                out.step(f"{case}_classic_heartbeat", lambda: m.n(m.heartbeat()))
+                out.step(f"{case}_old_member_heartbeat", lambda: _err(s.heartbeat()))
+                out.step(f"{case}_classic_commit", lambda: m.n(m.commit(topic, {0: 5})))
+                out.step(f"{case}_stable", lambda: describe_classic(c, g, ids))
+                out.step(f"{case}_leave", lambda: m.n(m.leave()))
+                out.step(f"{case}_after_leave", lambda: list_groups(c, g))
+            finally:
+                s.close()
+                m.close()
+    return out
+
+
+@scenario
+def group_upgrade_refused(bootstrap: str) -> Outcome:
+    """Online upgrades Kafka refuses (ConsumerGroupHeartbeat GROUP_ID_NOT_FOUND, the classic
+    group going on): a classic group whose assignment carries user data of a custom assignor,
+    one of another protocol type (connect), and one with a malformed assignment; a classic
+    group with the custom assignor name but no user data upgrades."""
+    out = Steps()
+    topic = "group_upgrade_refused"
+    with connect(bootstrap) as c:
+        create_topic(c, topic, 2)
+        names = topic_ids(c, [topic])
+        plain = consumer_assignment(topic, [0, 1])
+        cases = {
+            "custom_user_data": ("consumer", "my-assignor", plain[:-4] + struct.pack(">i", 3) + b"xyz"),
+            "custom_empty_user_data": ("consumer", "my-assignor", plain[:-4] + struct.pack(">i", 0)),
+            "custom_no_user_data": ("consumer", "my-assignor", plain),
+            "connect": ("connect", "range", plain),
+            "malformed_assignment": ("consumer", "range", b"\x00\x00\x00\x00\x00\x07zz"),
+        }
+        for case, (ptype, proto, assignment) in cases.items():
+            g = f"{topic}-{case}"
+            ids = MemberIds()
+            wait_coordinator(c, g)
+            m = Member(bootstrap, g, [topic], ids, protocol=proto, protocol_type=ptype)
+            n = NewMember(bootstrap, g, f"upgrader-{case}", [topic], names)
+            try:
+                j = m.join()
+                out.step(f"{case}_join", lambda: m.n(j))
+                out.step(f"{case}_sync", lambda: m.n(m.c.request(SyncGroupRequest(
+                    group_id=g, generation_id=m.generation, member_id=m.member_id,
+                    protocol_type=ptype, protocol_name=proto,
+                    assignments=[SyncGroupRequest.SyncGroupRequestAssignment(
+                        member_id=m.member_id, assignment=assignment)]), 5)))
+                out.step(f"{case}_upgrade", lambda: {**n.outcome(n.heartbeat()),
+                                                      "message": n.last_message})
+                out.step(f"{case}_list", lambda: list_groups(c, g))
+                out.step(f"{case}_classic_heartbeat", lambda: m.n(m.heartbeat()))
+            finally:
+                m.close()
+                n.close()
     return out

@@ -56,12 +56,24 @@ Heartbeat, LeaveGroup and OffsetCommit from this state (``classic_*`` below): th
 ConsumerProtocolSubscription gives their topics and owned partitions, SyncGroup hands them
 their assigned partitions as a ConsumerProtocolAssignment, and Heartbeat answers
 REBALANCE_IN_PROGRESS whenever they must rejoin to move on. Conversions between the classic
-and the consumer group types live in the shard (``groups/shard.py``).
+and the consumer group types live in the shard (``groups/shard.py``): the last consumer-protocol
+member leaving (``fence_hook``) or replaced by a classic static member (``replace_hook``, Kafka
+4.3's validateOnlineDowngradeWithReplacedMember) turns the group classic; a classic group whose
+assignments carry a custom assignor's user data is not upgraded (``from_classic``).
+
+Assignment epochs (KIP-1251, Kafka 4.3): every partition a member holds, assigned or pending
+revocation, carries the epoch at which it was assigned to the member (the target's epoch when it
+came; kept partitions keep theirs; 0 after a static leave; the generation after an upgrade),
+persisted as the AssignmentEpochs of the ConsumerGroupCurrentMemberAssignment record (a record
+without them: the member epoch). ``validate_commit`` accepts an OffsetCommit with an epoch older
+than the member's for partitions held since that epoch or earlier, so a commit crossing the
+heartbeat response that bumped the epoch is not fenced.
 """
 
 from __future__ import annotations
 
 import re
+import struct
 import uuid
 import zlib
 from collections.abc import Callable
@@ -112,7 +124,7 @@ from protocol._generated.leave_group_request import LeaveGroupRequest
 from protocol._generated.leave_group_response import LeaveGroupResponse
 from protocol._generated.sync_group_request import SyncGroupRequest
 from protocol._generated.sync_group_response import SyncGroupResponse
-from protocol.coordinator import CoordinatorRecord, decode_key, decode_value, record
+from protocol.coordinator import CoordinatorRecord, decode_key, decode_value, record, record_type
 from protocol.errors import ErrorCode
 
 Records = list[CoordinatorRecord]
@@ -181,6 +193,9 @@ class ConsumerMember:
     state: int = STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    #: KIP-1251: (topic id, partition) -> the epoch at which the member got the partition, for
+    #: every partition it holds (assigned or pending revocation)
+    epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
 
     def copy(self, **changes: Any) -> ConsumerMember:
         return replace(self, **changes)
@@ -189,7 +204,7 @@ class ConsumerMember:
 METADATA_FIELDS = ("instance_id", "rack_id", "client_id", "client_host", "subscribed_topic_names",
                    "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor", "classic")
 ASSIGNMENT_FIELDS = ("member_epoch", "previous_member_epoch", "state", "assigned",
-                     "pending_revocation")
+                     "pending_revocation", "epochs")
 
 
 def _differs(a: ConsumerMember, b: ConsumerMember, names: tuple[str, ...]) -> bool:
@@ -265,6 +280,24 @@ def _empty(a: Assignment) -> bool:
     return not any(a.values())
 
 
+def _epochs(m: ConsumerMember, new_epoch: int) -> dict[tuple[uuid.UUID, int], int]:
+    """KIP-1251: the assignment epochs of what ``m`` holds: a partition it held already keeps
+    its epoch, a new one gets ``new_epoch`` (Kafka's CurrentAssignmentBuilder)."""
+    return {(t, p): m.epochs.get((t, p), new_epoch)
+            for a in (m.assigned, m.pending_revocation) for t, ps in a.items() for p in ps}
+
+
+def _with_epochs(tps: Any, default: int) -> dict[tuple[uuid.UUID, int], int]:
+    """The assignment epochs of a ConsumerGroupCurrentMemberAssignment record's partitions
+    (``default``, the member epoch, where the record has none: Kafka's replay)."""
+    out: dict[tuple[uuid.UUID, int], int] = {}
+    for tp in tps:
+        epochs = tp.assignment_epochs or []
+        for i, p in enumerate(tp.partitions):
+            out[(tp.topic_id, p)] = epochs[i] if len(epochs) == len(tp.partitions) else default
+    return out
+
+
 def compile_regex(regex: str) -> re.Pattern[str] | None:
     try:
         return re.compile(regex)
@@ -289,6 +322,12 @@ class ConsumerGroups:
         #: called before members are fenced: returns the records of a conversion to a
         #: classic group when that applies (the shard's downgrade), else None
         self.fence_hook: Callable[[ConsumerGroup, list[str], int], Records | None] | None = None
+        #: called when a classic static member replaced the last consumer-protocol member
+        #: (members and target after the replacement, whether the target is stale): returns
+        #: the records of the conversion to a classic group when the policy allows it
+        self.replace_hook: Callable[
+            [ConsumerGroup, dict[str, ConsumerMember], dict[str, Assignment], bool, int], Records | None
+        ] | None = None
 
     def update_topics(self, topics: TopicsView, version: int) -> None:
         if version >= 0 and version < self.metadata_version:
@@ -364,6 +403,8 @@ class ConsumerGroups:
             m3.state = cv.state
             m3.assigned = _from_wire(cv.assigned_partitions)
             m3.pending_revocation = _from_wire(cv.partitions_pending_revocation)
+            m3.epochs = {**_with_epochs(cv.assigned_partitions, cv.member_epoch),
+                         **_with_epochs(cv.partitions_pending_revocation, cv.member_epoch)}
         elif rtype == REGULAR_EXPRESSION:
             k = decode_key(ConsumerGroupRegularExpressionKey, key_bytes)
             g4 = self.groups.get(k.group_id)
@@ -411,13 +452,18 @@ class ConsumerGroups:
         )
 
     def _current_record(self, gid: str, m: ConsumerMember) -> CoordinatorRecord:
-        tp = ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions
+        def wire(a: Assignment) -> list[ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions]:
+            out = self._wire(a, ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions)
+            for tp in out:  # KIP-1251: the epoch each partition was assigned at
+                tp.assignment_epochs = [m.epochs.get((tp.topic_id, p), m.member_epoch) for p in tp.partitions]
+            return out
+
         return record(
             ConsumerGroupCurrentMemberAssignmentKey(group_id=gid, member_id=m.member_id),
             ConsumerGroupCurrentMemberAssignmentValue(
                 member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch,
-                state=m.state, assigned_partitions=self._wire(m.assigned, tp),
-                partitions_pending_revocation=self._wire(m.pending_revocation, tp),
+                state=m.state, assigned_partitions=wire(m.assigned),
+                partitions_pending_revocation=wire(m.pending_revocation),
             ),
         )
 
@@ -556,6 +602,7 @@ class ConsumerGroups:
         else:
             new.state = STABLE
             new.assigned = _copy(target)
+        new.epochs = _epochs(new, target_epoch)
         return new
 
     def _touch(self, g: ConsumerGroup, m: ConsumerMember, now_ms: int) -> None:
@@ -763,7 +810,7 @@ class ConsumerGroups:
             m = ConsumerMember(member_id)
         elif epoch == 0 and old.member_epoch != 0:
             # rejoining with epoch 0: a fresh start
-            m = old.copy(member_epoch=0, assigned={}, pending_revocation={}, state=STABLE)
+            m = old.copy(member_epoch=0, assigned={}, pending_revocation={}, state=STABLE, epochs={})
         else:
             m = old.copy()
         m.client_id, m.client_host, m.classic = client_id, client_host, None
@@ -812,7 +859,9 @@ class ConsumerGroups:
         if epoch == STATIC_LEAVE_EPOCH and instance_id is not None:
             # the static member keeps its place (and its session timer) for its return
             self.timers.cancel(("crevoke", gid, m.member_id))
+            # KIP-1251: what it keeps is held from epoch 0 (resetAssignedPartitionsEpochsToZero)
             left = m.copy(member_epoch=STATIC_LEAVE_EPOCH, pending_revocation={})
+            left.epochs = _epochs(left.copy(epochs={}), 0)
             return [self._current_record(gid, left)], resp
         return self.fence(g, [m.member_id], now_ms), resp
 
@@ -975,11 +1024,13 @@ class ConsumerGroups:
         targets = dict(g.target)
         records: Records = []
         old: ConsumerMember | None
+        replaced: ConsumerMember | None = None
         if instance is None:
             old = g.members.get(member_id)
         else:
             existing = g.static_member(instance)
             if unknown:
+                replaced = existing
                 old = None if existing is None else self._replace_static(
                     g, existing, member_id, members, targets, records)
             else:
@@ -996,9 +1047,25 @@ class ConsumerGroups:
         m.subscribed_topic_names = sorted(set(sub.topics))
         m.client_id, m.client_host = client_id, client_host
         m.classic = ClassicMeta(req.session_timeout_ms, protocols)
+        target_before = dict(targets)
         _before, new = self._update(g, old, m, members, targets, records, self._topic_ids(sub.owned),
                                     False, False, now_ms)
         gid = g.group_id
+        if replaced is not None and replaced.classic is None and self.replace_hook is not None and all(
+            x.classic is not None for x in members.values()
+        ):
+            # Kafka 4.3: the classic static member replaced the last consumer-protocol member:
+            # the group goes back to classic at once (validateOnlineDowngradeWithReplacedMember);
+            # with the target it had when the join changed the group epoch (stale), rebalancing
+            stale = self._group_epoch_after(g, records) > g.assignment_epoch
+            members[member_id] = new
+            converted = self.replace_hook(g, members, target_before if stale else targets, stale, now_ms)
+            if converted is not None:
+                self._cancel_timers(gid, member_id)
+                return records + converted, JoinGroupResponse(
+                    error_code=ErrorCode.NONE, generation_id=new.member_epoch if not stale else 0,
+                    protocol_type=PROTOCOL_TYPE, protocol_name=protocols[0][0], leader="",
+                    skip_assignment=False, member_id=member_id, members=[])
         self.timers.cancel(("cjoin", gid, member_id))
         self._touch(g, new, now_ms)
         self.timers.schedule(("csync", gid, member_id), now_ms + rebalance_timeout)
@@ -1006,6 +1073,15 @@ class ConsumerGroups:
             error_code=ErrorCode.NONE, generation_id=new.member_epoch, protocol_type=PROTOCOL_TYPE,
             protocol_name=protocols[0][0], leader="", skip_assignment=False, member_id=member_id,
             members=[])
+
+    @staticmethod
+    def _group_epoch_after(g: ConsumerGroup, records: Records) -> int:
+        """The group epoch once ``records`` (of group ``g``) are replayed."""
+        epoch = g.group_epoch
+        for r in records:
+            if r.value is not None and record_type(r.key) == GROUP_METADATA:
+                epoch = decode_value(ConsumerGroupMetadataValue, r.value)[1].epoch
+        return epoch
 
     def _classic_member(self, g: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerMember:
         if instance_id is None:
@@ -1112,23 +1188,41 @@ class ConsumerGroups:
         (member id, instance id, client id, host, rebalance timeout, session timeout,
         protocols, subscription of the group's protocol, assignment). Raises GroupOpError
         when a subscription is malformed."""
-        from groups.consumer_protocol import assigned_partitions
+        from groups.consumer_protocol import ArrayTooLong, parse_assignment
 
+        malformed = GroupOpError(
+            ErrorCode.GROUP_ID_NOT_FOUND,
+            f"Cannot upgrade classic group {gid} to consumer group because the embedded consumer "
+            "protocol is malformed.")
         g = ConsumerGroup(gid, group_epoch=generation, assignment_epoch=generation)
         for mid, iid, cid, host, rebalance, session, protocols, meta, assignment in members:
+            by_name: dict[str, list[int]] = {}
+            if assignment:
+                try:
+                    by_name, user_data = parse_assignment(assignment)
+                except ArrayTooLong:
+                    raise GroupOpError(ErrorCode.UNKNOWN_SERVER_ERROR) from None
+                except (ValueError, struct.error, UnicodeDecodeError):
+                    raise malformed from None
+                if user_data:
+                    # Kafka 4.3: a custom assignor's user data would be lost (the consumer
+                    # protocol has no place for it): no upgrade
+                    raise GroupOpError(
+                        ErrorCode.GROUP_ID_NOT_FOUND,
+                        f"Cannot upgrade classic group {gid} to consumer group because an unsupported "
+                        "custom assignor is in use. Please refer to the documentation or switch to a "
+                        "default assignor before re-attempting the upgrade.")
             sub: Subscription | None = parse_subscription(meta)
             if sub is None:
-                raise GroupOpError(
-                    ErrorCode.GROUP_ID_NOT_FOUND,
-                    f"Cannot upgrade classic group {gid} to consumer group because the embedded consumer "
-                    "protocol is malformed.")
-            parts = self._topic_ids(assigned_partitions(assignment) or {}) if assignment else {}
+                raise malformed
+            parts = self._topic_ids(by_name)
             m = ConsumerMember(
                 mid, instance_id=iid, rack_id=sub.rack_id, client_id=cid, client_host=host,
                 subscribed_topic_names=sorted(set(sub.topics)), rebalance_timeout_ms=rebalance,
                 classic=ClassicMeta(session, protocols), member_epoch=generation,
                 previous_member_epoch=generation, state=STABLE, assigned=parts,
             )
+            m.epochs = _epochs(m, generation)
             g.members[mid] = m
             g.target[mid] = _copy(parts)
         g.metadata_hash = self._hash(g, g.members)
@@ -1140,7 +1234,13 @@ class ConsumerGroups:
     # offsets, describe, list, delete
     # =====================================================================================
     def validate_commit(self, g: ConsumerGroup, member_id: str, epoch: int, api_version: int,
-                        transactional: bool) -> ErrorCode:
+                        transactional: bool, partitions: list[tuple[str, int]] | None = None) -> ErrorCode:
+        """Kafka 4.3's ConsumerGroup.validateOffsetCommit with KIP-1251's assignment epochs:
+        the member's epoch commits anything; a newer one is refused; an older one (a commit
+        sent before the heartbeat response that bumped the epoch arrived) commits only
+        partitions the member holds (assigned or pending revocation) since that epoch or
+        earlier, and one partition refused refuses the whole request, as Kafka's validator
+        throws. ``partitions``: (topic name, partition) of the commit."""
         if epoch < 0 and not g.members:
             return ErrorCode.NONE
         m = g.members.get(member_id)
@@ -1148,8 +1248,19 @@ class ConsumerGroups:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if not transactional and m.classic is None and 0 <= api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
-        if epoch != m.member_epoch:
-            return ErrorCode.ILLEGAL_GENERATION if m.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
+        if epoch == m.member_epoch:
+            return ErrorCode.NONE
+        # a transactional commit's STALE_MEMBER_EPOCH is ILLEGAL_GENERATION
+        # (GroupCoordinatorShard.validateTransactionalOffsetCommit)
+        refused = ErrorCode.ILLEGAL_GENERATION if m.classic is not None or transactional else (
+            ErrorCode.STALE_MEMBER_EPOCH)
+        if epoch > m.member_epoch:
+            return refused
+        for name, p in partitions or []:
+            t = self.topics.get(name)
+            assigned_at = None if t is None else m.epochs.get((t[0], p))
+            if assigned_at is None or epoch < assigned_at:
+                return refused
         return ErrorCode.NONE
 
     def describe(self, gid: str, names: dict[uuid.UUID, str]) -> ConsumerGroupDescribeResponse.DescribedGroup:

@@ -65,13 +65,6 @@ def _topic_partitions(buf: bytes, pos: int) -> tuple[dict[str, list[int]], int]:
     return out, pos
 
 
-def assigned_partitions(assignment: bytes) -> dict[str, list[int]] | None:
-    try:
-        return _topic_partitions(assignment, 2)[0]
-    except (struct.error, ValueError, UnicodeDecodeError):
-        return None
-
-
 class Subscription:
     """A decoded ConsumerProtocolSubscription (versions 0-3)."""
 
@@ -128,6 +121,36 @@ def parse_subscription(metadata: bytes) -> Subscription | None:
         return Subscription(version, topics, user_data, owned, generation, rack)
     except (struct.error, ValueError, UnicodeDecodeError):
         return None
+
+
+class ArrayTooLong(ValueError):
+    """An embedded array longer than the bytes left: Kafka's generated readers throw a plain
+    RuntimeException ("Tried to allocate a collection of size ...") for it, which the group
+    coordinator answers UNKNOWN_SERVER_ERROR; other malformations are SchemaExceptions."""
+
+
+def parse_assignment(assignment: bytes) -> tuple[dict[str, list[int]], bytes | None]:
+    """A ConsumerProtocolAssignment's partitions by topic and its user data. Raises
+    ArrayTooLong, or ValueError / struct.error when it is otherwise malformed."""
+    (version,) = _I16.unpack_from(assignment, 0)
+    if version < 0:
+        raise ValueError("unsupported assignment version")
+    pos = 2
+    (n,) = _I32.unpack_from(assignment, pos)
+    pos += 4
+    if n > len(assignment) - pos:
+        raise ArrayTooLong("topics")
+    out: dict[str, list[int]] = {}
+    for _ in range(max(n, 0)):
+        t, pos = _string(assignment, pos)
+        (m,) = _I32.unpack_from(assignment, pos)
+        pos += 4
+        if m > len(assignment) - pos:
+            raise ArrayTooLong("partitions")
+        out.setdefault(t, []).extend(struct.unpack_from(f">{max(m, 0)}i", assignment, pos))
+        pos += 4 * max(m, 0)
+    user_data, _pos = _nullable_bytes(assignment, pos)
+    return out, user_data
 
 
 def encode_assignment(partitions: dict[str, list[int]], version: int = 0) -> bytes:

@@ -20,10 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
+from groups.assignors import Assignment
 from groups.classic import ClassicGroup, ClassicGroupState, ClassicMember
 from groups.config import GroupConfig
 from groups.consumer import RECORD_TYPES as CONSUMER_RECORD_TYPES
-from groups.consumer import ConsumerGroup, ConsumerGroups, GroupOpError, TopicsView
+from groups.consumer import ConsumerGroup, ConsumerGroups, ConsumerMember, GroupOpError, TopicsView
 from groups.offsets import OffsetAndMetadata, OffsetStore
 from groups.timers import Timers
 from protocol._generated.consumer_group_describe_response import ConsumerGroupDescribeResponse
@@ -104,6 +105,7 @@ class GroupShard:
         self.consumer = ConsumerGroups(config, self.timers)
         self.consumer.id_factory = id_factory
         self.consumer.fence_hook = self._maybe_downgrade
+        self.consumer.replace_hook = self._downgrade_with_replaced
         #: the topics at the last ``on_metadata`` (to see which were deleted)
         self._metadata_topics: TopicsView | None = None
         self.loaded = False
@@ -846,13 +848,37 @@ class GroupShard:
         members that remain all speak the classic protocol (and the policy allows it), the
         consumer group becomes a classic group of them at its group epoch, assignments taken
         from the target, and rebalances."""
-        cfg = self.config
         remaining = [m for mid, m in cg.members.items() if mid not in fenced]
         if not remaining or any(m.classic is None for m in remaining):
             return None
-        if not cfg.downgrade_enabled or len(remaining) > cfg.max_size:
+        if not self._may_downgrade(len(remaining)):
             return None
-        records = self.consumer.tombstones(cg)
+        return self.consumer.tombstones(cg) + self._to_classic(cg, remaining, cg.target, True, now_ms)
+
+    def _may_downgrade(self, members: int) -> bool:
+        return self.config.downgrade_enabled and members <= self.config.max_size
+
+    def _downgrade_with_replaced(
+        self, cg: ConsumerGroup, members: dict[str, ConsumerMember], target: dict[str, Assignment],
+        stale: bool, now_ms: int,
+    ) -> Records | None:
+        """Kafka's validateOnlineDowngradeWithReplacedMember: a classic static member took the
+        place of the group's last consumer-protocol member (``members``, ``target``: the group
+        with the replacement done). The group becomes a classic group at its group epoch, at
+        once Stable with the target's assignments, or rebalancing when the target is stale
+        (the join changed the group epoch)."""
+        if not self._may_downgrade(len(members)):
+            return None
+        view = ConsumerGroup(cg.group_id, members=members, target=target, regexes=cg.regexes)
+        return self.consumer.tombstones(view) + self._to_classic(
+            cg, list(members.values()), target, stale, now_ms)
+
+    def _to_classic(
+        self, cg: ConsumerGroup, remaining: list[ConsumerMember], target: dict[str, Assignment],
+        rebalance: bool, now_ms: int,
+    ) -> Records:
+        """The records of a classic group of ``remaining`` (ClassicGroup.fromConsumerGroup),
+        after the consumer group's tombstones; the group is in place at once, as Kafka does it."""
         g = ClassicGroup(cg.group_id, state=S.STABLE, protocol_type="consumer",
                          generation_id=cg.group_epoch, state_timestamp_ms=now_ms)
         for m in remaining:
@@ -866,12 +892,13 @@ class GroupShard:
         g.protocol_name = g.select_protocol()
         for cm in g.members.values():
             cm.assignment = self.consumer.assignment_bytes(
-                cg.target.get(cm.member_id, {}), cm.metadata(g.protocol_name))
-        records.append(self._group_record(g))
+                target.get(cm.member_id, {}), cm.metadata(g.protocol_name))
+        records = [self._group_record(g)]
         self.groups[g.group_id] = g
         for cm in g.members.values():
             self._schedule_heartbeat(g, cm, now_ms)
-        records += self._prepare_rebalance(g, now_ms)
+        if rebalance:
+            records += self._prepare_rebalance(g, now_ms)
         return records
 
     def consumer_describe(
@@ -887,12 +914,16 @@ class GroupShard:
     def validate_commit(
         self, group_id: str, generation: int, member_id: str, instance_id: str | None,
         transactional: bool, now_ms: int, api_version: int = -1,
+        partitions: list[tuple[str, int]] | None = None,
     ) -> ErrorCode:
+        """``partitions``: (topic name, partition) of the commit, which a consumer group
+        checks against the member's assignment epochs (KIP-1251) when the epoch is older."""
         cg = self.consumer.groups.get(group_id)
         if cg is not None:
             if transactional and generation < 0 and member_id == UNKNOWN_MEMBER_ID:
                 return ErrorCode.NONE
-            return self.consumer.validate_commit(cg, member_id, generation, api_version, transactional)
+            return self.consumer.validate_commit(cg, member_id, generation, api_version, transactional,
+                                                 partitions)
         g = self.groups.get(group_id)
         if g is None:
             if generation >= 0 and not transactional:

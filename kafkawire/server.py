@@ -11,6 +11,10 @@ fields that reference segment files go out with ``os.sendfile``.
 Requests on one connection are answered in order because they are processed one at a time
 (Kafka mutes a channel while a request is in flight the same way). Any exception in a handler is
 logged with the correlation id and closes only that connection.
+
+Debugging: the ``kafkawire.requests`` logger at DEBUG logs every request and its response
+(decoded, with the connection id and correlation id), except Produce and Fetch, whose records
+would flood the log; ``python -m kafkawire serve --log-level DEBUG`` turns it on.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ from protocol.errors import ErrorCode
 from protocol.primitives import External, Reader, RemoteProtocolError, Writer
 
 log = logging.getLogger("kafkawire.server")
+#: request/response trace at DEBUG (not Produce/Fetch: their records)
+trace = logging.getLogger("kafkawire.requests")
+TRACE_SKIPPED_KEYS = frozenset({0, 1})
 
 _SIZE = struct.Struct(">i")
 _HDR = struct.Struct(">hhi")
@@ -272,6 +279,9 @@ class Server:
             api_key, api_version, correlation_id, header.client_id, conn, header
         )
         response = await self.dispatch(ctx, request)
+        if api_key not in TRACE_SKIPPED_KEYS and trace.isEnabledFor(logging.DEBUG):
+            trace.debug("conn %d %s v%d corr %d client %s: %r -> %r", conn.conn_id, handler.name,
+                        api_version, correlation_id, header.client_id, request, response)
         if response is None:  # e.g. Produce with acks=0
             return correlation_id
         hv = response_header_version(api_key, api_version, handler)

@@ -57,7 +57,11 @@ class BrokerProcess:
         port: int | None = None,
         overrides: dict[str, str] | None = None,
         log_file: str | Path | None = None,
+        log_level: str | None = None,
     ) -> None:
+        #: the broker's ``--log-level``; ``KAFKAWIRE_LOG_LEVEL`` (e.g. DEBUG, which traces
+        #: every request and response) when not given
+        self.log_level = log_level or os.environ.get("KAFKAWIRE_LOG_LEVEL")
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="kafkawire-")
@@ -81,6 +85,8 @@ class BrokerProcess:
             **self.overrides,
         }
         cmd = [sys.executable, "-m", "kafkawire", "serve"]
+        if self.log_level:
+            cmd += ["--log-level", self.log_level]
         for k, v in props.items():
             cmd += ["--override", f"{k}={v}"]
         return cmd

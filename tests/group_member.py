@@ -8,12 +8,25 @@ FAMILY: confluent (librdkafka), kafka-python, aiokafka. Prints JSON lines on std
 ``{"m": [partition, offset, value]}`` per record consumed (committed synchronously after each
 poll), ``{"revoked": [partitions]}`` on revocations, ``{"closed": true}`` after a clean close
 (SIGTERM). Offsets start at the earliest when the group has none.
+
+A commit that fails (``{"commit_failed": "<error>"}``) is not fatal, as in any application
+using these clients: a commit can lose a race with a rebalance in Apache Kafka too (e.g. a
+classic member whose generation is behind the group epoch when a consumer group is converted
+back to classic gets ILLEGAL_GENERATION: kafka-python's CommitFailedError, aiokafka's
+CommitFailedError/IllegalGenerationError; librdkafka raises KafkaException). The records are
+consumed again by the partition's next owner from the last committed offset.
+
+Debugging: with ``KAFKAWIRE_MEMBER_DEBUG`` set (e.g. ``cgrp,consumer,protocol``) librdkafka
+gets it as ``debug`` and the Python clients log their group coordinators at DEBUG, on stderr
+(``Member`` keeps stderr in ``KAFKAWIRE_MEMBER_LOG_DIR`` when that is set).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import signal
 import sys
 from typing import Any
@@ -38,6 +51,10 @@ class Reporter:
         if now != self.last:
             self.last = now
             emit({"assigned": now})
+
+
+def commit_failed(e: Exception) -> None:
+    emit({"commit_failed": f"{type(e).__name__}: {e}"[:200]})
 
 
 def emit_records(records: Any) -> int:
@@ -68,7 +85,7 @@ def on_term(_sig: int, _frm: Any) -> None:
 
 
 def run_confluent(a: argparse.Namespace) -> None:
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaException
 
     conf: dict[str, Any] = {
         "bootstrap.servers": a.bootstrap,
@@ -84,6 +101,8 @@ def run_confluent(a: argparse.Namespace) -> None:
         conf["partition.assignment.strategy"] = a.strategy or "range"
     if a.instance:
         conf["group.instance.id"] = a.instance
+    if os.environ.get("KAFKAWIRE_MEMBER_DEBUG"):
+        conf["debug"] = os.environ["KAFKAWIRE_MEMBER_DEBUG"]
     c = Consumer(conf)
     last: list[int] | None = None
     incremental = a.strategy == "cooperative-sticky" or a.protocol == "consumer"
@@ -123,7 +142,10 @@ def run_confluent(a: argparse.Namespace) -> None:
             got = True
             n += 1
         if got:
-            c.commit(asynchronous=False)
+            try:
+                c.commit(asynchronous=False)
+            except KafkaException as e:
+                commit_failed(e)
         if a.max and n >= a.max:
             break
     c.close()
@@ -135,8 +157,23 @@ def run_kafka_python(a: argparse.Namespace) -> None:
     import kafka.coordinator.assignors.roundrobin as rr
     from kafka import KafkaConsumer
     from kafka.consumer.subscription_state import ConsumerRebalanceListener
+    from kafka.errors import KafkaError
 
-    assignor = {"range": r.RangePartitionAssignor, "roundrobin": rr.RoundRobinPartitionAssignor}
+    class UserDataAssignor(r.RangePartitionAssignor):  # type: ignore[misc]
+        """A custom assignor: range, with user data in every assignment (Kafka refuses to
+        upgrade such a group online: the consumer protocol has no place for it)."""
+
+        name = "range-userdata"
+
+        @classmethod
+        def assign(cls, cluster: Any, members: Any) -> Any:
+            out = super().assign(cluster, members)
+            for mid, x in out.items():
+                out[mid] = type(x)(x.version, x.assigned_partitions, b"custom")
+            return out
+
+    assignor = {"range": r.RangePartitionAssignor, "roundrobin": rr.RoundRobinPartitionAssignor,
+                "userdata": UserDataAssignor}
     if a.strategy == "sticky":
         import kafka.coordinator.assignors.sticky.sticky_assignor as st
 
@@ -160,7 +197,10 @@ def run_kafka_python(a: argparse.Namespace) -> None:
         report()
         n += got
         if got:
-            c.commit()
+            try:
+                c.commit()
+            except KafkaError as e:
+                commit_failed(e)
         if a.max and n >= a.max:
             break
     c.close()
@@ -173,6 +213,7 @@ def run_aiokafka(a: argparse.Namespace) -> None:
     from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
     from aiokafka.coordinator.assignors.range import RangePartitionAssignor
     from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from aiokafka.errors import KafkaError
 
     assignor = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
 
@@ -198,7 +239,10 @@ def run_aiokafka(a: argparse.Namespace) -> None:
                 report()
                 n += got
                 if got:
-                    await c.commit()
+                    try:
+                        await c.commit()
+                    except KafkaError as e:
+                        commit_failed(e)
                 if a.max and n >= a.max:
                     break
         finally:
@@ -220,6 +264,10 @@ def main() -> None:
     p.add_argument("--protocol", default="classic")
     p.add_argument("--max", type=int, default=0)
     a = p.parse_args()
+    if os.environ.get("KAFKAWIRE_MEMBER_DEBUG") and a.family != "confluent":
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        for name in ("kafka.coordinator", "kafka.consumer", "aiokafka.consumer", "kafka.conn"):
+            logging.getLogger(name).setLevel(logging.DEBUG)
     signal.signal(signal.SIGTERM, on_term)
     {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka}[
         a.family

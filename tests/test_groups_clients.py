@@ -43,11 +43,17 @@ class Member:
     def __init__(self, family: str, bootstrap: str, group: str, topic: str, *extra: str) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = str(HERE.parent) + os.pathsep + env.get("PYTHONPATH", "")
+        log_dir = os.environ.get("KAFKAWIRE_MEMBER_LOG_DIR")  # see group_member.py
+        err: Any = subprocess.DEVNULL
+        if log_dir:
+            err = open(Path(log_dir) / f"{family}-{'-'.join(extra)}-{time.time():.3f}.log", "wb")
         self.proc = subprocess.Popen(
             [sys.executable, str(HERE / "group_member.py"), family, bootstrap, group, topic,
              "--session-ms", str(SESSION_MS), *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+            stdout=subprocess.PIPE, stderr=err, text=True, env=env,
         )
+        if log_dir:
+            err.close()
         self.events: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -60,6 +66,8 @@ class Member:
                 ev = json.loads(line)
             except ValueError:
                 continue
+            if isinstance(ev, dict):
+                ev["t"] = time.time()  # when the test saw it (to match with broker logs)
             with self.lock:
                 self.events.append(ev)
 

@@ -165,6 +165,58 @@ def test_consumer_group_replayed_after_kill9(tmp_path: Any) -> None:
         bp.close()
 
 
+def test_commit_with_an_older_epoch_checks_assignment_epochs_also_after_kill9(tmp_path: Any) -> None:
+    """KIP-1251 (Kafka 4.3): a member's OffsetCommit with an epoch older than its current one
+    (sent before the heartbeat response that bumped it arrived) commits the partitions it has
+    held since that epoch; a partition it got later or no longer holds, or a newer epoch, is
+    STALE_MEMBER_EPOCH for the whole request. The epochs are in the member's
+    ConsumerGroupCurrentMemberAssignment record, so a restart keeps them."""
+    from protocol._generated.offset_commit_request import OffsetCommitRequest
+
+    bp = BrokerProcess(tmp_path / "data", overrides={
+        **GROUP_OVERRIDES, "group.consumer.assignment.interval.ms": "0"}).start()
+    try:
+        c = ready_raw(bp.bootstrap)
+        create_topic(bp.bootstrap, "ep1251", 4)
+
+        def commit(member: str, epoch: int, parts: list[int]) -> list[int]:
+            r = c.request(OffsetCommitRequest(
+                group_id="g1251", generation_id_or_member_epoch=epoch, member_id=member,
+                topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name="ep1251", partitions=[
+                    OffsetCommitRequest.OffsetCommitRequestPartition(
+                        partition_index=p, committed_offset=1, committed_leader_epoch=-1) for p in parts])]), 9)
+            return [p.error_code for t in r.topics for p in t.partitions]
+
+        sub = {"rebalance_timeout_ms": 30000, "subscribed_topic_names": ["ep1251"]}
+        a = heartbeat(c, "g1251", "a", 0, **sub)
+        assert a.member_epoch == 2 and sum(len(tp.partitions) for tp in a.assignment.topic_partitions) == 4
+        tid = a.assignment.topic_partitions[0].topic_id
+        owned = [ConsumerGroupHeartbeatRequest.TopicPartitions(topic_id=tid, partitions=[0, 1, 2, 3])]
+        assert heartbeat(c, "g1251", "b", 0, **sub).member_epoch == 3
+        r = heartbeat(c, "g1251", "a", 2, topic_partitions=owned)  # revoke first: still epoch 2
+        kept = sorted(r.assignment.topic_partitions[0].partitions)
+        gone = sorted({0, 1, 2, 3} - set(kept))
+        assert r.member_epoch == 2 and len(kept) == 2, r
+        owned[0].partitions = kept
+        assert heartbeat(c, "g1251", "a", 2, topic_partitions=owned).member_epoch == 3
+        stale = ErrorCode.STALE_MEMBER_EPOCH
+        for _restart in range(2):
+            assert commit("a", 2, kept) == [0, 0]
+            assert commit("a", 3, [0, 1, 2, 3]) == [0] * 4  # its current epoch commits anything
+            assert commit("a", 2, gone) == [stale, stale]
+            assert commit("a", 2, [kept[0], gone[0]]) == [stale, stale]
+            assert commit("a", 4, kept) == [stale, stale]
+            assert commit("a", 1, kept) == [stale, stale]
+            c.close()
+            bp.kill()
+            bp.start()
+            c = ready_raw(bp.bootstrap)
+            describe_when_loaded(c, "g1251")
+        c.close()
+    finally:
+        bp.close()
+
+
 @st.composite
 def groups_and_topics(draw: Any) -> tuple[dict[str, set[Any]], dict[Any, tuple[str, int]], bool]:
     ntopics = draw(st.integers(1, 4))

@@ -48,28 +48,31 @@ async def handle(broker: Broker, ctx: RequestContext, req: OffsetCommitRequest) 
         )
 
     def op(shard: GroupShard, now: int) -> tuple[list[Any], OffsetCommitResponse]:
+        # Kafka answers the partitions the metadata does not know first (KafkaApis adds them
+        # to the response builder before the coordinator's answer), grouped by topic; the
+        # coordinator validates the commit against the others (KIP-1251's assignment epochs)
+        known: list[tuple[Any, Any, Any]] = []
+        unknown: list[tuple[Any, Any, Any]] = []
+        for t in req.topics:
+            name = topic_name(img, t.name, t.topic_id, by_id)
+            for p in t.partitions:
+                ok = partition_error(img, name, p.partition_index, by_id) == ErrorCode.NONE
+                (known if ok else unknown).append((t, name, p))
         group_code = shard.validate_commit(
             req.group_id, req.generation_id_or_member_epoch, req.member_id,
             req.group_instance_id, False, now, api_version=v,
+            partitions=[(name, p.partition_index) for _t, name, p in known],
         )
         expire = -1
         if 2 <= v <= 4 and req.retention_time_ms != -1:
             expire = now + req.retention_time_ms
         records = []
-        # Kafka answers the partitions the metadata does not know first (KafkaApis adds them
-        # to the response builder before the coordinator's answer), grouped by topic
         by_topic: dict[tuple[str, Any], list[RPart]] = {}
-        known = []
-        for t in req.topics:
-            name = topic_name(img, t.name, t.topic_id, by_id)
-            for p in t.partitions:
-                if partition_error(img, name, p.partition_index, by_id) != ErrorCode.NONE:
-                    code, _rec = commit_partition(
-                        shard, img, req.group_id, name, p, group_code, now, by_id=by_id, expire_ms=expire)
-                    by_topic.setdefault((t.name, t.topic_id), []).append(
-                        RPart(partition_index=p.partition_index, error_code=code))
-                else:
-                    known.append((t, name, p))
+        for t, name, p in unknown:
+            code, _rec = commit_partition(
+                shard, img, req.group_id, name, p, group_code, now, by_id=by_id, expire_ms=expire)
+            by_topic.setdefault((t.name, t.topic_id), []).append(
+                RPart(partition_index=p.partition_index, error_code=code))
         for t, name, p in known:
             code, rec = commit_partition(
                 shard, img, req.group_id, name, p, group_code, now, by_id=by_id, expire_ms=expire

@@ -65,7 +65,8 @@ async def handle(broker: Broker, ctx: RequestContext, req: TxnOffsetCommitReques
         return answer({k: code for k in keys})
     now = now_ms()
     generation, member, instance = (req.generation_id, req.member_id, req.group_instance_id) if v >= 3 else (-1, "", None)
-    group_code = shard.validate_commit(req.group_id, generation, member, instance, True, now)
+    group_code = shard.validate_commit(req.group_id, generation, member, instance, True, now,
+                                       partitions=[(t.name, p.partition_index) for t in req.topics for p in t.partitions])
     codes: dict[tuple[str, int], ErrorCode] = {}
     records = []
     for t in req.topics:
