@@ -2547,7 +2547,12 @@ def run(bootstrap: str, names: list[str] | None = None) -> dict[str, Outcome]:
 
 
 # More scenarios, in their own modules (they register themselves with @scenario).
-from compat_tests import scenarios_admin, scenarios_groups, scenarios_java  # noqa: E402, F401
+from compat_tests import (  # noqa: E402, F401
+    scenarios_admin,
+    scenarios_configs,
+    scenarios_groups,
+    scenarios_java,
+)
 
 if __name__ == "__main__":
     # Run through the imported module: the scenario modules register into its SCENARIOS.

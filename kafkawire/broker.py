@@ -18,6 +18,7 @@ import trio
 from kafkawire.apis import REGISTRY
 from kafkawire.config import TOPIC_CONFIGS, BrokerConfig
 from kafkawire.config_entries import effective_topic_values
+from kafkawire.config_resources import group_consumer_settings
 from kafkawire.coordinator_runtime import GROUP_TOPIC, TXN_TOPIC, CoordinatorRuntime
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
 from kafkawire.log_cleaner import LogCleanerService
@@ -78,7 +79,8 @@ class Broker:
         self._pid_end = 0
         # Coordinator runtimes (docs/COORDINATORS.md), one per internal topic. A coordinator
         # plugs in by setting its runtime's ``shard_factory`` before ``run``.
-        self.group_runtime = CoordinatorRuntime(self, GROUP_TOPIC, make_shard_factory(config))
+        self.group_runtime = CoordinatorRuntime(self, GROUP_TOPIC, make_shard_factory(
+            config, lambda gid: group_consumer_settings(self.config, self.image, gid)))
         self.txn_runtime = CoordinatorRuntime(self, TXN_TOPIC)
         self.coordinators_by_key_type = {
             GROUP_TOPIC.key_type: self.group_runtime, TXN_TOPIC.key_type: self.txn_runtime

@@ -62,6 +62,13 @@ class LogCleanerService:
         self.rounds = 0  # cleaning rounds completed (tests and metrics)
         self._wakeup = trio.Event()
 
+    def current_backoff_s(self) -> float:
+        """``log.cleaner.backoff.ms``, dynamic broker configs included (Kafka reconfigures it)."""
+        from kafkawire.config_entries import effective_broker_config
+
+        values = effective_broker_config(self.broker.config, self.broker.image).values
+        return max(int(values["log.cleaner.backoff.ms"]), 1) / 1000.0
+
     def in_progress(self, tp: TopicPartition) -> bool:
         return tp in self._in_progress
 
@@ -82,7 +89,7 @@ class LogCleanerService:
                 log.exception("log cleaner round failed")
             if not cleaned:
                 delete_old_segments(self.broker, compacted=True)
-                with trio.move_on_after(self.backoff_s):
+                with trio.move_on_after(self.current_backoff_s()):
                     await self._wakeup.wait()
                 self._wakeup = trio.Event()
 
