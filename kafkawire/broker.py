@@ -17,7 +17,7 @@ import trio
 
 from kafkawire.apis import REGISTRY
 from kafkawire.config import TOPIC_CONFIGS, BrokerConfig
-from kafkawire.config_entries import effective_topic_values
+from kafkawire.config_entries import connection_limits, effective_topic_values
 from kafkawire.config_resources import group_consumer_settings
 from kafkawire.coordinator_runtime import GROUP_TOPIC, TXN_TOPIC, CoordinatorRuntime
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
@@ -70,6 +70,7 @@ class Broker:
         self.quorum: MetadataQuorum | None = None
         self.notifier = AppendNotifier()
         self.server = Server(self.dispatch, config.socket_request_max_bytes, self.on_disconnect)
+        self.server.connection_limits = lambda: connection_limits(self.config, self.image)
         self.bound_ports: dict[str, int] = {}
         self.started = trio.Event()
         self.start_time_ms = now_ms()

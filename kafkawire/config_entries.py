@@ -281,6 +281,20 @@ def effective_broker_config(config: BrokerConfig, image: MetadataImage) -> Broke
     return BrokerConfig.from_dict(raw)
 
 
+def connection_limits(
+    config: BrokerConfig, image: MetadataImage
+) -> tuple[int, int, dict[str, int]]:
+    """(``max.connections``, ``max.connections.per.ip``, per-address overrides from
+    ``max.connections.per.ip.overrides``), dynamic broker configs included."""
+    values = effective_broker_config(config, image).values
+    overrides: dict[str, int] = {}
+    for item in str(values["max.connections.per.ip.overrides"] or "").split(","):
+        host, _, count = item.strip().rpartition(":")
+        if host and count.strip().lstrip("-").isdigit():
+            overrides[host.strip()] = int(count)
+    return int(values["max.connections"]), int(values["max.connections.per.ip"]), overrides
+
+
 def broker_layers(
     config: BrokerConfig, image: MetadataImage
 ) -> list[tuple[ConfigSource, Mapping[str, str | None]]]:

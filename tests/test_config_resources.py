@@ -388,3 +388,52 @@ def test_confluent_admin_dynamic_broker_and_group_configs(broker: BrokerProcess)
     admin.incremental_alter_configs([res])[res].result(30)
     got = admin.describe_configs([ConfigResource(ResourceType.GROUP, g)])
     assert next(iter(got.values())).result(30)["consumer.heartbeat.interval.ms"].value == "7000"
+
+
+def test_dynamic_connection_limits(own_broker: BrokerProcess) -> None:
+    """max.connections.per.ip closes the extra connection; max.connections makes it wait."""
+    import socket
+
+    from protocol._generated.api_versions_request import ApiVersionsRequest
+
+    def answers(c: RawClient) -> bool:
+        try:
+            return c.request(ApiVersionsRequest(), 0).error_code == 0
+        except (ConnectionError, OSError):
+            return False
+
+    admin = RawClient(own_broker.bootstrap)
+    try:
+        assert iac(admin, BROKER, "", [("max.connections.per.ip", SET, "2")]) == (0, None)
+        second = RawClient(own_broker.bootstrap)
+        assert answers(second)
+        third = RawClient(own_broker.bootstrap)
+        assert not answers(third)  # closed by the broker: the address has 2 already
+        third.close()
+        second.close()
+        deadline = time.monotonic() + 10
+        while True:  # the broker sees the close asynchronously
+            again = RawClient(own_broker.bootstrap)
+            if answers(again) or time.monotonic() > deadline:
+                break
+            again.close()
+        assert answers(again)
+        again.close()
+        assert iac(admin, BROKER, "", [("max.connections.per.ip", DELETE, None),
+                                       ("max.connections", SET, "2")]) == (0, None)
+        second = RawClient(own_broker.bootstrap)
+        assert answers(second)
+        waiting = RawClient(own_broker.bootstrap)
+        waiting.sock.settimeout(1.5)
+        with pytest.raises(socket.timeout):  # not served while 2 connections are open
+            waiting.request(ApiVersionsRequest(), 0)
+        second.close()
+        waiting.sock.settimeout(10)
+        frame = waiting.recv_frame()  # served once a slot is free
+        assert len(frame) > 4
+        waiting.close()
+        admin2 = RawClient(own_broker.bootstrap)
+        assert iac(admin2, BROKER, "", [("max.connections", DELETE, None)]) == (0, None)
+        admin2.close()
+    finally:
+        admin.close()
