@@ -19,9 +19,27 @@ visible quirk: ``retention.ms`` on a default broker reports ``synonyms={}`` and 
 ``DEFAULT_CONFIG`` (its only default synonym is ``log.retention.hours``), while
 ``cleanup.policy`` reports ``{DEFAULT_CONFIG:log.cleanup.policy=delete}``.
 
-Dynamic broker configs: only the broker properties that are topic-config synonyms can be
-changed at run time here (they feed the topic defaults); every other key is refused the way
-Kafka refuses static keys (``INVALID_REQUEST``, ``Cannot update these configs dynamically``).
+Dynamic broker configs: Kafka 4.3.1's reconfigurable set (``DYNAMIC_BROKER_CONFIGS``: the
+topic-config synonyms plus ``_RECONFIGURABLE`` and the SSL/SASL keys), per broker or as the
+cluster default following Kafka's update modes (``PER_BROKER_CONFIGS`` only per broker), typed
+and range-checked like Kafka; any other key is refused as Kafka refuses static keys
+(``INVALID_REQUEST``, ``Cannot update these configs dynamically``). Under ELR a per-broker
+``min.insync.replicas`` is refused and the cluster-wide one cannot be removed.
+
+Applied at once: the topic-config synonyms (every partition's log config),
+``producer.id.expiration.ms`` (partition logs), ``log.cleaner.backoff.ms`` and
+``log.cleaner.io.max.bytes.per.second`` (the cleaner), ``max.connections``,
+``max.connections.per.ip`` and ``max.connections.per.ip.overrides`` (the server),
+``group.consumer.assignment.interval.ms`` (the KIP-848 coordinator). **Accepted but with no
+mechanism in kafkawire** (stored, validated, reported; they change nothing): the thread pool
+sizes (``num.io.threads``, ``num.network.threads``, ``num.recovery.threads.per.data.dir``,
+``background.threads``, ``num.replica.fetchers``, ``log.cleaner.threads``), cleaner buffer sizes,
+``max.connection.creation.rate``, coordinator buffer sizes, the share/streams assignment
+intervals, the ``remote.*`` keys, ``transaction.partition.verification.enable``,
+``follower.fetch.last.tiered.offset.enable``, ``metric.reporters``, ``config.providers``,
+``cordoned.log.dirs``, the listener keys (listeners stay those bound at start) and SSL/SASL.
+
+Group and client-metrics resources are in ``kafkawire.config_resources``.
 
 Everything here is pure: it reads a ``BrokerConfig`` and a ``MetadataImage``.
 """
