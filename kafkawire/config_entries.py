@@ -30,13 +30,13 @@ Applied at once: the topic-config synonyms (every partition's log config),
 ``producer.id.expiration.ms`` (partition logs), ``log.cleaner.backoff.ms`` and
 ``log.cleaner.io.max.bytes.per.second`` (the cleaner), ``max.connections``,
 ``max.connections.per.ip`` and ``max.connections.per.ip.overrides`` (the server),
-``group.consumer.assignment.interval.ms`` (the KIP-848 coordinator). **Accepted but with no
+``group.consumer.assignment.interval.ms`` (the KIP-848 coordinator),
+``transaction.partition.verification.enable`` (Produce). **Accepted but with no
 mechanism in kafkawire** (stored, validated, reported; they change nothing): the thread pool
 sizes (``num.io.threads``, ``num.network.threads``, ``num.recovery.threads.per.data.dir``,
 ``background.threads``, ``num.replica.fetchers``, ``log.cleaner.threads``), cleaner buffer sizes,
 ``max.connection.creation.rate``, coordinator buffer sizes, the share/streams assignment
-intervals, the ``remote.*`` keys, ``transaction.partition.verification.enable``,
-``follower.fetch.last.tiered.offset.enable``, ``metric.reporters``, ``config.providers``,
+intervals, the ``remote.*`` keys, ``follower.fetch.last.tiered.offset.enable``, ``metric.reporters``, ``config.providers``,
 ``cordoned.log.dirs``, the listener keys (listeners stay those bound at start) and SSL/SASL.
 
 Group and client-metrics resources are in ``kafkawire.config_resources``.
@@ -304,13 +304,26 @@ def connection_limits(
 ) -> tuple[int, int, dict[str, int]]:
     """(``max.connections``, ``max.connections.per.ip``, per-address overrides from
     ``max.connections.per.ip.overrides``), dynamic broker configs included."""
-    values = effective_broker_config(config, image).values
     overrides: dict[str, int] = {}
-    for item in str(values["max.connections.per.ip.overrides"] or "").split(","):
+    for item in str(broker_value(config, image, "max.connections.per.ip.overrides") or "").split(","):
         host, _, count = item.strip().rpartition(":")
         if host and count.strip().lstrip("-").isdigit():
             overrides[host.strip()] = int(count)
-    return int(values["max.connections"]), int(values["max.connections.per.ip"]), overrides
+    return (int(broker_value(config, image, "max.connections")),
+            int(broker_value(config, image, "max.connections.per.ip")), overrides)
+
+
+def broker_value(config: BrokerConfig, image: MetadataImage, key: str) -> Any:
+    """One broker config's typed value: this broker's dynamic config, the cluster default,
+    else the static one (cheap: no whole ``BrokerConfig`` is rebuilt)."""
+    for scope in (str(config.node_id), ""):
+        raw = image.configs.get((RESOURCE_BROKER, scope), {}).get(key)
+        if raw is not None:
+            try:
+                return parse_value(BROKER_CONFIGS[key][0], raw, key)
+            except ConfigError:
+                break
+    return config.values[key]
 
 
 def broker_layers(
