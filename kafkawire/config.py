@@ -560,6 +560,33 @@ def normalize_list(raw: str) -> str:
     return ",".join(p.strip() for p in raw.split(",") if p.strip())
 
 
+def parse_typed(name: str, kind: str, raw: str) -> Any:
+    """A value parsed like Kafka's ``ConfigDef``; ConfigError with its message otherwise
+    ("Invalid value abc for configuration x: Not a number of type INT")."""
+    text = raw.strip()
+    if kind in ("int", "long", "short"):
+        bits = {"int": 31, "long": 63, "short": 15}[kind]
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not -(1 << bits) <= value < (1 << bits):
+            raise _invalid(name, raw, f"Not a number of type {_KIND_NAMES[kind]}")
+        return value
+    if kind == "double":
+        try:
+            return float(text)
+        except ValueError:
+            raise _invalid(name, raw, "Not a number of type DOUBLE") from None
+    if kind == "boolean":
+        if text.lower() not in ("true", "false"):
+            raise _invalid(name, raw, "Expected value to be either true or false")
+        return text.lower() == "true"
+    if kind == "list":
+        return normalize_list(text)
+    return text
+
+
 def validate_topic_config(name: str, raw: str | None) -> Any:
     """Parse a topic config value; raises ConfigError for unknown names or bad values.
 
@@ -573,29 +600,7 @@ def validate_topic_config(name: str, raw: str | None) -> Any:
     kind, _default, _syn = definition
     if raw is None:
         return None
-    text = raw.strip()
-    value: Any
-    if kind in ("int", "long"):
-        try:
-            value = int(text)
-        except ValueError:
-            raise _invalid(name, raw, f"Not a number of type {_KIND_NAMES[kind]}") from None
-        bits = 31 if kind == "int" else 63
-        if not -(1 << bits) <= value < (1 << bits):
-            raise _invalid(name, raw, f"Not a number of type {_KIND_NAMES[kind]}")
-    elif kind == "double":
-        try:
-            value = float(text)
-        except ValueError:
-            raise _invalid(name, raw, "Not a number of type DOUBLE") from None
-    elif kind == "boolean":
-        if text.lower() not in ("true", "false"):
-            raise _invalid(name, raw, "Expected value to be either true or false")
-        value = text.lower() == "true"
-    elif kind == "list":
-        value = normalize_list(text)
-    else:
-        value = text
+    value = parse_typed(name, kind, raw)
     if name == "cleanup.policy":
         parts = [p for p in str(value).split(",") if p]
         bad = [p for p in parts if p not in ("delete", "compact")]

@@ -61,6 +61,7 @@ from kafkawire.config import (
     ConfigError,
     format_config_value,
     normalize_list,
+    parse_typed,
     parse_value,
     validate_topic_config,
 )
@@ -641,7 +642,7 @@ def _validate_topic_synonym(name: str, raw: str) -> str:
     return formatted if formatted is not None else raw
 
 
-def _bad(name: str, raw: str, reason: str) -> KafkaError:
+def _bad(name: str, raw: str, reason: str) -> KafkaError:  # Kafka's broker-side wording
     return KafkaError(ErrorCode.INVALID_REQUEST,
                       f"Invalid value {raw} for configuration {name}: {reason}")
 
@@ -656,24 +657,11 @@ def _dynamic_failure(reason: str) -> KafkaError:
 
 
 def _validate_reconfigurable(name: str, raw: str) -> None:
-    kind = BROKER_CONFIGS[name][0]
     text = raw.strip()
-    value: Any = text
-    if kind in ("int", "long"):
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        bits = 31 if kind == "int" else 63
-        if value is None or not -(1 << bits) <= value < (1 << bits):
-            raise _bad(name, raw, f"Not a number of type {kind.upper()}")
-    elif kind == "double":
-        try:
-            value = float(text)
-        except ValueError:
-            raise _bad(name, raw, "Not a number of type DOUBLE") from None
-    elif kind == "boolean" and text.lower() not in ("true", "false"):
-        raise _bad(name, raw, "Expected value to be either true or false")
+    try:
+        value = parse_typed(name, BROKER_CONFIGS[name][0], raw)
+    except ConfigError as e:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, str(e)) from None
     bounds = _BROKER_RANGES.get(name)
     if bounds is not None:
         lo, hi = bounds

@@ -38,7 +38,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kafkawire.config import BrokerConfig, normalize_list
+from kafkawire import config
+from kafkawire.config import BrokerConfig, ConfigError
 from kafkawire.config_entries import (
     ConfigEntry,
     ConfigSource,
@@ -114,28 +115,10 @@ def _invalid(name: str, raw: str, reason: str) -> KafkaError:
 
 def parse_typed(name: str, kind: str, raw: str) -> Any:
     """A value parsed like Kafka's ``ConfigDef`` (INVALID_CONFIG with its messages)."""
-    text = raw.strip()
-    if kind in ("int", "long", "short"):
-        bits = {"int": 31, "long": 63, "short": 15}[kind]
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or not -(1 << bits) <= value < (1 << bits):
-            raise _invalid(name, raw, f"Not a number of type {kind.upper()}")
-        return value
-    if kind == "double":
-        try:
-            return float(text)
-        except ValueError:
-            raise _invalid(name, raw, "Not a number of type DOUBLE") from None
-    if kind == "boolean":
-        if text.lower() not in ("true", "false"):
-            raise _invalid(name, raw, "Expected value to be either true or false")
-        return text.lower() == "true"
-    if kind == "list":
-        return normalize_list(text)
-    return text
+    try:
+        return config.parse_typed(name, kind, raw)
+    except ConfigError as e:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
 
 
 # ---- group configs --------------------------------------------------------------------------
