@@ -167,7 +167,7 @@ _RECONFIGURABLE: dict[str, bool] = {
     "transaction.partition.verification.enable": False,
 }
 # SSL/SASL keys Kafka reconfigures per broker (its listener's security): accepted and stored
-# as strings (no TLS or SASL in kafkawire), listed by DescribeConfigs only when set.
+# as given (no TLS or SASL in kafkawire), listed by DescribeConfigs once set (passwords hidden).
 SECURITY_DYNAMIC_CONFIGS: frozenset[str] = frozenset({
     "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.kerberos.kinit.cmd",
     "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules",
@@ -182,6 +182,11 @@ SECURITY_DYNAMIC_CONFIGS: frozenset[str] = frozenset({
     "ssl.provider", "ssl.secure.random.implementation", "ssl.trustmanager.algorithm",
     "ssl.truststore.certificates", "ssl.truststore.location", "ssl.truststore.password",
     "ssl.truststore.type",
+})
+
+_SECURITY_PASSWORDS = frozenset({
+    "sasl.jaas.config", "ssl.key.password", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+    "ssl.keystore.password", "ssl.truststore.certificates", "ssl.truststore.password",
 })
 
 DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
@@ -534,21 +539,25 @@ def broker_config_entries(
     """
     layers = broker_layers(config, image)
     effective = effective_broker_config(config, image)
-    _per, default = dynamic_broker_configs(image, config.node_id)
-    listed = BROKER_CONFIGS.keys() - INTERNAL_BROKER_CONFIGS
+    per, default = dynamic_broker_configs(image, config.node_id)
+    # SSL/SASL keys kafkawire does not otherwise know are listed once set dynamically
+    security = {k for k in (*per, *default) if k in SECURITY_DYNAMIC_CONFIGS} - BROKER_CONFIGS.keys()
+    listed = (BROKER_CONFIGS.keys() - INTERNAL_BROKER_CONFIGS) | security
     keys = sorted(listed) if per_broker else sorted(k for k in default if k in listed)
     if names is not None:
         wanted = set(names)
         keys = [k for k in keys if k in wanted]
     out: list[ConfigEntry] = []
     for name in keys:
-        kind, _d = BROKER_CONFIGS[name]
+        kind = BROKER_CONFIGS[name][0] if name in BROKER_CONFIGS else (
+            "password" if name in _SECURITY_PASSWORDS else "string")
         chain = synonym_chain(name, layers)
         sensitive = kind == "password"
         if sensitive:  # Kafka never returns a password's value, nor its synonyms' values
             chain = [Synonym(s.name, None, s.source) for s in chain]
         if per_broker:
-            value = None if sensitive else format_config_value(kind, effective.values.get(name))
+            current = effective.values.get(name, per.get(name, default.get(name)))
+            value = None if sensitive else format_config_value(kind, current)
         else:
             chain = [s for s in chain if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
             value = None if sensitive else default.get(name)

@@ -437,3 +437,19 @@ def test_dynamic_connection_limits(own_broker: BrokerProcess) -> None:
         admin2.close()
     finally:
         admin.close()
+
+
+def test_dynamic_security_configs_per_broker_only(raw: RawClient) -> None:
+    assert iac(raw, BROKER, "", [("ssl.protocol", SET, "TLSv1.2")]) == (
+        ErrorCode.INVALID_REQUEST, "Cannot update these configs at default cluster level, "
+        "broker id must be specified: [ssl.protocol]")
+    assert iac(raw, BROKER, "1", [("ssl.protocol", SET, "TLSv1.2"),
+                                  ("ssl.keystore.password", SET, "secret")]) == (0, None)
+    got = entries(raw, BROKER, "1", ["ssl.protocol", "ssl.keystore.password"])
+    assert (got["ssl.protocol"].value, got["ssl.protocol"].config_source) == (
+        "TLSv1.2", DYNAMIC_BROKER_CONFIG)
+    pw = got["ssl.keystore.password"]
+    assert (pw.value, pw.is_sensitive, [s.value for s in pw.synonyms]) == (None, True, [None])
+    assert iac(raw, BROKER, "1", [("ssl.protocol", DELETE, None),
+                                  ("ssl.keystore.password", DELETE, None)]) == (0, None)
+    assert entries(raw, BROKER, "1", ["ssl.protocol"]) == {}
