@@ -33,11 +33,8 @@ _STATIC_QUORUM = (
 )
 _SINGLE_NODE = "single node: unregistering its only (live) broker is not supported"
 
-_NOT_YET = "admin API not implemented yet (no issue schedules it; see FINDINGS.md)"
-
 _SHARE_KEYS = (76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92)
 _STREAMS_KEYS = (88, 89)
-_NOT_YET_KEYS = (34, 48, 49, 50, 51, 57)
 
 
 def _keys(keys: tuple[int, ...], reason: str) -> list[tuple[str, str]]:
@@ -78,8 +75,4 @@ ACCEPTED: dict[str, list[tuple[str, str]]] = {
     ],
 }
 
-PENDING: dict[str, list[tuple[str, str]]] = {
-    "api_versions": [
-        *_keys(_NOT_YET_KEYS, _NOT_YET),
-    ],
-}
+PENDING: dict[str, list[tuple[str, str]]] = {}

@@ -2552,6 +2552,7 @@ from compat_tests import (  # noqa: E402, F401
     scenarios_configs,
     scenarios_groups,
     scenarios_java,
+    scenarios_quotas,
 )
 
 if __name__ == "__main__":

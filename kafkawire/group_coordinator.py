@@ -46,16 +46,28 @@ GROUP_VERSION_CONSUMER = 1
 
 
 def group_version_records(config: BrokerConfig, image: MetadataImage) -> list[Any]:
-    """Finalize ``group.version=1`` (as a fresh Kafka 4.x cluster has it) when the consumer
-    protocol is enabled (``group.coordinator.rebalance.protocols`` lists ``consumer``): the
-    ConsumerGroup* APIs are advertised only then, so clients never see them otherwise."""
+    """Finalize ``group.version=1`` on a fresh cluster, as Kafka 4.x's storage format does
+    (whatever ``group.coordinator.rebalance.protocols`` says: Kafka 4.3.1 finalizes it and keeps
+    listing ConsumerGroupHeartbeat/Describe in ApiVersions with ``classic`` alone, answering them
+    UNSUPPORTED_VERSION). Once recorded, the level is never changed at start (UpdateFeatures may
+    have lowered it)."""
     from protocol._generated.feature_level_record import FeatureLevelRecord
 
-    protocols = {p.strip() for p in str(config["group.coordinator.rebalance.protocols"]).split(",")}
-    want = GROUP_VERSION_CONSUMER if "consumer" in protocols else 0
-    if image.features.get("group.version", 0) == want:
+    if "group.version" in image.features_recorded:
         return []
-    return [FeatureLevelRecord(name="group.version", feature_level=want)]
+    if image.features.get("group.version", 0) == GROUP_VERSION_CONSUMER:
+        return []
+    return [FeatureLevelRecord(name="group.version", feature_level=GROUP_VERSION_CONSUMER)]
+
+
+def consumer_protocol_enabled(broker: Broker) -> bool:
+    """KIP-848 groups are served when ``group.version`` >= 1 and the (deprecated) static
+    ``group.coordinator.rebalance.protocols`` lists ``consumer``; otherwise Kafka answers
+    ConsumerGroupHeartbeat/Describe with UNSUPPORTED_VERSION (the APIs stay advertised)."""
+    if broker.image.features.get("group.version", 0) < GROUP_VERSION_CONSUMER:
+        return False
+    protocols = str(broker.config["group.coordinator.rebalance.protocols"]).split(",")
+    return "consumer" in {p.strip() for p in protocols}
 
 
 def client_host(ctx: RequestContext) -> str:

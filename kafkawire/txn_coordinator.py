@@ -81,11 +81,11 @@ TRANSACTION_VERSION = 2
 
 
 def transaction_version_records(image: MetadataImage) -> list[Any]:
-    """Finalize ``transaction.version`` (fresh clusters, and clusters formatted before this
-    broker served version 2: there is no UpdateFeatures here to do it by hand)."""
+    """Finalize ``transaction.version`` on fresh clusters (and clusters formatted before this
+    broker served version 2); a level set with UpdateFeatures stays as it was set."""
     from protocol._generated.feature_level_record import FeatureLevelRecord
 
-    if image.features.get("transaction.version", 0) == TRANSACTION_VERSION:
+    if "transaction.version" in image.features_recorded:
         return []
     return [FeatureLevelRecord(name="transaction.version", feature_level=TRANSACTION_VERSION)]
 
@@ -122,6 +122,13 @@ class TxnCoordinator:
         # with the next leadership change; with one node: the next start)
         level = self.broker.image.features.get("transaction.version", 0)
         return TxnShard(partition, replace(self.config, transaction_version=level))
+
+    def on_features_changed(self) -> None:
+        """A new ``transaction.version`` (UpdateFeatures) applies to the loaded shards at once."""
+        level = self.broker.image.features.get("transaction.version", 0)
+        for _partition, shard in self.runtime.loaded_shards():
+            assert isinstance(shard, TxnShard)
+            shard.config = replace(shard.config, transaction_version=level)
 
     def wake(self) -> None:
         """Look for marker jobs now (after EndTxn, a fence, a timer)."""

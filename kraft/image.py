@@ -63,6 +63,18 @@ class BrokerImage:
     features: dict[str, tuple[int, int]]
 
 
+#: a client quota entity: its (entity type, entity name or None for the default) pairs, sorted
+QuotaEntity = tuple[tuple[str, str | None], ...]
+
+
+@dataclass(frozen=True)
+class ScramCredential:
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
 @dataclass(frozen=True)
 class MetadataImage:
     offset: int = -1  # offset of the last record replayed
@@ -72,7 +84,13 @@ class MetadataImage:
     configs: dict[tuple[int, str], dict[str, str]] = field(default_factory=dict)
     brokers: dict[int, BrokerImage] = field(default_factory=dict)
     features: dict[str, int] = field(default_factory=dict)
+    #: features that have a FeatureLevelRecord in the log (a level-0 record removes the feature
+    #: from ``features`` but stays a decision the start-up defaults must not override)
+    features_recorded: frozenset[str] = frozenset()
     next_producer_id: int = 0
+    client_quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)
+    #: user -> SCRAM mechanism (1 SCRAM-SHA-256, 2 SCRAM-SHA-512) -> credential
+    scram: dict[str, dict[int, ScramCredential]] = field(default_factory=dict)
 
     def topic_config(self, topic: str) -> dict[str, str]:
         return self.configs.get((RESOURCE_TOPIC, topic), {})
@@ -92,7 +110,10 @@ class _Builder:
         self.configs: dict[tuple[int, str], dict[str, str]] | None = None
         self.brokers: dict[int, BrokerImage] | None = None
         self.features: dict[str, int] | None = None
+        self.recorded = img.features_recorded
         self.next_pid = img.next_producer_id
+        self.quotas: dict[QuotaEntity, dict[str, float]] | None = None
+        self.scram: dict[str, dict[int, ScramCredential]] | None = None
 
     def t(self) -> tuple[dict[str, TopicImage], dict[uuid.UUID, TopicImage]]:
         if self.topics is None or self.by_id is None:
@@ -114,6 +135,16 @@ class _Builder:
         if self.features is None:
             self.features = dict(self.img.features)
         return self.features
+
+    def q(self) -> dict[QuotaEntity, dict[str, float]]:
+        if self.quotas is None:
+            self.quotas = dict(self.img.client_quotas)
+        return self.quotas
+
+    def s(self) -> dict[str, dict[int, ScramCredential]]:
+        if self.scram is None:
+            self.scram = dict(self.img.scram)
+        return self.scram
 
     def put_topic(self, topic: TopicImage) -> None:
         topics, by_id = self.t()
@@ -174,6 +205,7 @@ class _Builder:
                 configs.pop(key, None)
         elif name == "FeatureLevelRecord":
             feats = self.f()
+            self.recorded = self.recorded | {rec.name}
             if rec.feature_level == 0:
                 feats.pop(rec.name, None)
             else:
@@ -211,7 +243,34 @@ class _Builder:
                 brokers[rec.broker_id] = replace(old_b, fenced=fenced, in_controlled_shutdown=shut)
         elif name == "ProducerIdsRecord":
             self.next_pid = max(self.next_pid, rec.next_producer_id)
-        # NoOpRecord and records we do not model (ACLs, SCRAM, quotas, tokens) change nothing.
+        elif name == "ClientQuotaRecord":
+            quotas = self.q()
+            entity: QuotaEntity = tuple(sorted((e.entity_type, e.entity_name) for e in rec.entity))
+            values = dict(quotas.get(entity, {}))
+            if rec.remove:
+                values.pop(rec.key, None)
+            else:
+                values[rec.key] = rec.value
+            if values:
+                quotas[entity] = values
+            else:
+                quotas.pop(entity, None)
+        elif name == "UserScramCredentialRecord":
+            scram = self.s()
+            creds = dict(scram.get(rec.name, {}))
+            creds[rec.mechanism] = ScramCredential(
+                bytes(rec.salt), bytes(rec.stored_key), bytes(rec.server_key), rec.iterations
+            )
+            scram[rec.name] = creds
+        elif name == "RemoveUserScramCredentialRecord":
+            scram = self.s()
+            creds = dict(scram.get(rec.name, {}))
+            creds.pop(rec.mechanism, None)
+            if creds:
+                scram[rec.name] = creds
+            else:
+                scram.pop(rec.name, None)
+        # NoOpRecord and records we do not model (ACLs, tokens) change nothing.
 
     def build(self, offset: int, epoch: int) -> MetadataImage:
         img = self.img
@@ -223,7 +282,10 @@ class _Builder:
             configs=self.configs if self.configs is not None else img.configs,
             brokers=self.brokers if self.brokers is not None else img.brokers,
             features=self.features if self.features is not None else img.features,
+            features_recorded=self.recorded,
             next_producer_id=self.next_pid,
+            client_quotas=self.quotas if self.quotas is not None else img.client_quotas,
+            scram=self.scram if self.scram is not None else img.scram,
         )
 
 

@@ -60,6 +60,7 @@ TOOLS: dict[str, dict[str, str]] = {
     "cluster": {"*": "org.apache.kafka.tools.ClusterTool"},
     "features": {"*": "org.apache.kafka.tools.FeatureCommand"},
     "client-metrics": {"*": "org.apache.kafka.tools.ClientMetricsCommand"},
+    "reassign-partitions": {"*": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"},
     "transactions": {"*": "org.apache.kafka.tools.TransactionsCommand"},
 }
 

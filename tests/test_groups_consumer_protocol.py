@@ -122,12 +122,20 @@ def test_group_version_gates_the_apis(cbroker: BrokerProcess, tmp_path: Any) -> 
         assert {f.name: f.max_version_level for f in r.finalized_features}["group.version"] == 1
     finally:
         c.close()
+    # Kafka 4.3.1 with group.coordinator.rebalance.protocols=classic: group.version is still
+    # finalized at 1 and both APIs are still listed, answering UNSUPPORTED_VERSION
     off = BrokerProcess(tmp_path / "d", overrides={"group.coordinator.rebalance.protocols": "classic"}).start()
     try:
         c = RawClient(off.bootstrap)
         r = c.request(ApiVersionsRequest(client_software_name="t", client_software_version="1"), 4)
-        assert not {68, 69} & {k.api_key for k in r.api_keys}
-        assert "group.version" not in {f.name for f in r.finalized_features}
+        assert {68, 69} <= {k.api_key for k in r.api_keys}
+        assert {f.name: f.max_version_level for f in r.finalized_features}["group.version"] == 1
+        hb = heartbeat(c, "g", "abcdefghijklmnopqrstuv", 0, rebalance_timeout_ms=30000,
+                       subscribed_topic_names=["t"])
+        assert (hb.error_code, hb.member_id, hb.heartbeat_interval_ms) == (
+            ErrorCode.UNSUPPORTED_VERSION, None, 0)
+        d = c.request(ConsumerGroupDescribeRequest(group_ids=["g"]), 1).groups[0]
+        assert (d.error_code, d.group_state, d.members) == (ErrorCode.UNSUPPORTED_VERSION, "", [])
         c.close()
     finally:
         off.close()

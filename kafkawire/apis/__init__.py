@@ -31,6 +31,7 @@ MODULES = [
     "describe_cluster",
     "describe_topic_partitions",
     "describe_log_dirs",
+    "alter_replica_log_dirs",
     "delete_records",
     "find_coordinator",
     "join_group",
@@ -51,6 +52,11 @@ MODULES = [
     "alter_partition_reassignments",
     "list_partition_reassignments",
     "list_config_resources",
+    "describe_client_quotas",
+    "alter_client_quotas",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
+    "update_features",
     # No authorizer, no SASL, PLAINTEXT only: answered as Kafka answers in that configuration.
     "sasl_handshake",
     "sasl_authenticate",
@@ -82,8 +88,6 @@ class ApiHandler:
     request_cls: Any
     response_cls: Any
     handle: Callable[..., Awaitable[Any]]
-    #: (feature, level): advertised only while that feature is finalized at >= level
-    requires_feature: tuple[str, int] | None = None
 
     def flexible(self, version: int) -> bool:
         return 0 <= self.flexible_from <= version
@@ -112,7 +116,6 @@ def build_registry(modules: list[str]) -> dict[int, ApiHandler]:
             request_cls=_load_class(REQUESTS[key]),
             response_cls=_load_class(RESPONSES[key]),
             handle=m.handle,
-            requires_feature=getattr(m, "REQUIRES_FEATURE", None),
         )
     return reg
 

@@ -10,8 +10,9 @@ registry. Quirks kept as Kafka keeps them:
 v3+: SupportedFeatures / FinalizedFeatures / FinalizedFeaturesEpoch (tagged). metadata.version,
 eligible.leader.replicas.version (as Kafka 4.3 bootstraps), group.version (KIP-848, when
 enabled) and transaction.version 2 (KIP-890 part 2) are finalized.
-An API with ``REQUIRES_FEATURE`` (the ConsumerGroup* APIs: group.version >= 1) is listed only
-while that feature is finalized, as Kafka does.
+The ConsumerGroup* APIs are listed even while the consumer protocol is off (group.version 0,
+or ``group.coordinator.rebalance.protocols`` without ``consumer``), as Kafka 4.3.1 lists them;
+they answer UNSUPPORTED_VERSION then.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ async def handle(
         if not _SOFTWARE.match(name or "") or not _SOFTWARE.match(ver or ""):
             return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
         ctx.connection.client_software = (name, ver)
-    features = broker.image.features
     resp = ApiVersionsResponse(
         error_code=0,
         api_keys=[
@@ -51,8 +51,6 @@ async def handle(
                 api_key=h.api_key, min_version=h.advertised_min, max_version=h.max_version
             )
             for h in sorted(REGISTRY.values(), key=lambda h: h.api_key)
-            if h.requires_feature is None
-            or features.get(h.requires_feature[0], 0) >= h.requires_feature[1]
         ],
         throttle_time_ms=0,
     )

@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kafkawire.apis.describe_groups import GROUP_ALL_OPS
+from kafkawire.group_coordinator import consumer_protocol_enabled
 from protocol._generated.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from protocol._generated.consumer_group_describe_response import ConsumerGroupDescribeResponse
-from protocol.errors import KafkaError
+from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
 
 API_KEY = 69
 VERSIONS = (0, 1)
-REQUIRES_FEATURE = ("group.version", 1)
 
 
 async def handle(
@@ -29,8 +29,11 @@ async def handle(
 ) -> ConsumerGroupDescribeResponse:
     names = {t.topic_id: t.name for t in broker.image.topics.values()}
     out = []
+    disabled = not consumer_protocol_enabled(broker)
     for gid in req.group_ids:
         try:
+            if disabled:  # as Kafka answers then (see consumer_protocol_enabled)
+                raise KafkaError(ErrorCode.UNSUPPORTED_VERSION)
             shard = broker.group_runtime.shard_for(gid)
         except KafkaError as e:
             out.append(ConsumerGroupDescribeResponse.DescribedGroup(

@@ -6,7 +6,8 @@ group epoch on changes, computes the target assignment with a server-side assign
 (``uniform`` default, ``range``; ``group.consumer.assignors``) and answers with the member's
 epoch and the partitions it may own now (incremental reconciliation). Epoch 0 joins, -1
 leaves, -2 leaves a static member. v0 may let the coordinator pick the member id; v1 requires
-the client's own. Advertised only while ``group.version`` >= 1 is finalized.
+the client's own. Advertised only while ``group.version`` >= 1 is finalized; when UpdateFeatures
+lowers it, UNSUPPORTED_VERSION (as Kafka).
 Errors: INVALID_REQUEST, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNSUPPORTED_ASSIGNOR,
 INVALID_REGULAR_EXPRESSION, GROUP_ID_NOT_FOUND (a non-empty classic group of that id),
 GROUP_MAX_SIZE_REACHED (``group.consumer.max.size``), coordinator errors.
@@ -17,9 +18,10 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from kafkawire.group_coordinator import client_host, on_group
+from kafkawire.group_coordinator import client_host, consumer_protocol_enabled, on_group
 from protocol._generated.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from protocol._generated.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
+from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
@@ -27,7 +29,6 @@ if TYPE_CHECKING:
 
 API_KEY = 68
 VERSIONS = (0, 1)
-REQUIRES_FEATURE = ("group.version", 1)
 
 
 def topics_view(broker: Broker) -> dict[str, tuple[uuid.UUID, int]]:
@@ -38,6 +39,13 @@ def topics_view(broker: Broker) -> dict[str, tuple[uuid.UUID, int]]:
 async def handle(
     broker: Broker, ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
 ) -> ConsumerGroupHeartbeatResponse:
+    if not consumer_protocol_enabled(broker):
+        # group.version lowered with UpdateFeatures, or the consumer protocol left out of
+        # group.coordinator.rebalance.protocols: Kafka answers so (and still lists the API)
+        return ConsumerGroupHeartbeatResponse(
+            error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=None, member_id=None,
+            assignment=None,
+        )
     v = ctx.api_version
     host = client_host(ctx)
     topics = topics_view(broker)

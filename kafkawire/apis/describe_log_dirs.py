@@ -6,6 +6,9 @@
   listed (Kafka keeps it out of LogManager too).
 - Per partition: ``partition_size`` = bytes of all its segments, ``offset_lag`` 0 (a single
   replica is never behind itself), ``is_future_key`` false (no replica movement between dirs).
+- The other directories of ``log.dirs`` hold nothing (kafkawire keeps every partition in the
+  first one; AlterReplicaLogDirs cannot move replicas there): they are listed offline, as Kafka
+  lists a failed log dir: KAFKA_STORAGE_ERROR, no topics, sizes -1.
 - v3+: top-level error NONE. v4+: ``total_bytes`` / ``usable_bytes`` of the file system holding
   the directory (``os.statvfs``; -1 when it cannot be read). v5: ``is_cordoned`` false.
 """
@@ -66,15 +69,20 @@ async def handle(
     log_dir = Path(broker.logs.log_dir).resolve()
     sizes = {tp: log.size_bytes for tp, log in broker.logs if tp[0] != METADATA_TOPIC}
     total, usable = disk_space(log_dir)
-    return DescribeLogDirsResponse(
-        throttle_time_ms=0,
+    results = [Result(
         error_code=ErrorCode.NONE,
-        results=[Result(
-            error_code=ErrorCode.NONE,
-            log_dir=str(log_dir),
-            topics=select(sizes, req.topics),
-            total_bytes=total,
-            usable_bytes=usable,
-            is_cordoned=False,
-        )],
+        log_dir=str(log_dir),
+        topics=select(sizes, req.topics),
+        total_bytes=total,
+        usable_bytes=usable,
+        is_cordoned=False,
+    )]
+    for other in dict.fromkeys(Path(d).resolve() for d in broker.config.log_dirs):
+        if other != log_dir:
+            results.append(Result(
+                error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=str(other), topics=[],
+                total_bytes=-1, usable_bytes=-1, is_cordoned=False,
+            ))
+    return DescribeLogDirsResponse(
+        throttle_time_ms=0, error_code=ErrorCode.NONE, results=results,
     )
