@@ -2549,6 +2549,7 @@ def run(bootstrap: str, names: list[str] | None = None) -> dict[str, Outcome]:
 # More scenarios, in their own modules (they register themselves with @scenario).
 from compat_tests import (  # noqa: E402, F401
     scenarios_admin,
+    scenarios_configs,
     scenarios_groups,
     scenarios_java,
     scenarios_quotas,

@@ -76,7 +76,7 @@ import re
 import struct
 import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -310,6 +310,10 @@ class ConsumerGroups:
 
     def __init__(self, config: GroupConfig, timers: Timers) -> None:
         self.config = config
+        #: a group's dynamic settings (its group configs: ``consumer.session.timeout.ms``,
+        #: ``consumer.heartbeat.interval.ms``, ``consumer.assignment.interval.ms``), read at
+        #: each heartbeat as Kafka does; missing keys fall back to ``config``
+        self.group_settings: Callable[[str], Mapping[str, int]] = lambda _gid: {}
         self.timers = timers
         self.groups: dict[str, ConsumerGroup] = {}
         #: the latest metadata (``update_topics``; heartbeats pass theirs too)
@@ -571,7 +575,9 @@ class ConsumerGroups:
         return records, target
 
     def _can_assign(self, g: ConsumerGroup, now_ms: int) -> bool:
-        return now_ms >= g.assignment_timestamp_ms + self.config.consumer_assignment_interval_ms
+        interval = self.group_settings(g.group_id).get(
+            "consumer.assignment.interval.ms", self.config.consumer_assignment_interval_ms)
+        return now_ms >= g.assignment_timestamp_ms + interval
 
     # =====================================================================================
     # reconciliation
@@ -606,7 +612,8 @@ class ConsumerGroups:
         return new
 
     def _touch(self, g: ConsumerGroup, m: ConsumerMember, now_ms: int) -> None:
-        session = self.config.consumer_session_timeout_ms
+        session = self.group_settings(g.group_id).get(
+            "consumer.session.timeout.ms", self.config.consumer_session_timeout_ms)
         if m.classic is not None:
             session = m.classic.session_timeout_ms
         self.timers.schedule(("csession", g.group_id, m.member_id), now_ms + session)
@@ -832,7 +839,8 @@ class ConsumerGroups:
         self._touch(g, new, now_ms)
         resp = ConsumerGroupHeartbeatResponse(
             member_id=member_id, member_epoch=new.member_epoch,
-            heartbeat_interval_ms=cfg.consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=self.group_settings(gid).get(
+                "consumer.heartbeat.interval.ms", cfg.consumer_heartbeat_interval_ms),
         )
         full = req.rebalance_timeout_ms != -1 and (
             req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None

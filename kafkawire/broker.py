@@ -17,7 +17,8 @@ import trio
 
 from kafkawire.apis import REGISTRY
 from kafkawire.config import TOPIC_CONFIGS, BrokerConfig
-from kafkawire.config_entries import effective_topic_values
+from kafkawire.config_entries import connection_limits, effective_topic_values
+from kafkawire.config_resources import group_consumer_settings
 from kafkawire.coordinator_runtime import GROUP_TOPIC, TXN_TOPIC, CoordinatorRuntime
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
 from kafkawire.log_cleaner import LogCleanerService
@@ -69,6 +70,7 @@ class Broker:
         self.quorum: MetadataQuorum | None = None
         self.notifier = AppendNotifier()
         self.server = Server(self.dispatch, config.socket_request_max_bytes, self.on_disconnect)
+        self.server.connection_limits = lambda: connection_limits(self.config, self.image)
         self.bound_ports: dict[str, int] = {}
         self.started = trio.Event()
         self.start_time_ms = now_ms()
@@ -78,7 +80,8 @@ class Broker:
         self._pid_end = 0
         # Coordinator runtimes (docs/COORDINATORS.md), one per internal topic. A coordinator
         # plugs in by setting its runtime's ``shard_factory`` before ``run``.
-        self.group_runtime = CoordinatorRuntime(self, GROUP_TOPIC, make_shard_factory(config))
+        self.group_runtime = CoordinatorRuntime(self, GROUP_TOPIC, make_shard_factory(
+            config, lambda gid: group_consumer_settings(self.config, self.image, gid)))
         self.txn_runtime = CoordinatorRuntime(self, TXN_TOPIC)
         self.coordinators_by_key_type = {
             GROUP_TOPIC.key_type: self.group_runtime, TXN_TOPIC.key_type: self.txn_runtime

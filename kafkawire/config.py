@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +188,71 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     # Accepted and reported like Kafka (a PASSWORD: sensitive, value hidden); no SASL here.
     "sasl.jaas.config": ("password", None),
 }
+
+# Dynamically reconfigurable in Kafka (kafkawire.config_entries.DYNAMIC_BROKER_CONFIGS) and the
+# bounds of the group configs (kafkawire.config_resources): type and Kafka's default.
+BROKER_CONFIGS.update({
+    "background.threads": ("int", 10),
+    "config.providers": ("list", ""),
+    "cordoned.log.dirs": ("list", ""),
+    "follower.fetch.last.tiered.offset.enable": ("boolean", False),
+    "group.coordinator.cached.buffer.max.bytes": ("int", 1048588),
+    "log.cleaner.io.buffer.size": ("int", 524288),
+    "log.cleaner.io.max.bytes.per.second": ("double", 1.7976931348623157e308),
+    "max.connection.creation.rate": ("int", 2147483647),
+    "max.connections.per.ip": ("int", 2147483647),
+    "max.connections.per.ip.overrides": ("string", ""),
+    "metric.reporters": ("list", "org.apache.kafka.common.metrics.JmxReporter"),
+    "num.replica.fetchers": ("int", 1),
+    "principal.builder.class": (
+        "class", "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder"),
+    "remote.fetch.max.wait.ms": ("int", 500),
+    "remote.list.offsets.request.timeout.ms": ("long", 30000),
+    "remote.log.index.file.cache.total.size.bytes": ("long", 1073741824),
+    "remote.log.manager.copier.thread.pool.size": ("int", 10),
+    "remote.log.manager.copy.max.bytes.per.second": ("long", LONG_MAX),
+    "remote.log.manager.expiration.thread.pool.size": ("int", 10),
+    "remote.log.manager.fetch.max.bytes.per.second": ("long", LONG_MAX),
+    "remote.log.manager.follower.thread.pool.size": ("int", 2),
+    "remote.log.reader.threads": ("int", 10),
+    "share.coordinator.cached.buffer.max.bytes": ("int", 1048588),
+    "group.consumer.min.session.timeout.ms": ("int", 45000),
+    "group.consumer.max.session.timeout.ms": ("int", 60000),
+    "group.consumer.min.heartbeat.interval.ms": ("int", 5000),
+    "group.consumer.max.heartbeat.interval.ms": ("int", 15000),
+    "group.consumer.min.assignment.interval.ms": ("int", 0),
+    "group.consumer.max.assignment.interval.ms": ("int", 15000),
+    "group.share.session.timeout.ms": ("int", 45000),
+    "group.share.min.session.timeout.ms": ("int", 45000),
+    "group.share.max.session.timeout.ms": ("int", 60000),
+    "group.share.heartbeat.interval.ms": ("int", 5000),
+    "group.share.min.heartbeat.interval.ms": ("int", 5000),
+    "group.share.max.heartbeat.interval.ms": ("int", 15000),
+    "group.share.assignment.interval.ms": ("int", 1000),
+    "group.share.min.assignment.interval.ms": ("int", 0),
+    "group.share.max.assignment.interval.ms": ("int", 15000),
+    "group.share.record.lock.duration.ms": ("int", 30000),
+    "group.share.min.record.lock.duration.ms": ("int", 15000),
+    "group.share.max.record.lock.duration.ms": ("int", 60000),
+    "group.share.delivery.count.limit": ("int", 5),
+    "group.share.min.delivery.count.limit": ("int", 2),
+    "group.share.max.delivery.count.limit": ("int", 10),
+    "group.share.partition.max.record.locks": ("int", 2000),
+    "group.share.min.partition.max.record.locks": ("int", 100),
+    "group.share.max.partition.max.record.locks": ("int", 4000),
+    "group.streams.session.timeout.ms": ("int", 45000),
+    "group.streams.min.session.timeout.ms": ("int", 45000),
+    "group.streams.max.session.timeout.ms": ("int", 60000),
+    "group.streams.heartbeat.interval.ms": ("int", 5000),
+    "group.streams.min.heartbeat.interval.ms": ("int", 5000),
+    "group.streams.max.heartbeat.interval.ms": ("int", 15000),
+    "group.streams.assignment.interval.ms": ("int", 1000),
+    "group.streams.min.assignment.interval.ms": ("int", 0),
+    "group.streams.max.assignment.interval.ms": ("int", 15000),
+    "group.streams.num.standby.replicas": ("int", 0),
+    "group.streams.max.standby.replicas": ("int", 2),
+    "group.streams.initial.rebalance.delay.ms": ("int", 3000),
+})
 
 # Kafka's internal configs (``defineInternal``): accepted, never listed by DescribeConfigs.
 INTERNAL_BROKER_CONFIGS = frozenset({"log.initial.task.delay.ms"})
@@ -436,8 +502,19 @@ def format_config_value(kind: str, value: Any) -> str | None:
     if kind == "boolean":
         return "true" if value else "false"
     if kind == "double":
-        return repr(float(value))
+        return java_double(float(value))
     return str(value)
+
+
+def java_double(v: float) -> str:
+    """``Double.toString``: shortest digits, scientific ``1.0E7`` outside [1e-3, 1e7)."""
+    if v == 0 or 1e-3 <= abs(v) < 1e7 or v != v or v in (float("inf"), float("-inf")):
+        return repr(v) if v == v and abs(v) != float("inf") else (
+            "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity"))
+    d = Decimal(repr(v))
+    _sign, digits, _exp = d.as_tuple()
+    text = "".join(map(str, digits)).rstrip("0") or "0"
+    return f"{'-' if v < 0 else ''}{text[0]}.{text[1:] or '0'}E{d.adjusted()}"
 
 
 # Range checks of Kafka's LogConfig definitions: name -> (at least, at most or None).
@@ -483,6 +560,33 @@ def normalize_list(raw: str) -> str:
     return ",".join(p.strip() for p in raw.split(",") if p.strip())
 
 
+def parse_typed(name: str, kind: str, raw: str) -> Any:
+    """A value parsed like Kafka's ``ConfigDef``; ConfigError with its message otherwise
+    ("Invalid value abc for configuration x: Not a number of type INT")."""
+    text = raw.strip()
+    if kind in ("int", "long", "short"):
+        bits = {"int": 31, "long": 63, "short": 15}[kind]
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not -(1 << bits) <= value < (1 << bits):
+            raise _invalid(name, raw, f"Not a number of type {_KIND_NAMES[kind]}")
+        return value
+    if kind == "double":
+        try:
+            return float(text)
+        except ValueError:
+            raise _invalid(name, raw, "Not a number of type DOUBLE") from None
+    if kind == "boolean":
+        if text.lower() not in ("true", "false"):
+            raise _invalid(name, raw, "Expected value to be either true or false")
+        return text.lower() == "true"
+    if kind == "list":
+        return normalize_list(text)
+    return text
+
+
 def validate_topic_config(name: str, raw: str | None) -> Any:
     """Parse a topic config value; raises ConfigError for unknown names or bad values.
 
@@ -496,29 +600,7 @@ def validate_topic_config(name: str, raw: str | None) -> Any:
     kind, _default, _syn = definition
     if raw is None:
         return None
-    text = raw.strip()
-    value: Any
-    if kind in ("int", "long"):
-        try:
-            value = int(text)
-        except ValueError:
-            raise _invalid(name, raw, f"Not a number of type {_KIND_NAMES[kind]}") from None
-        bits = 31 if kind == "int" else 63
-        if not -(1 << bits) <= value < (1 << bits):
-            raise _invalid(name, raw, f"Not a number of type {_KIND_NAMES[kind]}")
-    elif kind == "double":
-        try:
-            value = float(text)
-        except ValueError:
-            raise _invalid(name, raw, "Not a number of type DOUBLE") from None
-    elif kind == "boolean":
-        if text.lower() not in ("true", "false"):
-            raise _invalid(name, raw, "Expected value to be either true or false")
-        value = text.lower() == "true"
-    elif kind == "list":
-        value = normalize_list(text)
-    else:
-        value = text
+    value = parse_typed(name, kind, raw)
     if name == "cleanup.policy":
         parts = [p for p in str(value).split(",") if p]
         bad = [p for p in parts if p not in ("delete", "compact")]

@@ -19,9 +19,27 @@ visible quirk: ``retention.ms`` on a default broker reports ``synonyms={}`` and 
 ``DEFAULT_CONFIG`` (its only default synonym is ``log.retention.hours``), while
 ``cleanup.policy`` reports ``{DEFAULT_CONFIG:log.cleanup.policy=delete}``.
 
-Dynamic broker configs: only the broker properties that are topic-config synonyms can be
-changed at run time here (they feed the topic defaults); every other key is refused the way
-Kafka refuses static keys (``INVALID_REQUEST``, ``Cannot update these configs dynamically``).
+Dynamic broker configs: Kafka 4.3.1's reconfigurable set (``DYNAMIC_BROKER_CONFIGS``: the
+topic-config synonyms plus ``_RECONFIGURABLE`` and the SSL/SASL keys), per broker or as the
+cluster default following Kafka's update modes (``PER_BROKER_CONFIGS`` only per broker), typed
+and range-checked like Kafka; any other key is refused as Kafka refuses static keys
+(``INVALID_REQUEST``, ``Cannot update these configs dynamically``). Under ELR a per-broker
+``min.insync.replicas`` is refused and the cluster-wide one cannot be removed.
+
+Applied at once: the topic-config synonyms (every partition's log config),
+``producer.id.expiration.ms`` (partition logs), ``log.cleaner.backoff.ms`` and
+``log.cleaner.io.max.bytes.per.second`` (the cleaner), ``max.connections``,
+``max.connections.per.ip`` and ``max.connections.per.ip.overrides`` (the server),
+``group.consumer.assignment.interval.ms`` (the KIP-848 coordinator),
+``transaction.partition.verification.enable`` (Produce). **Accepted but with no
+mechanism in kafkawire** (stored, validated, reported; they change nothing): the thread pool
+sizes (``num.io.threads``, ``num.network.threads``, ``num.recovery.threads.per.data.dir``,
+``background.threads``, ``num.replica.fetchers``, ``log.cleaner.threads``), cleaner buffer sizes,
+``max.connection.creation.rate``, coordinator buffer sizes, the share/streams assignment
+intervals, the ``remote.*`` keys, ``follower.fetch.last.tiered.offset.enable``, ``metric.reporters``, ``config.providers``,
+``cordoned.log.dirs``, the listener keys (listeners stay those bound at start) and SSL/SASL.
+
+Group and client-metrics resources are in ``kafkawire.config_resources``.
 
 Everything here is pure: it reads a ``BrokerConfig`` and a ``MetadataImage``.
 """
@@ -43,6 +61,7 @@ from kafkawire.config import (
     ConfigError,
     format_config_value,
     normalize_list,
+    parse_typed,
     parse_value,
     validate_topic_config,
 )
@@ -118,20 +137,89 @@ _TOPIC_OF_BROKER: dict[str, str] = {
     names[0]: topic for topic, names in TOPIC_BROKER_SYNONYMS.items()
 }
 
-# Broker properties that may change at run time here: the highest-priority broker synonym of
-# each topic config (Kafka's DynamicLogConfig; ``log.retention.hours`` and the other unit
-# variants stay read-only, as in Kafka).
+# Kafka 4.3.1's dynamically reconfigurable broker configs (``DynamicBrokerConfig``'s update
+# modes, read from its jars): the topic-config synonyms above (``DynamicLogConfig``; the
+# ``log.retention.hours``-style unit variants stay read-only, as in Kafka) plus these.
+# True = per-broker (may be set for one broker only, never as the cluster default).
+_RECONFIGURABLE: dict[str, bool] = {
+    "background.threads": False, "config.providers": False, "cordoned.log.dirs": True,
+    "follower.fetch.last.tiered.offset.enable": False,
+    "group.consumer.assignment.interval.ms": False,
+    "group.coordinator.cached.buffer.max.bytes": False,
+    "group.share.assignment.interval.ms": False, "group.streams.assignment.interval.ms": False,
+    "listener.security.protocol.map": True, "listeners": True,
+    "log.cleaner.backoff.ms": False, "log.cleaner.dedupe.buffer.size": False,
+    "log.cleaner.io.buffer.load.factor": False, "log.cleaner.io.buffer.size": False,
+    "log.cleaner.io.max.bytes.per.second": False, "log.cleaner.threads": False,
+    "max.connection.creation.rate": False, "max.connections": False,
+    "max.connections.per.ip": False, "max.connections.per.ip.overrides": False,
+    "metric.reporters": False, "num.io.threads": False, "num.network.threads": False,
+    "num.recovery.threads.per.data.dir": False, "num.replica.fetchers": False,
+    "principal.builder.class": True, "producer.id.expiration.ms": False,
+    "remote.fetch.max.wait.ms": False, "remote.list.offsets.request.timeout.ms": False,
+    "remote.log.index.file.cache.total.size.bytes": False,
+    "remote.log.manager.copier.thread.pool.size": False,
+    "remote.log.manager.copy.max.bytes.per.second": False,
+    "remote.log.manager.expiration.thread.pool.size": False,
+    "remote.log.manager.fetch.max.bytes.per.second": False,
+    "remote.log.manager.follower.thread.pool.size": False, "remote.log.reader.threads": False,
+    "share.coordinator.cached.buffer.max.bytes": False,
+    "transaction.partition.verification.enable": False,
+}
+# SSL/SASL keys Kafka reconfigures per broker (its listener's security): accepted and stored
+# as given (no TLS or SASL in kafkawire), listed by DescribeConfigs once set (passwords hidden).
+SECURITY_DYNAMIC_CONFIGS: frozenset[str] = frozenset({
+    "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.kerberos.kinit.cmd",
+    "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules",
+    "sasl.kerberos.service.name", "sasl.kerberos.ticket.renew.jitter",
+    "sasl.kerberos.ticket.renew.window.factor", "sasl.login.refresh.buffer.seconds",
+    "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.window.factor",
+    "sasl.login.refresh.window.jitter", "sasl.mechanism.inter.broker.protocol",
+    "ssl.cipher.suites", "ssl.client.auth", "ssl.enabled.protocols",
+    "ssl.endpoint.identification.algorithm", "ssl.engine.factory.class", "ssl.key.password",
+    "ssl.keymanager.algorithm", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+    "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.type", "ssl.protocol",
+    "ssl.provider", "ssl.secure.random.implementation", "ssl.trustmanager.algorithm",
+    "ssl.truststore.certificates", "ssl.truststore.location", "ssl.truststore.password",
+    "ssl.truststore.type",
+})
+
+_SECURITY_PASSWORDS = frozenset({
+    "sasl.jaas.config", "ssl.key.password", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+    "ssl.keystore.password", "ssl.truststore.certificates", "ssl.truststore.password",
+})
+
 DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
     names[0] for names in TOPIC_BROKER_SYNONYMS.values() if names[0] in BROKER_CONFIGS
-)
+) | frozenset(_RECONFIGURABLE) | SECURITY_DYNAMIC_CONFIGS
+PER_BROKER_CONFIGS: frozenset[str] = frozenset(
+    k for k, per in _RECONFIGURABLE.items() if per) | SECURITY_DYNAMIC_CONFIGS
 
-# Broker properties Kafka can also change at run time but kafkawire applies only at start;
-# they are reported read-only=false like Kafka but altering them is refused.
-_KAFKA_DYNAMIC_ONLY: frozenset[str] = frozenset({
-    "num.io.threads", "num.network.threads", "num.recovery.threads.per.data.dir",
-    "max.connections", "listeners", "advertised.listeners", "listener.security.protocol.map",
-    "log.cleaner.backoff.ms", "producer.id.expiration.ms", "sasl.jaas.config",
-})
+# Lowest (and highest) value Kafka's ConfigDef allows for the reconfigurable keys.
+_BROKER_RANGES: dict[str, tuple[float, float | None]] = {
+    "background.threads": (1, None), "group.consumer.assignment.interval.ms": (0, None),
+    "group.coordinator.cached.buffer.max.bytes": (524288, None),
+    "group.share.assignment.interval.ms": (0, None),
+    "group.streams.assignment.interval.ms": (0, None), "log.cleaner.backoff.ms": (0, None),
+    "log.cleaner.io.buffer.size": (0, None), "log.cleaner.threads": (0, None),
+    "max.connection.creation.rate": (0, None), "max.connections": (0, None),
+    "max.connections.per.ip": (0, None), "num.io.threads": (1, None),
+    "num.network.threads": (1, None), "num.recovery.threads.per.data.dir": (1, None),
+    "num.replica.fetchers": (1, None), "producer.id.expiration.ms": (1, None),
+    "remote.fetch.max.wait.ms": (1, None), "remote.list.offsets.request.timeout.ms": (1, None),
+    "remote.log.index.file.cache.total.size.bytes": (1, None),
+    "remote.log.manager.copier.thread.pool.size": (1, None),
+    "remote.log.manager.copy.max.bytes.per.second": (1, None),
+    "remote.log.manager.expiration.thread.pool.size": (1, None),
+    "remote.log.manager.fetch.max.bytes.per.second": (1, None),
+    "remote.log.manager.follower.thread.pool.size": (1, None),
+    "remote.log.reader.threads": (1, None),
+    "share.coordinator.cached.buffer.max.bytes": (524288, None),
+}
+# Thread pools Kafka resizes at run time: a new size must stay within [current / 2, current * 2].
+_THREAD_POOLS = ("background.threads", "num.io.threads", "num.network.threads",
+                 "num.recovery.threads.per.data.dir")
+_METRIC_REPORTERS = ("", "org.apache.kafka.common.metrics.JmxReporter")
 
 TOPIC_DOCS: dict[str, str] = {
     "cleanup.policy": "How old segments are discarded: 'delete' by retention time/size, "
@@ -217,7 +305,34 @@ def effective_broker_config(config: BrokerConfig, image: MetadataImage) -> Broke
     return BrokerConfig.from_dict(raw)
 
 
-def _broker_layers(
+def connection_limits(
+    config: BrokerConfig, image: MetadataImage
+) -> tuple[int, int, dict[str, int]]:
+    """(``max.connections``, ``max.connections.per.ip``, per-address overrides from
+    ``max.connections.per.ip.overrides``), dynamic broker configs included."""
+    overrides: dict[str, int] = {}
+    for item in str(broker_value(config, image, "max.connections.per.ip.overrides") or "").split(","):
+        host, _, count = item.strip().rpartition(":")
+        if host and count.strip().lstrip("-").isdigit():
+            overrides[host.strip()] = int(count)
+    return (int(broker_value(config, image, "max.connections")),
+            int(broker_value(config, image, "max.connections.per.ip")), overrides)
+
+
+def broker_value(config: BrokerConfig, image: MetadataImage, key: str) -> Any:
+    """One broker config's typed value: this broker's dynamic config, the cluster default,
+    else the static one (cheap: no whole ``BrokerConfig`` is rebuilt)."""
+    for scope in (str(config.node_id), ""):
+        raw = image.configs.get((RESOURCE_BROKER, scope), {}).get(key)
+        if raw is not None:
+            try:
+                return parse_value(BROKER_CONFIGS[key][0], raw, key)
+            except ConfigError:
+                break
+    return config.values[key]
+
+
+def broker_layers(
     config: BrokerConfig, image: MetadataImage
 ) -> list[tuple[ConfigSource, Mapping[str, str | None]]]:
     per_broker, default = dynamic_broker_configs(image, config.node_id)
@@ -248,7 +363,7 @@ def broker_synonym_names(name: str) -> tuple[str, ...]:
     return (name,)
 
 
-def _synonym_chain(
+def synonym_chain(
     primary: str, layers: list[tuple[ConfigSource, Mapping[str, str | None]]]
 ) -> list[Synonym]:
     names = broker_synonym_names(primary)
@@ -274,7 +389,7 @@ def topic_config_entries(
 ) -> list[ConfigEntry]:
     """Every topic config (or ``names``) with its effective value, source and synonyms."""
     effective = effective_broker_config(config, image)
-    layers = _broker_layers(config, image)
+    layers = broker_layers(config, image)
     wanted = sorted(TOPIC_CONFIGS) if names is None else [n for n in names if n in TOPIC_CONFIGS]
     out: list[ConfigEntry] = []
     for name in wanted:
@@ -287,7 +402,7 @@ def topic_config_entries(
             value = format_config_value(kind, effective.topic_default(name)[0])
         broker_names = TOPIC_BROKER_SYNONYMS.get(name)
         if broker_names:
-            synonyms.extend(_synonym_chain(broker_names[0], layers))
+            synonyms.extend(synonym_chain(broker_names[0], layers))
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         out.append(
             ConfigEntry(
@@ -326,6 +441,8 @@ def effective_topic_values(
                 out[name] = effective.topic_default(name)[0]
         else:
             out[name] = effective.topic_default(name)[0]
+    # A broker config the partition logs use too (dynamically reconfigurable in Kafka).
+    out["producer.id.expiration.ms"] = int(effective.values["producer.id.expiration.ms"])
     for name, (kind, _d, _s) in INTERNAL_TOPIC_CONFIGS.items():
         if name in overrides:
             try:
@@ -420,23 +537,27 @@ def broker_config_entries(
     For the cluster default (empty resource name) Kafka lists only the keys set as dynamic
     defaults; for a node, every broker config with its effective value.
     """
-    layers = _broker_layers(config, image)
+    layers = broker_layers(config, image)
     effective = effective_broker_config(config, image)
-    _per, default = dynamic_broker_configs(image, config.node_id)
-    listed = BROKER_CONFIGS.keys() - INTERNAL_BROKER_CONFIGS
+    per, default = dynamic_broker_configs(image, config.node_id)
+    # SSL/SASL keys kafkawire does not otherwise know are listed once set dynamically
+    security = {k for k in (*per, *default) if k in SECURITY_DYNAMIC_CONFIGS} - BROKER_CONFIGS.keys()
+    listed = (BROKER_CONFIGS.keys() - INTERNAL_BROKER_CONFIGS) | security
     keys = sorted(listed) if per_broker else sorted(k for k in default if k in listed)
     if names is not None:
         wanted = set(names)
         keys = [k for k in keys if k in wanted]
     out: list[ConfigEntry] = []
     for name in keys:
-        kind, _d = BROKER_CONFIGS[name]
-        chain = _synonym_chain(name, layers)
+        kind = BROKER_CONFIGS[name][0] if name in BROKER_CONFIGS else (
+            "password" if name in _SECURITY_PASSWORDS else "string")
+        chain = synonym_chain(name, layers)
         sensitive = kind == "password"
         if sensitive:  # Kafka never returns a password's value, nor its synonyms' values
             chain = [Synonym(s.name, None, s.source) for s in chain]
         if per_broker:
-            value = None if sensitive else format_config_value(kind, effective.values.get(name))
+            current = effective.values.get(name, per.get(name, default.get(name)))
+            value = None if sensitive else format_config_value(kind, current)
         else:
             chain = [s for s in chain if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
             value = None if sensitive else default.get(name)
@@ -445,7 +566,7 @@ def broker_config_entries(
                 name=name,
                 value=value,
                 source=chain[0].source if chain else ConfigSource.DEFAULT_CONFIG,
-                read_only=name not in DYNAMIC_BROKER_CONFIGS and name not in _KAFKA_DYNAMIC_ONLY,
+                read_only=name not in DYNAMIC_BROKER_CONFIGS,
                 is_sensitive=sensitive,
                 config_type=config_type(kind),
                 synonyms=tuple(chain) if include_synonyms else (),
@@ -455,10 +576,18 @@ def broker_config_entries(
     return out
 
 
-def validate_broker_changes(new_configs: Mapping[str, str | None]) -> dict[str, str]:
-    """Validate dynamic broker configs (the whole resource after the change).
+def validate_broker_changes(
+    new_configs: Mapping[str, str | None],
+    config: BrokerConfig | None = None,
+    image: MetadataImage | None = None,
+    resource_name: str = "1",
+) -> dict[str, str]:
+    """Validate dynamic broker configs (the whole resource ``resource_name`` after the change;
+    the empty name is the cluster default). Returns the values to store.
 
-    Raises ``KafkaError(INVALID_REQUEST)`` like Kafka's ``DynamicBrokerConfig.validateConfigs``.
+    Raises ``KafkaError`` like Kafka's ``DynamicBrokerConfig.validateConfigs`` (INVALID_REQUEST)
+    and its controller's ELR checks (INVALID_CONFIG). With ``config`` and ``image`` the
+    thread-pool sizes are checked against the current ones (at most double, at least half).
     """
     nulls = sorted(k for k, v in new_configs.items() if v is None)
     if nulls:
@@ -469,16 +598,118 @@ def validate_broker_changes(new_configs: Mapping[str, str | None]) -> dict[str, 
             ErrorCode.INVALID_REQUEST,
             "Cannot update these configs dynamically: [" + ", ".join(refused) + "]",
         )
+    if not resource_name:
+        per_broker = sorted(k for k in new_configs if k in PER_BROKER_CONFIGS)
+        if per_broker:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                "Cannot update these configs at default cluster level, broker id must be "
+                "specified: [" + ", ".join(per_broker) + "]",
+            )
     out: dict[str, str] = {}
     for name, raw in new_configs.items():
         assert raw is not None
-        kind = BROKER_CONFIGS[name][0]
-        topic_name = _TOPIC_OF_BROKER[name]
-        try:
-            value = validate_topic_config(topic_name, raw)
-        except ConfigError as e:
-            msg = str(e).replace(f"for configuration {topic_name}:", f"for configuration {name}:")
-            raise KafkaError(ErrorCode.INVALID_REQUEST, msg) from None
-        formatted = format_config_value(kind, value)
-        out[name] = formatted if formatted is not None else raw
+        if name in _TOPIC_OF_BROKER:
+            out[name] = _validate_topic_synonym(name, raw)
+        elif name in SECURITY_DYNAMIC_CONFIGS:
+            out[name] = raw
+        else:
+            _validate_reconfigurable(name, raw)
+            out[name] = raw.strip()
+    if config is not None and image is not None:
+        _check_thread_pools(config, image, resource_name, out)
     return out
+
+
+def check_elr_changes(
+    image: MetadataImage, resource_name: str, old: Mapping[str, str], new: Mapping[str, str]
+) -> None:
+    """Kafka's controller under ELR (``eligible.leader.replicas.version`` >= 1): no
+    per-broker ``min.insync.replicas``, and the cluster-wide one cannot be removed."""
+    if image.features.get("eligible.leader.replicas.version", 0) < 1:
+        return
+    key = "min.insync.replicas"
+    if resource_name and key in new and new.get(key) != old.get(key):
+        raise KafkaError(ErrorCode.INVALID_CONFIG,
+                         "Broker-level min.insync.replicas cannot be altered while ELR is "
+                         "enabled.")
+    if not resource_name and key in old and key not in new:
+        raise KafkaError(ErrorCode.INVALID_CONFIG,
+                         "Cluster-level min.insync.replicas cannot be removed while ELR is "
+                         "enabled.")
+
+
+def _validate_topic_synonym(name: str, raw: str) -> str:
+    kind = BROKER_CONFIGS[name][0]
+    topic_name = _TOPIC_OF_BROKER[name]
+    try:
+        value = validate_topic_config(topic_name, raw)
+    except ConfigError as e:
+        msg = str(e).replace(f"for configuration {topic_name}:", f"for configuration {name}:")
+        raise KafkaError(ErrorCode.INVALID_REQUEST, msg) from None
+    formatted = format_config_value(kind, value)
+    return formatted if formatted is not None else raw
+
+
+def _bad(name: str, raw: str, reason: str) -> KafkaError:  # Kafka's broker-side wording
+    return KafkaError(ErrorCode.INVALID_REQUEST,
+                      f"Invalid value {raw} for configuration {name}: {reason}")
+
+
+def _dynamic_failure(reason: str) -> KafkaError:
+    """How Kafka reports a reconfiguration its components refuse."""
+    return KafkaError(
+        ErrorCode.INVALID_REQUEST,
+        f"Invalid value org.apache.kafka.common.config.ConfigException: {reason} for "
+        "configuration Invalid dynamic configuration",
+    )
+
+
+def _validate_reconfigurable(name: str, raw: str) -> None:
+    text = raw.strip()
+    try:
+        value = parse_typed(name, BROKER_CONFIGS[name][0], raw)
+    except ConfigError as e:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, str(e)) from None
+    bounds = _BROKER_RANGES.get(name)
+    if bounds is not None:
+        lo, hi = bounds
+        if value < lo:
+            raise _bad(name, raw, f"Value must be at least {int(lo)}")
+        if hi is not None and value > hi:
+            raise _bad(name, raw, f"Value must be no more than {int(hi)}")
+    if name == "max.connections.per.ip.overrides":
+        for item in (p.strip() for p in text.split(",") if p.strip()):
+            count = item.rpartition(":")[2].strip()
+            if not count.lstrip("-").isdigit():
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f'For input string: "{count}"')
+    if name == "metric.reporters" and any(
+        c not in _METRIC_REPORTERS for c in normalize_list(text).split(",")
+    ):
+        raise _dynamic_failure(
+            "Validation of dynamic config update of Set(metric.reporters) failed with class "
+            "class kafka.server.DynamicMetricsReporters"
+        )
+
+
+def _check_thread_pools(
+    config: BrokerConfig, image: MetadataImage, resource_name: str, new: Mapping[str, str]
+) -> None:
+    per_broker, _default = dynamic_broker_configs(image, config.node_id)
+    current = effective_broker_config(config, image).values
+    for name in _THREAD_POOLS:
+        if name not in new:
+            continue
+        if not resource_name and name in per_broker:
+            continue  # this broker keeps its own value
+        cur, want = int(current[name]), int(new[name])
+        if want == cur:
+            continue
+        if want > cur * 2:
+            raise _dynamic_failure(
+                f"Dynamic thread count update validation failed for {name}={want}, value "
+                f"should not be greater than double the current value {cur}")
+        if want < cur // 2:
+            raise _dynamic_failure(
+                f"Dynamic thread count update validation failed for {name}={want}, value "
+                f"should be at least half the current value {cur}")

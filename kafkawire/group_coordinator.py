@@ -8,7 +8,7 @@ shard that coordinates a group and maps the runtime's coordinator errors.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from groups.config import GroupConfig
@@ -25,11 +25,18 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 
 
-def make_shard_factory(config: BrokerConfig) -> Callable[[int], GroupShard]:
+def make_shard_factory(
+    config: BrokerConfig, group_settings: Callable[[str], Mapping[str, int]] | None = None,
+) -> Callable[[int], GroupShard]:
+    """``group_settings(group_id)``: the group's dynamic KIP-848 settings (its group configs,
+    see ``kafkawire.config_resources.group_consumer_settings``)."""
     gcfg = GroupConfig.from_values(config.values)
 
     def factory(partition: int) -> GroupShard:
-        return GroupShard(partition, gcfg, lambda: str(uuid.uuid4()))
+        shard = GroupShard(partition, gcfg, lambda: str(uuid.uuid4()))
+        if group_settings is not None:
+            shard.consumer.group_settings = group_settings
+        return shard
 
     return factory
 

@@ -9,7 +9,10 @@ compacted logs (``compact,delete`` topics, and DeleteRecords leftovers) and slee
 
 The worker holds the GIL while it decodes records, so a large cleaning slows the event loop
 down (it never blocks it: the GIL is handed over every few milliseconds). ``log.cleaner.threads``
-is accepted, but one cleaner task runs whatever its value. ``log.cleaner.enable=false`` turns
+is accepted (dynamically too), but one cleaner task runs whatever its value.
+``log.cleaner.io.max.bytes.per.second`` and ``log.cleaner.backoff.ms`` are read at each use, so
+their dynamic broker configs apply at once; the I/O rate is enforced between segment groups
+(a coarser step than Kafka's per-read throttler: one group can exceed it briefly). ``log.cleaner.enable=false`` turns
 cleaning off (retention then handles compacted logs too, in ``kafkawire.retention``).
 
 A log whose cleaning fails (a corrupt batch, an I/O error) is reported and marked uncleanable
@@ -62,6 +65,13 @@ class LogCleanerService:
         self.rounds = 0  # cleaning rounds completed (tests and metrics)
         self._wakeup = trio.Event()
 
+    def current_backoff_s(self) -> float:
+        """``log.cleaner.backoff.ms``, dynamic broker configs included (Kafka reconfigures it)."""
+        from kafkawire.config_entries import effective_broker_config
+
+        values = effective_broker_config(self.broker.config, self.broker.image).values
+        return max(int(values["log.cleaner.backoff.ms"]), 1) / 1000.0
+
     def in_progress(self, tp: TopicPartition) -> bool:
         return tp in self._in_progress
 
@@ -82,7 +92,7 @@ class LogCleanerService:
                 log.exception("log cleaner round failed")
             if not cleaned:
                 delete_old_segments(self.broker, compacted=True)
-                with trio.move_on_after(self.backoff_s):
+                with trio.move_on_after(self.current_backoff_s()):
                     await self._wakeup.wait()
                 self._wakeup = trio.Event()
 
@@ -126,6 +136,7 @@ class LogCleanerService:
 
     async def _clean(self, ltc: LogToClean) -> tuple[int, CleanerStats]:
         task = CleaningTask(ltc, now_ms(), self.capacity)
+        started = time.monotonic()
         try:
             end = await trio.to_thread.run_sync(task.build_offset_map, abandon_on_cancel=True)
             for group in task.groups():
@@ -134,10 +145,24 @@ class LogCleanerService:
                 )
                 if not ltc.log.replace_segments(cleaned):
                     raise CleaningAborted("the log changed during cleaning")
+                await self._throttle(task.stats, started)
         except trio.Cancelled:
             task.abort()  # the worker stops at its next batch and removes its files
             raise
         return end, task.stats
+
+    async def _throttle(self, stats: CleanerStats, started: float) -> None:
+        """``log.cleaner.io.max.bytes.per.second``: after each segment group, wait until the
+        bytes read and written so far fit the rate (Kafka throttles the same sum, per read)."""
+        from kafkawire.config_entries import effective_broker_config
+
+        values = effective_broker_config(self.broker.config, self.broker.image).values
+        rate = float(values["log.cleaner.io.max.bytes.per.second"])
+        if rate <= 0 or rate >= 1e300:
+            return
+        owed = (stats.bytes_read + stats.bytes_written) / rate - (time.monotonic() - started)
+        if owed > 0:
+            await trio.sleep(owed)
 
     async def _update_checkpoints(self, updates: dict[TopicPartition, int]) -> None:
         logs = self.broker.logs

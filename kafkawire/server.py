@@ -175,6 +175,7 @@ def api_versions_fallback(handler: ApiHandler) -> ApiVersionsResponse:
 
 
 Dispatch = Callable[[RequestContext, Any], Awaitable[Any]]
+ConnectionLimits = tuple[int, int, dict[str, int]]
 
 
 class Server:
@@ -191,6 +192,10 @@ class Server:
         self.on_disconnect = on_disconnect
         self.next_conn_id = 0
         self.connections: set[Connection] = set()
+        #: (max.connections, max.connections.per.ip, max.connections.per.ip.overrides), read
+        #: at each new connection so that dynamic broker configs apply at once
+        self.connection_limits: Callable[[], ConnectionLimits] | None = None
+        self._slot_freed = trio.Event()
 
     async def serve_listener(
         self,
@@ -212,6 +217,25 @@ class Server:
         except BaseException:  # pragma: no cover - last line of defence
             log.exception("unexpected error around a connection; the broker goes on")
 
+    async def _admit(self, stream: trio.SocketStream, host: str) -> bool:
+        """Kafka's connection quotas: a connection beyond ``max.connections.per.ip`` (or its
+        override for the address) is closed at once; beyond ``max.connections`` it waits
+        until another connection closes (Kafka's acceptor stops accepting meanwhile)."""
+        if self.connection_limits is None:
+            return True
+        total, per_ip, overrides = self.connection_limits()
+        limit = overrides.get(host, per_ip)
+        if sum(1 for c in self.connections if c.peer.rsplit(":", 1)[0] == host) >= limit:
+            log.info("closing connection from %s: max.connections.per.ip (%d) reached",
+                     host, limit)
+            with trio.move_on_after(1) as cs:
+                cs.shield = True
+                await stream.aclose()
+            return False
+        while len(self.connections) >= self.connection_limits()[0]:
+            await self._slot_freed.wait()
+        return True
+
     async def _serve_connection(self, stream: trio.SocketStream, listener: str) -> None:
         try:
             stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -219,6 +243,8 @@ class Server:
             peer = f"{peer_addr[0]}:{peer_addr[1]}"
         except OSError:
             peer = "?"
+        if not await self._admit(stream, peer.rsplit(":", 1)[0]):
+            return
         self.next_conn_id += 1
         conn = Connection(stream, peer, listener, self.next_conn_id)
         self.connections.add(conn)
@@ -244,6 +270,8 @@ class Server:
         finally:
             conn.closed = True
             self.connections.discard(conn)
+            self._slot_freed.set()
+            self._slot_freed = trio.Event()
             if self.on_disconnect is not None:
                 try:
                     self.on_disconnect(conn)

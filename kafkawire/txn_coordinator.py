@@ -106,10 +106,16 @@ class TxnCoordinator:
         self.broker = broker
         self.runtime = broker.txn_runtime
         self.config = txn_config(broker.config.values)
-        self.verification = bool(broker.config.values["transaction.partition.verification.enable"])
         self.runtime.shard_factory = self._new_shard
         self.runtime.after_timer.append(lambda _partition: self.wake())
         self._wake = trio.Event()
+
+    def verification_enabled(self) -> bool:
+        """``transaction.partition.verification.enable``, dynamic broker configs included."""
+        from kafkawire.config_entries import broker_value
+
+        return bool(broker_value(self.broker.config, self.broker.image,
+                                 "transaction.partition.verification.enable"))
 
     def _new_shard(self, partition: int) -> TxnShard:
         # the finalized transaction.version as the shard loads (a feature change reloads it
@@ -198,7 +204,7 @@ class TxnCoordinator:
             )
         else:
             plog = self.broker.partition_log(OFFSETS_TOPIC, partition)
-            if not self.verification or (
+            if not self.verification_enabled() or (
                 plog is not None and producer_id in plog.producer_state.ongoing
             ):
                 return ErrorCode.NONE

@@ -197,6 +197,7 @@ class LogManager:
         for (t, _), log in self.logs.items():
             if t == topic:
                 log.config = config
+                log.producer_state.producer_id_expiration_ms = config.producer_id_expiration_ms
 
     # -- maintenance ------------------------------------------------------------------------
     def flush_all(self) -> None:

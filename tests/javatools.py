@@ -59,6 +59,7 @@ TOOLS: dict[str, dict[str, str]] = {
     "log-dirs": {"*": "org.apache.kafka.tools.LogDirsCommand"},
     "cluster": {"*": "org.apache.kafka.tools.ClusterTool"},
     "features": {"*": "org.apache.kafka.tools.FeatureCommand"},
+    "client-metrics": {"*": "org.apache.kafka.tools.ClientMetricsCommand"},
     "reassign-partitions": {"*": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"},
     "transactions": {"*": "org.apache.kafka.tools.TransactionsCommand"},
 }

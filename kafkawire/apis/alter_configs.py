@@ -6,12 +6,15 @@
   name: INVALID_REQUEST "Default topic resources are not allowed."; an illegal name:
   INVALID_TOPIC_EXCEPTION; an unknown topic: UNKNOWN_TOPIC_OR_PARTITION.
 - BROKER (4): this node's id or the empty name (cluster-wide default) replaces the dynamic broker
-  configs of that resource. Only broker properties that are topic-config synonyms
-  (``log.retention.ms``, ``log.cleanup.policy``, ``message.max.bytes``...) can change at run
-  time; any other key fails the whole resource with INVALID_REQUEST "Cannot update these
-  configs dynamically: [...]". Another broker id: INVALID_REQUEST.
-- BROKER_LOGGER, unknown type ids: INVALID_REQUEST "Unknown resource type N"; CLIENT_METRICS
-  and GROUP: INVALID_REQUEST (not supported here). A resource named twice: INVALID_REQUEST
+  configs of that resource. Kafka's reconfigurable keys can change at run time
+  (``kafkawire.config_entries``: topic-config synonyms, cleaner, thread pools, connection
+  limits, ...); any other key fails the whole resource with INVALID_REQUEST "Cannot update
+  these configs dynamically: [...]"; per-broker-only keys (``listeners``...) at the cluster
+  default, a per-broker ``min.insync.replicas`` or dropping the cluster-wide one (ELR) fail
+  as in Kafka. Another broker id: INVALID_REQUEST.
+- GROUP (32) and CLIENT_METRICS (16): the configs given replace the resource's set, validated
+  as in ``kafkawire.config_resources`` (Kafka 4.3.1 accepts both here).
+- BROKER_LOGGER, unknown type ids: INVALID_REQUEST "Unknown resource type N". A resource named twice: INVALID_REQUEST
   "Duplicate resource.". A null value: INVALID_REQUEST "Null value not supported for : x".
 - Changes are ConfigRecords through the metadata quorum (one batch per request);
   ``validate_only`` commits nothing. Once committed, the LogConfig of the affected topics'
@@ -21,19 +24,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kafkawire.config_entries import validate_broker_changes, validate_topic_overrides
+from kafkawire.config_entries import (
+    check_elr_changes,
+    validate_broker_changes,
+    validate_topic_overrides,
+)
+from kafkawire.config_resources import validate_client_metrics, validate_group_configs
 from kraft import controller
-from kraft.image import RESOURCE_BROKER, RESOURCE_TOPIC, MetadataImage
+from kraft.image import (
+    RESOURCE_BROKER,
+    RESOURCE_CLIENT_METRICS,
+    RESOURCE_GROUP,
+    RESOURCE_TOPIC,
+    MetadataImage,
+)
 from protocol._generated.alter_configs_request import AlterConfigsRequest
 from protocol._generated.alter_configs_response import AlterConfigsResponse
 from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
+    from kafkawire.config import BrokerConfig
     from kafkawire.server import RequestContext
 
 API_KEY = 33
@@ -110,13 +125,44 @@ def replace_topic_configs(
 
 
 def replace_broker_configs(
-    image: MetadataImage, node_id: int, name: str, configs: dict[str, str | None]
+    config: BrokerConfig, image: MetadataImage, name: str, configs: dict[str, str | None]
 ) -> Outcome:
-    check_broker_resource(node_id, name)
-    new = validate_broker_changes(configs)
+    check_broker_resource(config.node_id, name)
+    return broker_outcome(config, image, name, configs)
+
+
+def broker_outcome(
+    config: BrokerConfig, image: MetadataImage, name: str, configs: Mapping[str, str | None]
+) -> Outcome:
+    """The records turning broker resource ``name``'s dynamic configs into ``configs``."""
+    new = validate_broker_changes(configs, config, image, name)
     old = dict(image.configs.get((RESOURCE_BROKER, name), {}))
+    check_elr_changes(image, name, old, new)
     return Outcome(RESOURCE_BROKER, name, records=diff_records(RESOURCE_BROKER, name, old, new),
                    refresh=None)
+
+
+def check_named(rtype: int, name: str) -> None:
+    """Kafka refuses default (empty-named) group and client-metrics resources."""
+    if name:
+        return
+    if rtype == RESOURCE_GROUP:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+    raise KafkaError(ErrorCode.INVALID_REQUEST, "Subscription name can't be empty")
+
+
+def resource_outcome(
+    config: BrokerConfig, image: MetadataImage, rtype: int, name: str,
+    configs: Mapping[str, str | None],
+) -> Outcome:
+    """Records setting group / client-metrics resource ``name`` to ``configs`` (validated)."""
+    check_named(rtype, name)
+    if rtype == RESOURCE_GROUP:
+        new = validate_group_configs(config, image, configs)
+    else:
+        new = validate_client_metrics(configs)
+    old = dict(image.configs.get((rtype, name), {}))
+    return Outcome(rtype, name, records=diff_records(rtype, name, old, new), refresh=[])
 
 
 def dedupe(
@@ -175,7 +221,9 @@ def plan_legacy(broker: Broker) -> Callable[[MetadataImage, int, str, Any], Outc
         if rtype == RESOURCE_TOPIC:
             return replace_topic_configs(image, rname, configs)
         if rtype == RESOURCE_BROKER:
-            return replace_broker_configs(image, broker.node_id, rname, configs)
+            return replace_broker_configs(broker.config, image, rname, configs)
+        if rtype in (RESOURCE_GROUP, RESOURCE_CLIENT_METRICS):
+            return resource_outcome(broker.config, image, rtype, rname, configs)
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}.")
 
     return plan

@@ -14,7 +14,11 @@
   non-number: INVALID_REQUEST with Kafka's messages.
 - BROKER_LOGGER (8): this node's Python loggers with their levels in log4j names (source
   DYNAMIC_BROKER_LOGGER_CONFIG); the empty name or another id: INVALID_REQUEST.
-- Other types (CLIENT_METRICS, GROUP): INVALID_REQUEST "Unsupported resource type".
+- CLIENT_METRICS (16): the subscription's ``metrics``, ``interval.ms``, ``match`` (set ones
+  CLIENT_METRICS_CONFIG 7, others DEFAULT_CONFIG); GROUP (32): every group config, the group's
+  override (DYNAMIC_GROUP_CONFIG 8) or its broker synonym's value (see
+  ``kafkawire.config_resources``). An empty name: INVALID_REQUEST with Kafka's message; a
+  group or subscription without configs answers the defaults, as Kafka.
 - ``error_message`` is "" on success and for an unknown topic, as Kafka sends it.
 - ``configuration_keys`` null or empty = all; otherwise only those keys (unknown ones are
   simply absent, as in Kafka).
@@ -34,8 +38,9 @@ from kafkawire.config_entries import (
     broker_config_entries,
     topic_config_entries,
 )
+from kafkawire.config_resources import client_metrics_entries, group_config_entries
 from kraft.controller import validate_topic_name
-from kraft.image import RESOURCE_BROKER, RESOURCE_TOPIC
+from kraft.image import RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP, RESOURCE_TOPIC
 from protocol._generated.describe_configs_request import DescribeConfigsRequest
 from protocol._generated.describe_configs_response import DescribeConfigsResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -142,6 +147,10 @@ def describe_resource(
             )
         entries = logger_entries()
         return entries if keys is None else [e for e in entries if e.name in keys]
+    if res.resource_type == RESOURCE_GROUP:
+        return group_config_entries(broker.config, broker.image, name, include_synonyms, keys)
+    if res.resource_type == RESOURCE_CLIENT_METRICS:
+        return client_metrics_entries(broker.image, name, include_synonyms, keys)
     type_name = RESOURCE_NAMES.get(res.resource_type)
     if type_name is None:
         raise KafkaError(

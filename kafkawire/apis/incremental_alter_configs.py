@@ -9,14 +9,15 @@
   not supported for : x"; an unknown operation: UNKNOWN_SERVER_ERROR (as Kafka).
 - TOPIC (2): the resulting overrides are validated as a whole (INVALID_CONFIG with Kafka's
   messages); name checks as in AlterConfigs.
-- BROKER (4): this node's id or the empty name (cluster-wide default); only broker properties
-  that are topic-config synonyms may change (INVALID_REQUEST "Cannot update these configs
+- BROKER (4): this node's id or the empty name (cluster-wide default); Kafka's reconfigurable
+  broker keys may change (see AlterConfigs; INVALID_REQUEST "Cannot update these configs
   dynamically: [...]" otherwise).
+- GROUP (32), CLIENT_METRICS (16): validated as in ``kafkawire.config_resources``; APPEND and
+  SUBTRACT are refused for all their keys, as Kafka's controller does.
 - BROKER_LOGGER (8): SET/DELETE a Python logger's level (log4j level names; DELETE resets it to
   the root level), for this node only, applied at once and not persisted (as in Kafka).
 - A resource named twice: INVALID_REQUEST "Duplicate resource."; an unknown type id:
-  INVALID_REQUEST "Unknown resource type N"; CLIENT_METRICS and GROUP are not supported
-  (INVALID_REQUEST). ``validate_only`` commits nothing.
+  INVALID_REQUEST "Unknown resource type N". ``validate_only`` commits nothing.
 - Changes are ConfigRecords through the metadata quorum; afterwards the affected partition
   logs get their new LogConfig (see AlterConfigs).
 """
@@ -30,20 +31,28 @@ from kafkawire.apis.alter_configs import (
     RESOURCE_BROKER_LOGGER,
     Outcome,
     apply_outcomes,
+    broker_outcome,
     check_broker_resource,
+    check_named,
     check_topic_resource,
     diff_records,
     refuse_nulls,
+    resource_outcome,
 )
 from kafkawire.config import BROKER_CONFIGS, TOPIC_CONFIGS, format_config_value
 from kafkawire.config_entries import (
     ConfigOp,
     apply_incremental,
     topic_defaults_as_strings,
-    validate_broker_changes,
     validate_topic_overrides,
 )
-from kraft.image import RESOURCE_BROKER, RESOURCE_TOPIC, MetadataImage
+from kraft.image import (
+    RESOURCE_BROKER,
+    RESOURCE_CLIENT_METRICS,
+    RESOURCE_GROUP,
+    RESOURCE_TOPIC,
+    MetadataImage,
+)
 from protocol._generated.incremental_alter_configs_request import (
     IncrementalAlterConfigsRequest,
 )
@@ -96,10 +105,16 @@ def plan_broker(config: BrokerConfig, image: MetadataImage, name: str, ops: Ops)
     kinds = {k: kind for k, (kind, _d) in BROKER_CONFIGS.items()}
     defaults = {k: format_config_value(kind, d) for k, (kind, d) in BROKER_CONFIGS.items()}
     defaults.update({k: v for k, v in config.explicit.items() if k in BROKER_CONFIGS})
-    new = apply_incremental(old, ops, defaults, kinds)
-    valid = validate_broker_changes(new)
-    return Outcome(RESOURCE_BROKER, name, records=diff_records(RESOURCE_BROKER, name, old, valid),
-                   refresh=None)
+    return broker_outcome(config, image, name, apply_incremental(old, ops, defaults, kinds))
+
+
+def plan_resource(
+    config: BrokerConfig, image: MetadataImage, rtype: int, name: str, ops: Ops
+) -> Outcome:
+    """GROUP / CLIENT_METRICS: no key of theirs is a LIST to Kafka's controller."""
+    check_named(rtype, name)
+    old = dict(image.configs.get((rtype, name), {}))
+    return resource_outcome(config, image, rtype, name, apply_incremental(old, ops, {}, {}))
 
 
 def apply_logger_ops(node_id: int, name: str, ops: Ops, validate_only: bool) -> None:
@@ -148,6 +163,8 @@ async def handle(
         if rtype == RESOURCE_BROKER_LOGGER:
             apply_logger_ops(broker.node_id, rname, ops, req.validate_only)
             return Outcome(rtype, rname)
+        if rtype in (RESOURCE_GROUP, RESOURCE_CLIENT_METRICS):
+            return plan_resource(broker.config, image, rtype, rname, ops)
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}.")
 
     resources = [(r.resource_type, r.resource_name, r.configs) for r in req.resources]

@@ -4,8 +4,9 @@ an entity name, Admin ``listConfigResources``).
 v1: the resources of the requested types (all when the list is empty): BROKER_LOGGER (8) and
 BROKER (4) for this node, every topic (2, internal ones included), groups (32) and client
 metrics (16) that have configs; any other type: UNSUPPORTED_VERSION with no resources, as Kafka.
-v0 (``ListClientMetricsResources`` before it was renamed) lists client-metrics resources only;
-kafkawire has none.
+v0 (``ListClientMetricsResources`` before it was renamed) lists client-metrics resources only.
+Groups and client-metrics subscriptions are listed while they have at least one config
+(``kafkawire.config_resources``); deleting their last key removes them, as in Kafka.
 """
 
 from __future__ import annotations

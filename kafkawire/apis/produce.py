@@ -78,7 +78,7 @@ async def _verify_transaction(
     transaction that has the partition (KIP-890 part 1, ``kafkawire.txn_coordinator``); from
     v12 (transaction version 2) the write adds the partition itself."""
     coordinator = broker.txn_coordinator
-    if not coordinator.verification and version < 12:
+    if version < 12 and not coordinator.verification_enabled():
         return
     for _pos, h in batches:
         if h.is_transactional and not h.is_control:
