@@ -92,6 +92,10 @@ class BrokerProcess:
         return cmd
 
     def start(self, timeout_s: float = 30.0) -> BrokerProcess:
+        """Start the broker process and wait until it answers ApiVersions. A no-op while it
+        runs (``with BrokerProcess(...).start() as bp`` must not start a second one)."""
+        if self.proc is not None and self.proc.poll() is None:
+            return self
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         out = open(self.log_path, "ab")
         env = dict(os.environ)

@@ -288,7 +288,7 @@ def test_dynamic_producer_id_expiration(tmp_path: Any) -> None:
     from confluent_kafka import Producer
 
     with BrokerProcess(tmp_path / "data", overrides={
-        "producer.id.expiration.check.interval.ms": "200"}).start() as bp:
+        "producer.id.expiration.check.interval.ms": "200"}) as bp:
         raw = RawClient(bp.bootstrap)
         try:
             from protocol._generated.describe_producers_request import DescribeProducersRequest

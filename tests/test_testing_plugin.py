@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kafkawire.testing import InProcessBroker, api_versions_ok
+from kafkawire.testing import BrokerProcess, InProcessBroker, api_versions_ok
 
 
 def test_session_fixture_gives_a_live_broker(kafkawire_bootstrap: str) -> None:
@@ -27,3 +27,14 @@ def test_in_process_broker(tmp_path: Path) -> None:
         c.close()
     finally:
         b.stop()
+
+
+def test_start_while_running_does_not_start_a_second_process(tmp_path: Path) -> None:
+    """``with BrokerProcess(...).start() as bp`` starts once and leaves nothing behind."""
+    bp = BrokerProcess(tmp_path / "data")
+    with bp.start() as again:
+        assert again is bp
+        first = bp.proc
+        assert first is not None and first.poll() is None
+        assert bp.start() is bp and bp.proc is first  # still the one process
+    assert first.poll() is not None  # stopped on exit, not leaked
