@@ -18,7 +18,9 @@ docs/BENCHMARKS.md. All traffic stays on 127.0.0.1 and every loop is bounded in 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -98,6 +100,20 @@ def consume_throughput(bootstrap: str, topic: str, count: int) -> float:
     dt = time.perf_counter() - t0
     c.close()
     return nbytes / dt / 1e6
+
+
+def kcat_consume_throughput(bootstrap: str, topic: str, nbytes: int) -> float | None:
+    """MB/s of kcat (librdkafka without a Python loop per record) reading the topic to
+    /dev/null: what the broker serves when the client is not the bottleneck. None without
+    kcat."""
+    exe = shutil.which("kcat") or shutil.which("kafkacat")
+    if exe is None:
+        return None
+    cmd = [exe, "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
+           "-X", "fetch.max.bytes=52428800", "-X", "max.partition.fetch.bytes=10485760"]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True, timeout=300)
+    return nbytes / (time.perf_counter() - t0) / 1e6
 
 
 def latency(bootstrap: str, topic: str, mb_per_s: float, seconds: float) -> dict[str, float]:
@@ -187,6 +203,10 @@ def measure(target: Target, args: argparse.Namespace) -> list[tuple[str, str]]:
         passes = sorted(consume_throughput(bootstrap, topic, n) for _ in range(CONSUME_PASSES))
         rows.append((f"consume 1 KiB records, median of {CONSUME_PASSES} passes (MB/s)",
                      f"{passes[len(passes) // 2]:.0f}"))
+        kcat = kcat_consume_throughput(bootstrap, topic, n * RECORD_1K)
+        if kcat is not None:
+            rows.append(("consume 1 KiB records with kcat, values to /dev/null (MB/s)",
+                         f"{kcat:.0f}"))
         topic2 = make_topic(bootstrap)
         _, rps = produce_throughput(bootstrap, topic2, 100, args.small)
         rows.append(("produce 100 B records (records/s)", f"{rps:,.0f}"))
