@@ -45,9 +45,12 @@ class Writer:
         return info.first_offset
 
     def marker(self, pid: int, commit: bool, epoch: int = 0, coordinator_epoch: int = 0) -> int:
+        # stamped "now" like the data: a marker stamped long ago (control_batch's default)
+        # makes recovery expire the producer (producer.id.expiration.ms, as Kafka), after
+        # which its next sequence is out of order - Hypothesis found that model gap
         buf = control_batch(
             producer_id=pid, producer_epoch=epoch, commit=commit,
-            coordinator_epoch=coordinator_epoch,
+            coordinator_epoch=coordinator_epoch, ts=NOW,
         )
         info = self.log.append(buf, iter_headers(buf), leader_epoch=0, now_ms=NOW)
         self.log.update_high_watermark(self.log.log_end_offset)
