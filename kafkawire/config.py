@@ -169,6 +169,10 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": ("int", 10000),
     "transaction.remove.expired.transaction.cleanup.interval.ms": ("int", 3600000),
     "transaction.partition.verification.enable": ("boolean", True),
+    # Produce with transaction version 2: the broker's own retries of CONCURRENT_TRANSACTIONS
+    # while the previous transaction's markers are written (KAFKA-18654)
+    "add.partitions.to.txn.retry.backoff.ms": ("int", 20),
+    "add.partitions.to.txn.retry.backoff.max.ms": ("int", 100),
     "transactional.id.expiration.ms": ("int", 604800000),
     "producer.id.expiration.ms": ("int", 86400000),
     "producer.id.expiration.check.interval.ms": ("int", 600000),

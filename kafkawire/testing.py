@@ -175,6 +175,8 @@ class InProcessBroker:
         self._token: Any = None
         self._cancel: Any = None
         self._error: BaseException | None = None
+        #: the running ``kafkawire.broker.Broker`` (tests that hold one of its parts)
+        self.broker: Any = None
 
     @property
     def bootstrap(self) -> str:
@@ -193,7 +195,8 @@ class InProcessBroker:
             self._token = trio.lowlevel.current_trio_token()
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
-                await nursery.start(Broker(cfg).run)
+                self.broker = Broker(cfg)
+                await nursery.start(self.broker.run)
                 ready.set()
 
         def runner() -> None:

@@ -302,6 +302,19 @@ class ProducerStateManager:
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
 
+    def has_ongoing_txn(self, producer_id: int, producer_epoch: int) -> bool:
+        """Does ``producer_id`` have a transaction open on this partition that was started at
+        ``producer_epoch``? (Kafka's ``hasOngoingTransaction(pid, epoch)``.) A write with a
+        newer epoch belongs to a new transaction even while the old one waits for its marker:
+        with transaction version 2 every EndTxn bumps the epoch, and the next transaction's
+        first write can reach the partition before the previous transaction's marker."""
+        entry = self.producers.get(producer_id)
+        return (
+            entry is not None
+            and entry.current_txn_first_offset is not None
+            and entry.producer_epoch == producer_epoch
+        )
+
     def find_duplicate(self, h: BatchHeader) -> BatchMetadata | None:
         """The stored batch ``h`` duplicates, if any (same epoch and sequence range)."""
         if h.producer_id < 0 or h.base_sequence < 0:

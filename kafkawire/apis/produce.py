@@ -76,18 +76,32 @@ async def _verify_transaction(
 ) -> None:
     """Transactional batches opening a transaction on this partition must belong to a
     transaction that has the partition (KIP-890 part 1, ``kafkawire.txn_coordinator``); from
-    v12 (transaction version 2) the write adds the partition itself."""
+    v12 (transaction version 2) the write adds the partition itself.
+
+    "Opening" compares the epoch, as Kafka's ``hasOngoingTransaction(pid, epoch)``: with
+    transaction version 2 every EndTxn bumps the epoch, so the first write of the next
+    transaction (epoch + 1) can arrive while the previous one (epoch) still waits for its
+    marker here. It is a new transaction: the coordinator answers CONCURRENT_TRANSACTIONS until
+    the previous one is complete (retried here for a while, then NOT_ENOUGH_REPLICAS, which
+    the client retries), and the write never joins the transaction the marker will close."""
     coordinator = broker.txn_coordinator
     if version < 12 and not coordinator.verification_enabled():
         return
     for _pos, h in batches:
         if h.is_transactional and not h.is_control:
-            if h.producer_id in plog.producer_state.ongoing:
+            if plog.producer_state.has_ongoing_txn(h.producer_id, h.producer_epoch):
                 return
             if version >= 12:
                 code, underlying = await coordinator.add_implicitly(
-                    tid, topic, partition, h.producer_id, h.producer_epoch
+                    tid, topic, partition, h.producer_id, h.producer_epoch, retry=True
                 )
+                if code == ErrorCode.NONE:
+                    # the await let other tasks run (a coordinator abort, a marker): check
+                    # again now, with no await between this check and the append (Kafka's
+                    # verification guard)
+                    code, underlying = coordinator.verify(
+                        tid, topic, partition, h.producer_id, h.producer_epoch, True
+                    )
             else:
                 code, underlying = coordinator.verify(
                     tid, topic, partition, h.producer_id, h.producer_epoch, version >= 11
@@ -100,6 +114,8 @@ async def _verify_transaction(
                                    if code in (ErrorCode.INVALID_TXN_STATE,
                                                ErrorCode.TRANSACTION_ABORTABLE) else None)
             return
+
+
 def _keyless_error(
     index: int, topic: str, keyless: list[tuple[int, int]], plog: PartitionLog
 ) -> PartResp:
