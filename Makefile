@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline
+.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,14 @@ deps-java:
 	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	    $$SUDO apt-get update -qq && \
 	    $$SUDO apt-get install -y -qq default-jre-headless maven >/dev/null; }
+
+## eos-soak: issue 11's loop (commit one record, abort one record, no pause) for 1,000 rounds
+## with librdkafka, kafka-python, aiokafka and Kafka's Java 4.x producer on a fresh kafkawire
+## (ROUNDS=n to change; BOOTSTRAP=host:port to run it against another broker, e.g. Apache Kafka)
+ROUNDS ?= 1000
+eos-soak: $(STAMP)
+	$(PY) -m compat_tests.kafka_dist fetch
+	$(PY) -m tests.eos_loop --rounds $(ROUNDS) $(if $(BOOTSTRAP),--bootstrap $(BOOTSTRAP))
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
