@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak
+.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,15 @@ ROUNDS ?= 1000
 eos-soak: $(STAMP)
 	$(PY) -m compat_tests.kafka_dist fetch
 	$(PY) -m tests.eos_loop --rounds $(ROUNDS) $(if $(BOOTSTRAP),--bootstrap $(BOOTSTRAP))
+
+## eos-chain: three consume-transform-produce stages with exactly-once and members joining,
+## leaving and killed, RECORDS (100,000) records, on a fresh kafkawire then on a fresh Apache
+## Kafka 4.3.1 (needs the jars: compat-fetch)
+RECORDS ?= 100000
+eos-chain: $(STAMP)
+	$(PY) -m compat_tests.kafka_dist fetch
+	$(PY) -m tests.eos_chain --records $(RECORDS) --churn-s 2 --kill
+	$(PY) -m tests.eos_chain --records $(RECORDS) --churn-s 2 --kill --kafka
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
