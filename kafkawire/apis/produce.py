@@ -18,7 +18,11 @@ frame and writes the client's bytes verbatim. No Python loop ever visits a recor
   ``transaction.partition.verification.enable``): TRANSACTION_ABORTABLE (v11+) /
   INVALID_TXN_STATE when the partition was not added, INVALID_PRODUCER_EPOCH for another
   epoch, NOT_ENOUGH_REPLICAS while the coordinator cannot answer. From v12 (transaction
-  version 2, KIP-890 part 2) the write adds the partition to the transaction instead.
+  version 2, KIP-890 part 2) the write adds the partition to the transaction instead;
+  CONCURRENT_TRANSACTIONS (the previous transaction's markers pending) is retried in the broker
+  (``add.partitions.to.txn.retry.backoff.ms`` / ``...backoff.max.ms``) before the client gets
+  NOT_ENOUGH_REPLICAS. A producer's open transaction on the partition counts only at the epoch
+  that opened it (issue 11: the next transaction's write, epoch + 1, never joins it).
 - Compacted topics (cleanup.policy contains ``compact``): a record without a key fails the
   partition with INVALID_RECORD and per-record ``record_errors`` (v8+), Kafka's messages. This
   inflates the batch and walks the record prefixes (~1 us per record); other topics never pay
