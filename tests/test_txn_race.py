@@ -231,6 +231,7 @@ def test_read_committed_sees_no_aborted_record(gated: tuple[RawClient, MarkerGat
                ).error_code == ErrorCode.NOT_ENOUGH_REPLICAS:
             gate.open.set()  # the client retries; the markers go out meanwhile
             assert time.monotonic() < deadline
+            time.sleep(0.01)
         assert p.error_code == 0, p
         gate.close()
         epoch = end_v2(raw, tid, pid, epoch, i % 2 == 0).producer_epoch
