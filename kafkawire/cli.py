@@ -49,6 +49,22 @@ async def _serve(cfg: BrokerConfig) -> None:
         await nursery.start(broker.run)
 
 
+def startup_error(exc: BaseException) -> Exception | None:
+    """The refusal to start (storage not formatted or of another cluster, metadata that cannot
+    be loaded) inside what ``trio.run`` raised, if that is what stopped the node."""
+    from kafkawire.metadata_snapshots import MetadataLoadError
+    from kafkawire.storage import StorageError
+
+    if isinstance(exc, (StorageError, MetadataLoadError, ConfigError)):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for sub in exc.exceptions:
+            found = startup_error(sub)
+            if found is not None:
+                return found
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
@@ -69,6 +85,12 @@ def main(argv: list[str] | None = None) -> int:
         trio.run(_serve, cfg)
     except KeyboardInterrupt:
         pass
+    except BaseException as e:  # one clear line for a node that must not start
+        err = startup_error(e)
+        if err is None:
+            raise
+        print(f"kafkawire: {err}", file=sys.stderr)
+        return 1
     logger.info("kafkawire stopped")
     return 0
 

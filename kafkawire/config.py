@@ -178,6 +178,13 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "num.recovery.threads.per.data.dir": ("int", 2),
     "queued.max.requests": ("int", 500),
     "metadata.max.idle.interval.ms": ("int", 500),
+    "metadata.log.max.record.bytes.between.snapshots": ("long", 20971520),
+    "metadata.log.max.snapshot.interval.ms": ("long", 3600000),
+    "metadata.max.retention.bytes": ("long", 104857600),
+    "metadata.max.retention.ms": ("long", 604800000),
+    "metadata.log.segment.bytes": ("int", 1073741824),
+    "metadata.log.segment.ms": ("long", 604800000),
+    "internal.metadata.log.segment.bytes": ("int", None),
     "group.share.enable": ("boolean", False),
     "share.coordinator.state.topic.replication.factor": ("short", 1),
     "share.coordinator.state.topic.min.isr": ("int", 1),
@@ -255,7 +262,7 @@ BROKER_CONFIGS.update({
 })
 
 # Kafka's internal configs (``defineInternal``): accepted, never listed by DescribeConfigs.
-INTERNAL_BROKER_CONFIGS = frozenset({"log.initial.task.delay.ms"})
+INTERNAL_BROKER_CONFIGS = frozenset({"log.initial.task.delay.ms", "internal.metadata.log.segment.bytes"})
 
 # Keys Kafka has no default for (DescribeConfigs lists no DEFAULT_CONFIG synonym); kafkawire
 # falls back to the value above so that a node starts without any configuration.
@@ -386,11 +393,22 @@ class BrokerConfig:
             raise ConfigError("num.partitions must be > 0")
         for spec in self.listener_specs:
             Listener.parse(spec)
+        if int(self.values["metadata.log.segment.bytes"]) < 8 * 1024 * 1024:
+            raise ConfigError(
+                f"Invalid value {self.values['metadata.log.segment.bytes']} for configuration "
+                "metadata.log.segment.bytes: Value must be at least 8388608")
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
     # ---- typed accessors ------------------------------------------------------------------
+    @property
+    def metadata_log_segment_bytes(self) -> int:
+        """``internal.metadata.log.segment.bytes`` when set (tests), else
+        ``metadata.log.segment.bytes`` (Kafka's minimum 8 MiB is checked in ``validate``)."""
+        internal = self.values["internal.metadata.log.segment.bytes"]
+        return int(internal if internal is not None else self.values["metadata.log.segment.bytes"])
+
     @property
     def node_id(self) -> int:
         return int(self.values["node.id"])
