@@ -209,10 +209,7 @@ class Broker:
     # ---- lifecycle ----------------------------------------------------------------------
     def open_storage(self) -> None:
         cfg = self.config
-        dirs = cfg.log_dirs
-        if cfg.metadata_log_dir not in dirs:
-            dirs = [*dirs, cfg.metadata_log_dir]
-        self.cluster_id = format_or_check(dirs, self.node_id, cfg.values.get("cluster.id"))
+        self.cluster_id = format_or_check(cfg, now_ms())
         defaults = LogConfig.from_properties(
             {name: self.config.topic_default(name)[0] for name in TOPIC_CONFIGS}
         )

@@ -383,8 +383,11 @@ class BrokerConfig:
         return cfg
 
     def validate(self) -> None:
+        from kafkawire.quorum_config import QuorumConfigError, validate_kraft
+
         if self.node_id < 0:
-            raise ConfigError("node.id must be >= 0")
+            raise ConfigError(f"Invalid value {self.node_id} for configuration node.id: "
+                              "Value must be at least 0")
         if self.socket_request_max_bytes <= 0:
             raise ConfigError("socket.request.max.bytes must be > 0")
         if self.message_max_bytes <= 0:
@@ -393,6 +396,10 @@ class BrokerConfig:
             raise ConfigError("num.partitions must be > 0")
         for spec in self.listener_specs:
             Listener.parse(spec)
+        try:
+            validate_kraft(self)
+        except QuorumConfigError as e:
+            raise ConfigError(str(e)) from None
         if int(self.values["metadata.log.segment.bytes"]) < 8 * 1024 * 1024:
             raise ConfigError(
                 f"Invalid value {self.values['metadata.log.segment.bytes']} for configuration "
@@ -412,6 +419,19 @@ class BrokerConfig:
     @property
     def node_id(self) -> int:
         return int(self.values["node.id"])
+
+    @property
+    def process_roles(self) -> frozenset[str]:
+        return frozenset(s.strip() for s in str(self.values["process.roles"]).split(",")
+                         if s.strip())
+
+    @property
+    def names_a_quorum(self) -> bool:
+        """``controller.quorum.voters`` or ``controller.quorum.bootstrap.servers`` is set: a
+        cluster configuration (Kafka's rules apply, the node must be formatted), not the
+        implicit single node."""
+        return bool(str(self.values["controller.quorum.voters"] or "").strip()
+                    or str(self.values["controller.quorum.bootstrap.servers"] or "").strip())
 
     @property
     def listener_specs(self) -> list[str]:

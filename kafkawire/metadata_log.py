@@ -41,6 +41,7 @@ from log.checkpoint import fsync_dir
 from log.config import LogConfig
 from log.manager import LogManager
 from log.partition_log import PartitionLog
+from protocol._generated.voters_record import VotersRecord
 from protocol.records import SimpleRecord, build_batch, decode_batch_records, iter_headers
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -67,6 +68,7 @@ class MetadataQuorum:
         self.snapshots: SnapshotStore | None = None
         self.latest_snapshot: SnapshotId | None = None
         self.kraft_version = 0
+        self.voters: VotersRecord | None = None  # a dynamic quorum's (kraft.version 1)
         # epoch and append time of the last record in the image (the snapshot id's epoch)
         self.last_epoch = -1
         self.last_timestamp = -1
@@ -108,7 +110,7 @@ class MetadataQuorum:
         start = self.log.log_start_offset
         if snap is not None:
             sid = self.latest_snapshot = snap.snapshot_id
-            self.kraft_version = snap.kraft_version
+            self.kraft_version, self.voters = snap.kraft_version, snap.voters
             if sid.offset > self.log.log_end_offset:
                 self.log.truncate_fully_and_start_at(sid.offset)
             base = apply(base, snap.records, sid.offset - 1, sid.epoch)
@@ -221,7 +223,8 @@ class MetadataQuorum:
         self.bytes_since_snapshot = 0
         now = self.clock()
         self.last_snapshot_ms = now
-        await trio.to_thread.run_sync(write_snapshot, self.snapshots, image, epoch, ts, now)
+        await trio.to_thread.run_sync(write_snapshot, self.snapshots, image, epoch, ts, now,
+                                      self.kraft_version, self.voters)
         self.latest_snapshot = sid
         log.info("wrote metadata snapshot %s", self.snapshots.path(sid))
         self.clean()

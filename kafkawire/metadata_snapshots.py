@@ -38,6 +38,7 @@ from kraft.snapshot import (
     encode_snapshot,
 )
 from log.checkpoint import fsync_dir
+from protocol._generated.voters_record import VotersRecord
 
 log = logging.getLogger("kafkawire.metadata")
 
@@ -154,13 +155,15 @@ def load_latest(
 
 
 def write_snapshot(
-    store: SnapshotStore, image: MetadataImage, epoch: int, last_ts: int, now_ms: int
+    store: SnapshotStore, image: MetadataImage, epoch: int, last_ts: int, now_ms: int,
+    kraft_version: int = 0, voters: VotersRecord | None = None,
 ) -> SnapshotId:
     """Write a snapshot of ``image`` (records up to ``image.offset``, the last one of
-    ``epoch``, appended at ``last_ts``). Runs on a worker thread."""
+    ``epoch``, appended at ``last_ts``; with ``kraft.version`` >= 1 the voters too). Runs on
+    a worker thread."""
     sid = SnapshotId(image.offset + 1, epoch)
     data = encode_snapshot(image_records(image), sid, last_contained_log_timestamp=last_ts,
-                           now_ms=now_ms)
+                           now_ms=now_ms, kraft_version=kraft_version, voters=voters)
     store.write(sid, data)
     return sid
 

@@ -127,6 +127,12 @@ def test_quorum_state_as_kafka_writes_it() -> None:
     state = decode_quorum_state(v0)
     assert state == QuorumState(leader_id=1, leader_epoch=1, current_voters=(1,))
     assert encode_quorum_state(state) == v0
+    # what Kafka 4.3.1 wrote as the leader of a --standalone quorum
+    v1_leader = ('{"leaderId":1,"leaderEpoch":1,"votedId":-1,"votedDirectoryId":'
+                 '"AAAAAAAAAAAAAAAAAAAAAA","data_version":1}')
+    assert encode_quorum_state(decode_quorum_state(v1_leader)) == v1_leader
+    assert decode_quorum_state(v1_leader) == QuorumState(leader_id=1, leader_epoch=1,
+                                                         data_version=1)
     v1 = ('{"leaderId":2,"leaderEpoch":7,"votedId":3,"votedDirectoryId":'
           '"xKCH2DHfTqeTtlxvkCDkgw","data_version":1}')
     state = decode_quorum_state(v1)

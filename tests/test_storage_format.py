@@ -1,0 +1,240 @@
+"""Roles, quorum settings and ``kafkawire format``, with Kafka 4.3.1's rules and messages.
+
+The expected messages are what Kafka 4.3.1's ``kafka-storage format`` printed for the same
+properties. Formatted directories are read back with Kafka's ``kafka-dump-log`` where java and
+the jars are available. A node of a configured cluster that is not formatted, or is formatted
+for another node, refuses to start with one line; the implicit single node formats itself.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkawire.config import BrokerConfig, ConfigError
+from kafkawire.storage import (
+    FormatOptions,
+    StorageError,
+    base64_to_uuid,
+    format_storage,
+    parse_initial_controllers,
+    random_uuid,
+    read_meta,
+)
+from kafkawire.testing import BrokerProcess, free_port
+from kraft.snapshot import SnapshotId, decode_snapshot
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("KAFKAWIRE_CACHE", Path.home() / ".cache" / "kafkawire"))
+LIBS = CACHE / "kafka-4.3.1" / "libs"
+L = "PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093"
+MAP = "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+VOTERS = "1@127.0.0.1:19093"
+
+
+def props(**kv: str) -> dict[str, str]:
+    base = {"process.roles": "broker,controller", "node.id": "1",
+            "controller.quorum.voters": VOTERS, "controller.listener.names": "CONTROLLER",
+            "listeners": L, "listener.security.protocol.map": MAP}
+    base.update({k.replace("_", "."): v for k, v in kv.items()})
+    return {k: v for k, v in base.items() if v != "<unset>"}
+
+
+KAFKA_MESSAGES = [
+    (props(process_roles="broker,foo"),
+     "Invalid value foo for configuration process.roles: String must be one of: broker, "
+     "controller"),
+    (props(process_roles=""),
+     "Configuration 'process.roles' must not be empty. Valid values include: "
+     "[broker, controller]"),
+    (props(process_roles="<unset>"),
+     'Missing required configuration "process.roles" which has no default value.'),
+    (props(node_id="<unset>"),
+     'Missing required configuration "node.id" which has no default value.'),
+    (props(node_id="-1"), "Invalid value -1 for configuration node.id: Value must be at least 0"),
+    (props(node_id="2"),
+     "If process.roles contains the 'controller' role, the node id 2 must be included in the "
+     "set of voters controller.quorum.voters=Set(1)"),
+    (props(process_roles="broker", listeners="PLAINTEXT://127.0.0.1:19092"),
+     "If process.roles contains just the 'broker' role, the node id 1 must not be included in "
+     "the set of voters controller.quorum.voters=Set(1)"),
+    (props(process_roles="broker", node_id="2"),
+     "controller.listener.names must not contain a value appearing in the 'listeners' "
+     "configuration when running KRaft with just the broker role"),
+    (props(process_roles="controller"),
+     "The listeners config must only contain KRaft controller listeners from "
+     "controller.listener.names when process.roles=controller"),
+    (props(listeners="PLAINTEXT://127.0.0.1:19092"),
+     "controller.listener.names must contain at least one value appearing in the 'listeners' "
+     "configuration when running the KRaft controller role"),
+    (props(listener_security_protocol_map="PLAINTEXT:PLAINTEXT"),
+     "Error creating broker listeners from '[PLAINTEXT://127.0.0.1:19092, "
+     "CONTROLLER://127.0.0.1:19093]': No security protocol defined for listener CONTROLLER"),
+    (props(process_roles="broker", node_id="2", listeners="PLAINTEXT://127.0.0.1:19092",
+           listener_security_protocol_map="PLAINTEXT:PLAINTEXT"),
+     "Controller listener with name CONTROLLER defined in controller.listener.names not found "
+     "in listener.security.protocol.map  (an explicit security mapping for each controller "
+     "listener is required if listener.security.protocol.map is non-empty, or if there are "
+     "security protocols other than PLAINTEXT in use)"),
+    (props(listener_security_protocol_map="CONTROLLER:PLAINTEXT,PLAINTEXT:FOO"),
+     "Invalid security protocol `FOO` defined in listener.security.protocol.map"),
+    (props(controller_quorum_voters="1@127.0.0.1"),
+     "Failed to parse host name from entry 1@127.0.0.1 for the configuration "
+     "controller.quorum.voters. Each entry should be in the form `{id}@{host}:{port}`."),
+    (props(controller_quorum_voters="x@127.0.0.1:19093"),
+     "Failed to parse voter ID as an integer from x"),
+    (props(controller_listener_names="<unset>"),
+     'Missing required configuration "controller.listener.names" which has no default value.'),
+    (props(controller_quorum_voters="<unset>", controller_quorum_bootstrap_servers="nope"),
+     'Failed to parse host name from nope for the configuration '
+     'controller.quorum.bootstrap.servers. Each entry should be in the form "{host}:{port}"'),
+]
+
+
+@pytest.mark.parametrize(("raw", "message"), KAFKA_MESSAGES)
+def test_kraft_settings_refused_with_kafkas_message(raw: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        BrokerConfig.from_dict(raw)
+    assert str(e.value) == message
+
+
+def test_valid_kraft_settings_and_the_implicit_single_node() -> None:
+    cfg = BrokerConfig.from_dict(props())
+    assert cfg.names_a_quorum and cfg.process_roles == {"broker", "controller"}
+    assert [lst.name for lst in cfg.broker_listeners] == ["PLAINTEXT"]
+    dyn = BrokerConfig.from_dict(props(controller_quorum_voters="<unset>",
+                                       controller_quorum_bootstrap_servers="127.0.0.1:19093"))
+    assert dyn.names_a_quorum
+    broker = BrokerConfig.from_dict(props(process_roles="broker", node_id="2",
+                                          listeners="PLAINTEXT://127.0.0.1:19092"))
+    assert broker.process_roles == {"broker"}
+    # no quorum named: today's single node, no controller listener needed
+    single = BrokerConfig.from_dict({"process.roles": "broker,controller", "node.id": "1"})
+    assert not single.names_a_quorum
+    with pytest.raises(ConfigError, match="String must be one of"):
+        BrokerConfig.from_dict({"process.roles": "zookeeper"})
+
+
+def test_random_uuid_and_initial_controllers() -> None:
+    ids = {random_uuid() for _ in range(2000)}
+    assert len(ids) == 2000
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)
+    got = parse_initial_controllers(
+        "1@127.0.0.1:19093:AAAAAAAAAAAAAAAAAAAAAw,2@[::1]:19094:AAAAAAAAAAAAAAAAAAAABA")
+    assert [(c.node_id, c.host, c.port) for c in got] == [(1, "127.0.0.1", 19093),
+                                                          (2, "::1", 19094)]
+    assert base64_to_uuid(got[0].directory_id).int == 3
+    with pytest.raises(StorageError, match="No colon following port could be found."):
+        parse_initial_controllers("1@127.0.0.1:19093")
+
+
+def _fmt(tmp: Path, opts: FormatOptions, **kv: str) -> tuple[BrokerConfig, list[str]]:
+    cfg = BrokerConfig.from_dict({**props(**kv), "log.dirs": f"{tmp}/a,{tmp}/b"})
+    lines: list[str] = []
+    format_storage(cfg, opts, lines.append, 1_000)
+    return cfg, lines
+
+
+CID = "MkU3OEVBNTcwNTJENDM2Qg"
+
+
+def test_format_static_quorum(tmp_path: Path) -> None:
+    _cfg, lines = _fmt(tmp_path, FormatOptions(CID))
+    assert lines[0] == f"Formatting metadata directory {tmp_path}/a with metadata.version 4.3-IV0."
+    assert lines[1] == f"Formatting data directory {tmp_path}/b with metadata.version 4.3-IV0."
+    for d in ("a", "b"):
+        meta = read_meta(tmp_path / d / "meta.properties")
+        assert meta["cluster.id"] == CID and meta["node.id"] == "1" and meta["version"] == "1"
+        assert len(meta["directory.id"]) == 22
+        boot = decode_snapshot((tmp_path / d / "bootstrap.checkpoint").read_bytes(),
+                               SnapshotId(0, 0))
+        assert {r.name: r.feature_level for r in boot.records}["metadata.version"] == 30
+    assert not (tmp_path / "a" / "__cluster_metadata-0").exists()
+    with pytest.raises(StorageError, match=f"Log directory {tmp_path}/a is already formatted. "
+                       "Use --ignore-formatted to ignore this directory and format the others."):
+        _fmt(tmp_path, FormatOptions(CID))
+    _cfg, lines = _fmt(tmp_path, FormatOptions(CID, ignore_formatted=True))
+    assert lines == ["All of the log directories are already formatted."]
+
+
+def test_format_dynamic_quorum(tmp_path: Path) -> None:
+    dyn = {"controller_quorum_voters": "<unset>",
+           "controller_quorum_bootstrap_servers": "127.0.0.1:19093"}
+    with pytest.raises(StorageError, match="you must specify one of the following: "
+                       "--standalone, --initial-controllers, or --no-initial-controllers."):
+        _fmt(tmp_path / "x", FormatOptions(CID), **dyn)
+    with pytest.raises(StorageError, match="You cannot specify controller.quorum.voters"):
+        _fmt(tmp_path / "x", FormatOptions(CID, standalone=True))
+    with pytest.raises(StorageError, match="You can only use --standalone on a controller."):
+        _fmt(tmp_path / "x", FormatOptions(CID, standalone=True), process_roles="broker",
+             node_id="2", listeners="PLAINTEXT://127.0.0.1:19092", **dyn)
+    _cfg, lines = _fmt(tmp_path / "s", FormatOptions(CID, standalone=True), **dyn)
+    assert lines[0].startswith("Formatting dynamic metadata voter directory")
+    meta = read_meta(tmp_path / "s" / "a" / "meta.properties")
+    snap = tmp_path / "s" / "a" / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint"
+    got = decode_snapshot(snap.read_bytes(), SnapshotId(0, 0))
+    assert got.kraft_version == 1 and got.voters is not None and not got.records
+    (voter,) = got.voters.voters
+    assert voter.voter_id == 1 and voter.voter_directory_id == base64_to_uuid(meta["directory.id"])
+    assert [(e.name, e.host, e.port) for e in voter.endpoints] == [("CONTROLLER", "127.0.0.1",
+                                                                    19093)]
+    init = "1@127.0.0.1:19093:AAAAAAAAAAAAAAAAAAAAAw,2@127.0.0.1:19094:AAAAAAAAAAAAAAAAAAAABA"
+    _cfg, lines = _fmt(tmp_path / "i", FormatOptions(CID, initial_controllers=init), **dyn)
+    assert read_meta(tmp_path / "i" / "a" / "meta.properties")["directory.id"] == \
+        "AAAAAAAAAAAAAAAAAAAAAw"
+    _cfg, lines = _fmt(tmp_path / "n", FormatOptions(CID, initial_controllers=init), node_id="3",
+                       **dyn)
+    assert lines[0].startswith("Formatting dynamic metadata directory ")
+    if shutil.which("java") and any(LIBS.glob("kafka-tools-*")):
+        out = subprocess.run(
+            ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp",
+             f"{LIBS}/*", "org.apache.kafka.tools.DumpLogSegments",
+             "--cluster-metadata-decoder", "--files", str(snap)],
+            capture_output=True, text=True, timeout=120).stdout
+        assert 'KRaftVersion {"version":0,"kRaftVersion":1}' in out
+        assert f'"voterDirectoryId":"{meta["directory.id"]}"' in out
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kafkawire", *args], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_cluster_node_must_be_formatted_to_start(tmp_path: Path) -> None:
+    port, cport = free_port(), free_port()
+    conf = tmp_path / "server.properties"
+    conf.write_text(
+        f"process.roles=broker,controller\nnode.id=1\ncontroller.quorum.voters=1@127.0.0.1:"
+        f"{cport}\ncontroller.listener.names=CONTROLLER\nlisteners=PLAINTEXT://127.0.0.1:"
+        f"{port},CONTROLLER://127.0.0.1:{cport}\nlistener.security.protocol.map={MAP}\n"
+        f"log.dirs={tmp_path}/data\n")
+    p = _cli("serve", str(conf))
+    assert p.returncode != 0
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("kafkawire: No readable meta.properties"), \
+        p.stderr
+    p = _cli("format", "--cluster-id", CID, str(conf), "--override", "node.id=1")
+    assert p.returncode == 0 and "Formatting metadata directory" in p.stdout, p.stderr
+    p = _cli("serve", str(conf), "--override", "node.id=2",
+             "--override", f"controller.quorum.voters=2@127.0.0.1:{cport}")
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode != 0 and len(lines) == 1 and "does not match node.id 2" in lines[0], \
+        p.stderr
+    uuid_out = _cli("random-uuid")
+    assert uuid_out.returncode == 0 and len(uuid_out.stdout.strip()) == 22
+
+
+def test_implicit_single_node_formats_itself(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with BrokerProcess(data):
+        pass
+    meta = read_meta(data / "meta.properties")
+    assert meta["node.id"] == "1" and len(meta["cluster.id"]) == 22
+    assert (data / "bootstrap.checkpoint").exists()
+    qs = (data / "__cluster_metadata-0" / "quorum-state").read_text()
+    assert qs.startswith('{"clusterId":"","leaderId":1,"leaderEpoch":1,')
