@@ -238,3 +238,39 @@ def test_implicit_single_node_formats_itself(tmp_path: Path) -> None:
     assert (data / "bootstrap.checkpoint").exists()
     qs = (data / "__cluster_metadata-0" / "quorum-state").read_text()
     assert qs.startswith('{"clusterId":"","leaderId":1,"leaderEpoch":1,')
+
+
+def test_node_formatted_standalone_starts_with_its_voters(tmp_path: Path) -> None:
+    port, cport = free_port(), free_port()
+    conf = tmp_path / "server.properties"
+    conf.write_text(
+        f"process.roles=broker,controller\nnode.id=1\ncontroller.quorum.bootstrap.servers="
+        f"127.0.0.1:{cport}\ncontroller.listener.names=CONTROLLER\nlisteners=PLAINTEXT://"
+        f"127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}\nlistener.security.protocol.map={MAP}\n"
+        f"log.dirs={tmp_path}/data\n")
+    p = _cli("format", "-t", CID, "-c", str(conf), "--standalone")
+    assert p.returncode == 0, p.stderr
+    overrides = {k: v for k, v in (ln.split("=", 1) for ln in conf.read_text().splitlines())}
+    overrides.pop("listeners")
+    overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}"
+    from confluent_kafka.admin import AdminClient
+
+    b = BrokerProcess(tmp_path / "data", port=port, overrides=overrides)
+    with b:
+        md = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=30)
+        assert md.cluster_id == CID
+        if shutil.which("java") and any(LIBS.glob("kafka-tools-*")):
+            directory_id = read_meta(tmp_path / "data" / "meta.properties")["directory.id"]
+            out = subprocess.run(
+                ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp",
+                 f"{LIBS}/*", "org.apache.kafka.tools.MetadataQuorumCommand",
+                 "--bootstrap-server", b.bootstrap, "describe", "--status"],
+                capture_output=True, text=True, timeout=120).stdout
+            assert "LeaderId:               1" in out, out
+            assert f'"directoryId": "{directory_id}"' in out, out
+            assert f'"endpoints": ["CONTROLLER://127.0.0.1:{cport}"]' in out, out
+    meta = tmp_path / "data" / "__cluster_metadata-0"
+    qs = (meta / "quorum-state").read_text()
+    assert qs == ('{"leaderId":1,"leaderEpoch":1,"votedId":-1,"votedDirectoryId":'
+                  '"AAAAAAAAAAAAAAAAAAAAAA","data_version":1}')
+    assert (meta / "00000000000000000000-0000000000.checkpoint").exists()
