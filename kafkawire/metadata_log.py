@@ -201,17 +201,16 @@ class MetadataQuorum:
         task_status.started()
         while True:
             st = self.snapshot_settings
+            # until the interval ends; once it has, the next append wakes us (``_publish``)
             wait_s = float("inf")
-            if st.max_interval_ms > 0:
-                wait_s = max(0.0, (self.last_snapshot_ms + st.max_interval_ms - self.clock()) / 1000)
+            left_ms = self.last_snapshot_ms + st.max_interval_ms - self.clock()
+            if st.max_interval_ms > 0 and left_ms > 0:
+                wait_s = left_ms / 1000
             with trio.move_on_after(wait_s):
                 await self._snapshot_wakeup.wait()
             self._snapshot_wakeup = trio.Event()
-            now = self.clock()
-            if self.snapshot_due(now):
+            if self.snapshot_due(self.clock()):
                 await self.take_snapshot()
-            elif st.max_interval_ms > 0 and now - self.last_snapshot_ms >= st.max_interval_ms:
-                self.last_snapshot_ms = now  # nothing new: look again one interval later
 
     async def take_snapshot(self) -> SnapshotId | None:
         """Write a snapshot of the current image, then clean the log behind it."""

@@ -266,3 +266,20 @@ def test_corrupt_snapshot_without_log_refused(tmp_path: Path) -> None:
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("kafkawire:")]
     assert len(lines) == 1 and "cannot load the metadata" in lines[0], proc.stderr
     assert ".checkpoint" in lines[0]
+
+
+def test_snapshot_by_interval(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    meta = data / "__cluster_metadata-0"
+    with BrokerProcess(data, overrides={"metadata.log.max.snapshot.interval.ms": "1500"}) as b:
+        _wait(lambda: len(_snapshots(meta)) >= 1)  # the start-up records, one interval on
+        first = _snapshots(meta)[-1]
+        time.sleep(2)  # an interval without new records: no new snapshot
+        assert _snapshots(meta)[-1] == first
+        _create_topics(b.bootstrap, ["by-time"])
+        _wait(lambda: _snapshots(meta)[-1] != first)
+    newest = _snapshots(meta)[-1]
+    sid = SnapshotId.parse(newest.name)
+    assert sid is not None
+    got = decode_snapshot(newest.read_bytes(), sid)
+    assert "by-time" in {getattr(r, "name", None) for r in got.records}
