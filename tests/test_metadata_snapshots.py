@@ -283,3 +283,32 @@ def test_snapshot_by_interval(tmp_path: Path) -> None:
     assert sid is not None
     got = decode_snapshot(newest.read_bytes(), sid)
     assert "by-time" in {getattr(r, "name", None) for r in got.records}
+
+
+GOLDEN = Path(__file__).parent / "golden" / "metadata"
+
+
+def test_reads_kafkas_own_snapshots() -> None:
+    sid = SnapshotId(36, 1)
+    got = decode_snapshot((GOLDEN / sid.file_name).read_bytes(), sid)
+    assert got.kraft_version == 0 and got.voters is None
+    assert got.last_contained_log_timestamp == 1795608338075
+    img = apply(MetadataImage(), got.records, 35, 1)
+    topic = img.topics["gold-a"]
+    assert sorted(topic.partitions) == [0, 1, 2]
+    assert img.topic_config("gold-a") == {"retention.ms": "1234"}
+    assert img.features["metadata.version"] == 30 and 1 in img.brokers
+    # our image writer rebuilds the same image from it
+    assert apply(MetadataImage(), image_records(img), 35, 1) == img
+    dyn = decode_snapshot((GOLDEN / SnapshotId(0, 0).file_name).read_bytes(), SnapshotId(0, 0))
+    assert dyn.kraft_version == 1 and dyn.records == [] and dyn.voters is not None
+    assert [(v.voter_id, [(e.name, e.host, e.port) for e in v.endpoints])
+            for v in dyn.voters.voters] == [(1, [("CONTROLLER", "127.0.0.1", 19093)])]
+    boot = decode_snapshot((GOLDEN / "bootstrap.checkpoint").read_bytes(), SnapshotId(0, 0))
+    assert [r.name for r in boot.records][:2] == ["metadata.version",
+                                                   "eligible.leader.replicas.version"]
+    # and every cut of Kafka's file is refused
+    data = (GOLDEN / sid.file_name).read_bytes()
+    for cut in (len(data) - 1, len(data) - 75, 83, 10):
+        with pytest.raises(SnapshotError):
+            decode_snapshot(data[:cut], sid)
