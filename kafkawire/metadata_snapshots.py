@@ -123,18 +123,16 @@ class SnapshotStore:
 def load_latest(
     store: SnapshotStore, log_start_offset: int, log_end_offset: int
 ) -> SnapshotContents | None:
-    """The newest usable snapshot (None: replay the log from its start).
+    """The newest usable snapshot, or None to replay the log from its start (offset 0).
 
-    Snapshots below the log start offset are deleted first (as Kafka does on start).
+    A snapshot below the log start offset cannot be used (the records between are gone);
+    those are deleted once one is loaded, as Kafka does on start.
     """
     store.recover()
-    ids = store.list()
-    for sid in ids:
-        if sid.offset < log_start_offset and sid != ids[-1]:
-            store.delete(sid)
-    ids = [i for i in ids if i.offset >= log_start_offset or i == ids[-1]]
     errors: list[str] = []
-    for sid in reversed(ids):
+    for sid in reversed(store.list()):
+        if sid.offset < log_start_offset:
+            break
         try:
             contents = store.read(sid)
         except (SnapshotError, OSError) as e:
@@ -143,12 +141,15 @@ def load_latest(
             continue
         if errors:
             log.warning("loading the older metadata snapshot %s instead", store.path(sid))
+        for old in store.list():
+            if old.offset < log_start_offset:
+                store.delete(old)
         return contents
-    if errors and log_start_offset > 0:
+    if log_start_offset > 0:
+        reason = errors[0] if errors else "no snapshot at or after it"
         raise MetadataLoadError(
-            f"cannot load the metadata: {errors[0]}; the log before offset "
-            f"{log_start_offset} is gone, so there is nothing to rebuild the image from"
-        )
+            f"cannot load the metadata: {reason}; the log before offset {log_start_offset} "
+            "is gone, so there is nothing to rebuild the image from")
     if errors:
         log.warning("replaying the whole metadata log (up to %s) instead", log_end_offset)
     return None

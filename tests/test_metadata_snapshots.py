@@ -312,3 +312,24 @@ def test_reads_kafkas_own_snapshots() -> None:
     for cut in (len(data) - 1, len(data) - 75, 83, 10):
         with pytest.raises(SnapshotError):
             decode_snapshot(data[:cut], sid)
+
+
+def test_snapshot_ahead_of_the_log(tmp_path: Path) -> None:
+    """The log lost everything the newest snapshot covers (as a follower that received a
+    snapshot): the log restarts at the snapshot's end offset, the image comes from it."""
+    data = tmp_path / "data"
+    meta = data / "__cluster_metadata-0"
+    overrides = {"metadata.log.max.record.bytes.between.snapshots": "700"}
+    with BrokerProcess(data, overrides=overrides) as b:
+        _create_topics(b.bootstrap, ["ahead-a", "ahead-b"])
+        _wait(lambda: len(_snapshots(meta)) >= 1)
+    newest = SnapshotId.parse(_snapshots(meta)[-1].name)
+    assert newest is not None
+    for f in meta.iterdir():
+        if f.suffix in (".log", ".index", ".timeindex", ".snapshot") or f.name.startswith(
+                "leader-epoch"):
+            f.unlink()
+    with BrokerProcess(data, overrides=overrides) as b:
+        assert {"ahead-a", "ahead-b"} <= _topics(b.bootstrap)
+    segments = sorted(meta.glob("*.log"))
+    assert int(segments[0].name.split(".")[0]) == newest.offset
