@@ -269,6 +269,12 @@ def test_node_formatted_standalone_starts_with_its_voters(tmp_path: Path) -> Non
             assert "LeaderId:               1" in out, out
             assert f'"directoryId": "{directory_id}"' in out, out
             assert f'"endpoints": ["CONTROLLER://127.0.0.1:{cport}"]' in out, out
+            cid = subprocess.run(
+                ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp",
+                 f"{LIBS}/*", "org.apache.kafka.tools.ClusterTool", "cluster-id",
+                 "--bootstrap-server", b.bootstrap],
+                capture_output=True, text=True, timeout=120).stdout
+            assert f"Cluster ID: {CID}" in cid, cid
     meta = tmp_path / "data" / "__cluster_metadata-0"
     qs = (meta / "quorum-state").read_text()
     assert qs == ('{"leaderId":1,"leaderEpoch":1,"votedId":-1,"votedDirectoryId":'
