@@ -16,6 +16,7 @@ from typing import Any
 import trio
 
 from kafkawire.apis import REGISTRY
+from kafkawire.bootstrap import first_start_records, read_bootstrap
 from kafkawire.config import TOPIC_CONFIGS, BrokerConfig
 from kafkawire.config_entries import connection_limits, effective_topic_values
 from kafkawire.config_resources import group_consumer_settings
@@ -225,8 +226,11 @@ class Broker:
         )
         self.quorum.load()
         if not self.image.features:
+            min_isr = int(self.config["min.insync.replicas"])
+            boot = read_bootstrap(cfg.metadata_log_dir)
             self.quorum.append_sync(
-                controller.bootstrap_records(int(self.config["min.insync.replicas"]))
+                controller.bootstrap_records(min_isr) if boot is None
+                else first_start_records(boot, min_isr)
             )
         features = group_version_records(self.config, self.image)
         features += transaction_version_records(self.image)

@@ -48,6 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the initial voters of a dynamic quorum (same on every node)")
     quorum.add_argument("--no-initial-controllers", "-N", action="store_true",
                         help="a controller that will join an existing dynamic quorum")
+    f.add_argument("--release-version", "-r", help="the metadata.version to start with")
+    f.add_argument("--feature", "-f", action="append", default=[], metavar="NAME=LEVEL",
+                   help="a feature level to start with (repeatable), e.g. group.version=0")
+    f.add_argument("--add-scram", "-S", action="append", default=[], metavar="CREDENTIAL",
+                   help="a SCRAM credential, e.g. 'SCRAM-SHA-256=[name=alice,password=x]'")
     sub.add_parser("random-uuid", help="print a new random id (for --cluster-id)")
     return ap
 
@@ -66,7 +71,8 @@ def _format(args: argparse.Namespace) -> int:
             cluster_id=args.cluster_id, standalone=args.standalone,
             initial_controllers=args.initial_controllers,
             no_initial_controllers=args.no_initial_controllers,
-            ignore_formatted=args.ignore_formatted,
+            ignore_formatted=args.ignore_formatted, release_version=args.release_version,
+            features=tuple(args.feature), add_scram=tuple(args.add_scram),
         )
         format_storage(cfg, opts, print, int(time.time() * 1000))
     except (ConfigError, StorageError, OSError) as e:
@@ -96,10 +102,11 @@ async def _serve(cfg: BrokerConfig) -> None:
 def startup_error(exc: BaseException) -> Exception | None:
     """The refusal to start (storage not formatted or of another cluster, metadata that cannot
     be loaded) inside what ``trio.run`` raised, if that is what stopped the node."""
+    from kafkawire.bootstrap import BootstrapError
     from kafkawire.metadata_snapshots import MetadataLoadError
     from kafkawire.storage import StorageError
 
-    if isinstance(exc, (StorageError, MetadataLoadError, ConfigError)):
+    if isinstance(exc, (StorageError, MetadataLoadError, ConfigError, BootstrapError)):
         return exc
     if isinstance(exc, BaseExceptionGroup):
         for sub in exc.exceptions:

@@ -27,13 +27,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kafkawire.bootstrap import (
+    BOOTSTRAP_CHECKPOINT,
+    METADATA_VERSION_NAMES,
+    BootstrapError,
+    bootstrap_records,
+    parse_add_scram,
+    parse_feature,
+    parse_release_version,
+)
 from kafkawire.config import BrokerConfig
 from kraft.snapshot import SnapshotId, encode_snapshot
 from protocol._generated.voters_record import VotersRecord
 
 META_PROPERTIES = "meta.properties"
-BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
-METADATA_VERSION_NAME = "4.3-IV0"  # level 30 (kraft.controller.METADATA_VERSION_LEVEL)
 #: the KRaft protocol versions this node supports (VotersRecord.KRaftVersionFeature)
 KRAFT_VERSION_RANGE = (0, 1)
 
@@ -203,24 +210,25 @@ class FormatOptions:
     initial_controllers: str | None = None
     no_initial_controllers: bool = False
     ignore_formatted: bool = False
+    release_version: str | None = None
+    features: tuple[str, ...] = ()
+    add_scram: tuple[str, ...] = ()
 
 
-def bootstrap_feature_records() -> list[Any]:
-    """The feature levels a new cluster starts with (what the node finalizes on first start)."""
-    from kafkawire.group_coordinator import group_version_records
-    from kafkawire.txn_coordinator import transaction_version_records
-    from kraft import controller
-    from kraft.image import MetadataImage, apply
-
-    recs = [r for r in controller.bootstrap_records() if type(r).__name__ == "FeatureLevelRecord"]
-    img = apply(MetadataImage(), recs, len(recs) - 1, 0)
-    return recs + group_version_records(BrokerConfig.from_dict({}), img) + \
-        transaction_version_records(img)
+def _bootstrap_for(cfg: BrokerConfig, opts: FormatOptions, dynamic: bool) -> list[Any]:
+    try:
+        release = (parse_release_version(opts.release_version)
+                   if opts.release_version is not None else None)
+        features = [parse_feature(f, dynamic) for f in opts.features]
+        scram = [parse_add_scram(a) for a in opts.add_scram]
+    except BootstrapError as e:
+        raise StorageError(str(e)) from None
+    return bootstrap_records(release, features, scram)
 
 
-def _write_bootstrap(directory: Path, now_ms: int) -> None:
-    data = encode_snapshot(bootstrap_feature_records(), SnapshotId(0, 0),
-                           last_contained_log_timestamp=0, now_ms=now_ms)
+def _write_bootstrap(directory: Path, now_ms: int, records: list[Any] | None = None) -> None:
+    data = encode_snapshot(bootstrap_records() if records is None else records,
+                           SnapshotId(0, 0), last_contained_log_timestamp=0, now_ms=now_ms)
     tmp = directory / (BOOTSTRAP_CHECKPOINT + ".tmp")
     tmp.write_bytes(data)
     tmp.replace(directory / BOOTSTRAP_CHECKPOINT)
@@ -290,6 +298,8 @@ def format_storage(cfg: BrokerConfig, opts: FormatOptions, out: Callable[[str], 
     if not opts.cluster_id.strip():
         raise StorageError("--cluster-id must not be empty (kafkawire random-uuid makes one)")
     voters = _initial_voters(cfg, opts)
+    dynamic = voters is not None or opts.no_initial_controllers
+    bootstrap = _bootstrap_for(cfg, opts, dynamic)
     dirs = storage_dirs(cfg)
     formatted = [d for d in dirs if (d / META_PROPERTIES).exists()]
     if formatted and not opts.ignore_formatted:
@@ -311,9 +321,11 @@ def format_storage(cfg: BrokerConfig, opts: FormatOptions, out: Callable[[str], 
                 if mine:
                     kind = "dynamic metadata voter directory"
                     directory_id = mine[0].directory_id
-        out(f"Formatting {kind} {d} with metadata.version {METADATA_VERSION_NAME}.")
+        level = next(r.feature_level for r in bootstrap if getattr(r, "name", "") ==
+                     "metadata.version")
+        out(f"Formatting {kind} {d} with metadata.version {METADATA_VERSION_NAMES[level]}.")
         d.mkdir(parents=True, exist_ok=True)
-        _write_bootstrap(d, now_ms)
+        _write_bootstrap(d, now_ms, bootstrap)
         if voters is not None and d == cfg.metadata_log_dir:
             _write_voters_snapshot(d, voters_record(cfg, voters), now_ms)
         write_meta(d, opts.cluster_id, cfg.node_id, directory_id)

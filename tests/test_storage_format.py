@@ -280,3 +280,83 @@ def test_node_formatted_standalone_starts_with_its_voters(tmp_path: Path) -> Non
     assert qs == ('{"leaderId":1,"leaderEpoch":1,"votedId":-1,"votedDirectoryId":'
                   '"AAAAAAAAAAAAAAAAAAAAAA","data_version":1}')
     assert (meta / "00000000000000000000-0000000000.checkpoint").exists()
+
+
+# ---- bootstrap: --release-version, --feature, --add-scram --------------------------------
+
+
+def test_format_options_refused_with_kafkas_messages(tmp_path: Path) -> None:
+    cases = [
+        (FormatOptions(CID, features=("foo.version=1",)),
+         "Unsupported feature: foo.version. Supported features are: eligible.leader.replicas."
+         "version, group.version, kraft.version, share.version, streams.version, "
+         "transaction.version"),
+        (FormatOptions(CID, features=("group.version=9",)),
+         "No feature:group.version with feature level 9"),
+        (FormatOptions(CID, features=("group.version",)),
+         "Can't parse feature=level string group.version: equals sign not found."),
+        (FormatOptions(CID, release_version="9.9"),
+         "Unknown metadata.version '9.9'. Supported metadata.version are: 4.3-IV0"),
+        (FormatOptions(CID, add_scram=("SCRAM-SHA-1=[name=alice,password=x]",)),
+         "The add-scram mechanism SCRAM-SHA-1 is not supported."),
+        (FormatOptions(CID, add_scram=("SCRAM-SHA-256=[name=alice]",)),
+         "You must supply one of 'password' or 'saltedpassword' to add-scram"),
+    ]
+    for opts, message in cases:
+        with pytest.raises(StorageError) as e:
+            _fmt(tmp_path / "x", opts)
+        assert str(e.value) == message
+        assert not (tmp_path / "x").exists()  # nothing written on a refusal
+
+
+def test_format_features_and_scram_reach_the_cluster(tmp_path: Path) -> None:
+    from protocol._generated.api_versions_request import ApiVersionsRequest
+    from protocol._generated.describe_user_scram_credentials_request import (
+        DescribeUserScramCredentialsRequest as D,
+    )
+    from tests.conftest import RawClient
+
+    data = tmp_path / "data"
+    p = _cli("format", "-t", CID, "--override", f"log.dir={data}", "--release-version", "4.3",
+             "--feature", "group.version=0", "--feature", "transaction.version=1",
+             "--add-scram", "SCRAM-SHA-256=[name=alice,password=alice-secret]",
+             "--add-scram", "SCRAM-SHA-512=[name=bob,iterations=8192,password=b]")
+    assert p.returncode == 0, p.stderr
+    with BrokerProcess(data) as b:
+        c = RawClient(b.bootstrap)
+        try:
+            r = c.request(ApiVersionsRequest(client_software_name="t",
+                                             client_software_version="1"), 4)
+            feats = {f.name: f.max_version_level for f in r.finalized_features}
+            res = c.request(D(users=[D.UserName(name="alice"), D.UserName(name="bob")]), 0)
+        finally:
+            c.close()
+        assert feats.get("metadata.version") == 30 and feats.get("transaction.version") == 1
+        assert "group.version" not in feats  # format said 0: the start-up default keeps off
+        got = {u.user: [(i.mechanism, i.iterations) for i in u.credential_infos]
+               for u in res.results}
+        assert got == {"alice": [(1, 4096)], "bob": [(2, 8192)]}
+    with BrokerProcess(data) as b:  # and a restart does not change them
+        c = RawClient(b.bootstrap)
+        try:
+            r = c.request(ApiVersionsRequest(client_software_name="t",
+                                             client_software_version="1"), 4)
+        finally:
+            c.close()
+        assert "group.version" not in {f.name for f in r.finalized_features}
+
+
+def test_add_scram_matches_kafka() -> None:
+    from kafkawire.bootstrap import parse_add_scram
+
+    # kafka-storage format --add-scram with the same argument wrote these keys (Kafka 4.3.1)
+    rec = parse_add_scram('SCRAM-SHA-256=[name=alice,salt="MWx2NHBkbnc0ZndxN25vdGN4bTB5eTFrN3E='
+                          '",password=alice-secret,iterations=8192]')
+    assert (rec.name, rec.mechanism, rec.iterations) == ("alice", 1, 8192)
+    assert rec.salt == b"1lv4pdnw4fwq7notcxm0yy1k7q"
+    assert rec.stored_key.hex() == STORED
+    assert rec.server_key.hex() == SERVER
+
+
+STORED = "01308d9b405dcb0e232f219c36541ad4135452953be0d087db8d643169cbfc48"
+SERVER = "690eaf2152ad361f8e33d684ee84a280173423af7b35304145c2761bf38bb0a9"
