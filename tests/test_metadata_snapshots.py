@@ -339,10 +339,16 @@ def test_truncated_snapshot_skipped_or_refused(tmp_path: Path) -> None:
         _wait(lambda: len(_snapshots(meta)) >= 1)
         _create_topics(b.bootstrap, ["keep-c"])
     _truncate(_snapshots(meta)[-1])
+    # a crash while writing or deleting leaves these: removed on start, never loaded
+    part = meta / "00000000000000099999-0000000009.checkpoint.part"
+    gone = meta / "00000000000000000001-0000000001.checkpoint.deleted"
+    part.write_bytes(b"half a snapshot")
+    gone.write_bytes(b"x")
     # the log still holds what the snapshot covers: the bad file is skipped
     with BrokerProcess(data, overrides=overrides) as b:
         assert {"keep-a", "keep-b", "keep-c"} <= _topics(b.bootstrap)
     assert "is unusable" in b.log_path.read_text(errors="replace")
+    assert not part.exists() and not gone.exists()
 
 
 def test_corrupt_snapshot_without_log_refused(tmp_path: Path) -> None:
