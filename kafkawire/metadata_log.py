@@ -86,12 +86,13 @@ class MetadataQuorum:
         return Path(self.log.dir) / QUORUM_STATE_FILE
 
     def _bump_quorum_state(self) -> None:
-        """Read the last epoch from ``quorum-state`` and write this start's (epoch + 1)."""
+        """Read the last epoch from ``quorum-state`` and write this start's (epoch + 1). Never
+        below the epoch of the last record (a lost or stale quorum-state file)."""
         qs = self._quorum_state_path()
-        prev_epoch = 0
+        prev_epoch = max(self.last_epoch, 0)
         if qs.exists():
             try:
-                prev_epoch = max(decode_quorum_state(qs.read_text()).leader_epoch, 0)
+                prev_epoch = max(decode_quorum_state(qs.read_text()).leader_epoch, prev_epoch)
             except (QuorumStateError, OSError) as e:
                 log.warning("ignoring unreadable %s: %s", qs, e)
         self.epoch = prev_epoch + 1
@@ -116,13 +117,13 @@ class MetadataQuorum:
             base = apply(base, snap.records, sid.offset - 1, sid.epoch)
             start = sid.offset
             self.last_epoch, self.last_timestamp = sid.epoch, snap.last_contained_log_timestamp
-        self._bump_quorum_state()
         records: list[Any] = []
         last = base.offset
         for offset, value in self._read_values(start):
             rec, _version = decode_record(value)
             records.append(rec)
             last = offset
+        self._bump_quorum_state()
         self.image = apply(base, records, last, self.epoch)
 
     def _read_values(self, start: int) -> list[tuple[int, bytes]]:

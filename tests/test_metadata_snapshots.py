@@ -435,3 +435,15 @@ def test_snapshot_ahead_of_the_log(tmp_path: Path) -> None:
         assert {"ahead-a", "ahead-b"} <= _topics(b.bootstrap)
     segments = sorted(meta.glob("*.log"))
     assert int(segments[0].name.split(".")[0]) == newest.offset
+
+
+def test_lost_quorum_state_never_moves_the_epoch_back(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    qs = data / "__cluster_metadata-0" / "quorum-state"
+    with BrokerProcess(data) as b:
+        b.restart()
+    assert decode_quorum_state(qs.read_text()).leader_epoch == 2
+    qs.unlink()  # the records of epoch 2 are in the log
+    with BrokerProcess(data):
+        pass
+    assert decode_quorum_state(qs.read_text()).leader_epoch == 3
