@@ -150,9 +150,20 @@ def read_bootstrap(directory: Path) -> list[Any] | None:
     if not path.exists():
         return None
     try:
-        return decode_snapshot(path.read_bytes(), SnapshotId(0, 0)).records
+        records = decode_snapshot(path.read_bytes(), SnapshotId(0, 0)).records
     except SnapshotError as e:
         raise BootstrapError(f"{path}: {e}") from None
+    supported = supported_features()
+    for r in records:
+        if isinstance(r, FeatureLevelRecord) and r.feature_level > 0:
+            lo, hi = supported.get(r.name, (0, 0))
+            if not lo <= r.feature_level <= hi:
+                # as Kafka's controller: a finalized level the node cannot serve is refused
+                raise BootstrapError(
+                    f"{path} finalizes {r.name} at level {r.feature_level}, which this node "
+                    f"does not support (levels {lo}-{hi}): format it with kafkawire format, "
+                    f"or with kafka-storage format --feature {r.name}=0")
+    return records
 
 
 def first_start_records(bootstrap: list[Any], min_insync_replicas: int) -> list[Any]:
