@@ -16,6 +16,7 @@ from typing import Any
 import trio
 
 from kafkawire.apis import REGISTRY
+from kafkawire.bootstrap import first_start_records, read_bootstrap
 from kafkawire.config import TOPIC_CONFIGS, BrokerConfig
 from kafkawire.config_entries import connection_limits, effective_topic_values
 from kafkawire.config_resources import group_consumer_settings
@@ -23,7 +24,8 @@ from kafkawire.coordinator_runtime import GROUP_TOPIC, TXN_TOPIC, CoordinatorRun
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
 from kafkawire.log_cleaner import LogCleanerService
 from kafkawire.log_flusher import LogFlusher
-from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum
+from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum, metadata_log_config
+from kafkawire.metadata_snapshots import SnapshotSettings
 from kafkawire.purgatory import AppendNotifier
 from kafkawire.retention import run_producer_expiration, run_retention
 from kafkawire.server import Connection, RequestContext, Server
@@ -208,10 +210,7 @@ class Broker:
     # ---- lifecycle ----------------------------------------------------------------------
     def open_storage(self) -> None:
         cfg = self.config
-        dirs = cfg.log_dirs
-        if cfg.metadata_log_dir not in dirs:
-            dirs = [*dirs, cfg.metadata_log_dir]
-        self.cluster_id = format_or_check(dirs, self.node_id, cfg.values.get("cluster.id"))
+        self.cluster_id = format_or_check(cfg, now_ms())
         defaults = LogConfig.from_properties(
             {name: self.config.topic_default(name)[0] for name in TOPIC_CONFIGS}
         )
@@ -221,11 +220,17 @@ class Broker:
         )
         self.flusher = LogFlusher(self.logs, cfg, now_ms)
         self.cleaner = LogCleanerService(self)
-        self.quorum = MetadataQuorum(self.logs, self.node_id, now_ms)
+        self.quorum = MetadataQuorum(
+            self.logs, self.node_id, now_ms, SnapshotSettings.from_config(cfg.values),
+            self._metadata_log_config(),
+        )
         self.quorum.load()
         if not self.image.features:
+            min_isr = int(self.config["min.insync.replicas"])
+            boot = read_bootstrap(cfg.metadata_log_dir)
             self.quorum.append_sync(
-                controller.bootstrap_records(int(self.config["min.insync.replicas"]))
+                controller.bootstrap_records(min_isr) if boot is None
+                else first_start_records(boot, min_isr)
             )
         features = group_version_records(self.config, self.image)
         features += transaction_version_records(self.image)
@@ -235,9 +240,14 @@ class Broker:
             self.logs.update_config(topic, self.topic_log_config(topic))
         self.sync_logs_with_image()
 
+    def _metadata_log_config(self) -> LogConfig:
+        cfg = self.config
+        return metadata_log_config(cfg.metadata_log_segment_bytes,
+                                   int(cfg.values["metadata.log.segment.ms"]))
+
     def _log_config_for(self, topic: str) -> LogConfig:
-        if topic == METADATA_TOPIC:  # no retention, no cleaning: it is replayed whole
-            return LogConfig(segment_bytes=64 * 1024 * 1024, retention_ms=-1, retention_bytes=-1)
+        if topic == METADATA_TOPIC:  # no retention, no cleaning: snapshots clean it
+            return self._metadata_log_config()
         if self.quorum is None:
             return LogConfig.from_properties(
                 {name: self.config.topic_default(name)[0] for name in TOPIC_CONFIGS}
@@ -275,6 +285,8 @@ class Broker:
                 for runtime in self.coordinators_by_key_type.values():
                     await nursery.start(runtime.serve)
                 await nursery.start(self.txn_coordinator.serve)
+                assert self.quorum is not None
+                await nursery.start(self.quorum.run_snapshots)
                 assert self.flusher is not None and self.cleaner is not None
                 await nursery.start(self.flusher.run)
                 nursery.start_soon(run_retention, self)

@@ -182,6 +182,13 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "num.recovery.threads.per.data.dir": ("int", 2),
     "queued.max.requests": ("int", 500),
     "metadata.max.idle.interval.ms": ("int", 500),
+    "metadata.log.max.record.bytes.between.snapshots": ("long", 20971520),
+    "metadata.log.max.snapshot.interval.ms": ("long", 3600000),
+    "metadata.max.retention.bytes": ("long", 104857600),
+    "metadata.max.retention.ms": ("long", 604800000),
+    "metadata.log.segment.bytes": ("int", 1073741824),
+    "metadata.log.segment.ms": ("long", 604800000),
+    "internal.metadata.log.segment.bytes": ("int", None),
     "group.share.enable": ("boolean", False),
     "share.coordinator.state.topic.replication.factor": ("short", 1),
     "share.coordinator.state.topic.min.isr": ("int", 1),
@@ -259,7 +266,7 @@ BROKER_CONFIGS.update({
 })
 
 # Kafka's internal configs (``defineInternal``): accepted, never listed by DescribeConfigs.
-INTERNAL_BROKER_CONFIGS = frozenset({"log.initial.task.delay.ms"})
+INTERNAL_BROKER_CONFIGS = frozenset({"log.initial.task.delay.ms", "internal.metadata.log.segment.bytes"})
 
 # Keys Kafka has no default for (DescribeConfigs lists no DEFAULT_CONFIG synonym); kafkawire
 # falls back to the value above so that a node starts without any configuration.
@@ -380,8 +387,11 @@ class BrokerConfig:
         return cfg
 
     def validate(self) -> None:
+        from kafkawire.quorum_config import QuorumConfigError, validate_kraft
+
         if self.node_id < 0:
-            raise ConfigError("node.id must be >= 0")
+            raise ConfigError(f"Invalid value {self.node_id} for configuration node.id: "
+                              "Value must be at least 0")
         if self.socket_request_max_bytes <= 0:
             raise ConfigError("socket.request.max.bytes must be > 0")
         if self.message_max_bytes <= 0:
@@ -390,14 +400,42 @@ class BrokerConfig:
             raise ConfigError("num.partitions must be > 0")
         for spec in self.listener_specs:
             Listener.parse(spec)
+        try:
+            validate_kraft(self)
+        except QuorumConfigError as e:
+            raise ConfigError(str(e)) from None
+        if int(self.values["metadata.log.segment.bytes"]) < 8 * 1024 * 1024:
+            raise ConfigError(
+                f"Invalid value {self.values['metadata.log.segment.bytes']} for configuration "
+                "metadata.log.segment.bytes: Value must be at least 8388608")
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
     # ---- typed accessors ------------------------------------------------------------------
     @property
+    def metadata_log_segment_bytes(self) -> int:
+        """``internal.metadata.log.segment.bytes`` when set (tests), else
+        ``metadata.log.segment.bytes`` (Kafka's minimum 8 MiB is checked in ``validate``)."""
+        internal = self.values["internal.metadata.log.segment.bytes"]
+        return int(internal if internal is not None else self.values["metadata.log.segment.bytes"])
+
+    @property
     def node_id(self) -> int:
         return int(self.values["node.id"])
+
+    @property
+    def process_roles(self) -> frozenset[str]:
+        return frozenset(s.strip() for s in str(self.values["process.roles"]).split(",")
+                         if s.strip())
+
+    @property
+    def names_a_quorum(self) -> bool:
+        """``controller.quorum.voters`` or ``controller.quorum.bootstrap.servers`` is set: a
+        cluster configuration (Kafka's rules apply, the node must be formatted), not the
+        implicit single node."""
+        return bool(str(self.values["controller.quorum.voters"] or "").strip()
+                    or str(self.values["controller.quorum.bootstrap.servers"] or "").strip())
 
     @property
     def listener_specs(self) -> list[str]:
