@@ -701,22 +701,9 @@ class PartitionLog:
             raise ValueError("append needs at least one batch")
         return self._append(buf, batches, leader_epoch, now_ms, log_append_time, coordinator)
 
-    def _append(
-        self,
-        buf: bytearray | memoryview,
-        batches: list[tuple[int, BatchHeader]],
-        leader_epoch: int,
-        now_ms: int,
-        log_append_time: bool | None,
-        coordinator: bool = False,
-    ) -> AppendInfo:
-        if self._closed:
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log is closed")
-        self._now_ms = now_ms
+    def _check_batches(self, batches: list[tuple[int, BatchHeader]], coordinator: bool) -> int:
+        """Batch-level checks (magic, sizes, offset range, sequence); returns the total size."""
         config = self.config
-        use_lat = config.log_append_time if log_append_time is None else log_append_time
-        ps = self.producer_state
-
         total = 0
         for _pos, h in batches:
             size = h.batch_length + LOG_OVERHEAD
@@ -737,6 +724,25 @@ class PartitionLog:
                 ErrorCode.RECORD_LIST_TOO_LARGE,
                 f"{total} bytes exceed segment.bytes {config.segment_bytes}",
             )
+        return total
+
+    def _append(
+        self,
+        buf: bytearray | memoryview,
+        batches: list[tuple[int, BatchHeader]],
+        leader_epoch: int,
+        now_ms: int,
+        log_append_time: bool | None,
+        coordinator: bool = False,
+    ) -> AppendInfo:
+        if self._closed:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log is closed")
+        self._now_ms = now_ms
+        config = self.config
+        use_lat = config.log_append_time if log_append_time is None else log_append_time
+        ps = self.producer_state
+
+        total = self._check_batches(batches, coordinator)
 
         # Duplicates of one of the producer's last 5 batches: answer with the original offsets.
         for _pos, h in batches:
@@ -794,34 +800,12 @@ class PartitionLog:
             active = self._roll_now(now_ms)
 
         # Patch the headers in place (header-only; the CRC is recomputed only for LogAppendTime).
-        chunks: list[memoryview] = []
-        run_start = run_end = -1
         for (pos, h), nh in zip(batches, final, strict=True):
-            size = h.batch_length + LOG_OVERHEAD
             # baseOffset, batchLength (unchanged) and partitionLeaderEpoch in one call
             _OFFSET_LENGTH_EPOCH.pack_into(view, pos, nh.base_offset, h.batch_length, leader_epoch)
             if use_lat:
-                set_max_timestamp_log_append(view, pos, size, now_ms)
-            if pos == run_end:
-                run_end += size
-            else:
-                if run_end > run_start:
-                    chunks.append(view[run_start:run_end])
-                run_start, run_end = pos, pos + size
-        chunks.append(view[run_start:run_end])
-
-        try:
-            active.write(chunks, final)
-        except OSError as exc:
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"write failed: {exc}") from exc
-        self._leo = next_offset
-        if pa is not None:
-            ps.commit(pa, next_offset)
-            for txn in pa.completed_txns:
-                if txn.is_aborted:
-                    active.txn_index.append(_aborted(txn, ps))
-        else:
-            ps.map_end_offset = next_offset
+                set_max_timestamp_log_append(view, pos, h.batch_length + LOG_OVERHEAD, now_ms)
+        self._write_and_commit(active, _contiguous_runs(view, batches), final, pa, next_offset)
         latest = self.leader_epochs.latest_epoch()
         if leader_epoch >= 0 and (latest is None or leader_epoch > latest):
             self.leader_epochs.assign(leader_epoch, first_offset)
@@ -834,6 +818,81 @@ class PartitionLog:
             size_bytes=total,
             completed_txns=tuple(pa.completed_txns) if pa is not None else (),
         )
+
+    def append_as_follower(
+        self, buf: bytearray | memoryview, batches: list[tuple[int, BatchHeader]], *, now_ms: int
+    ) -> AppendInfo:
+        """Replication (Kafka's ``appendAsFollower``): the batches are the leader's, written
+        verbatim with the leader's offsets, leader epochs and timestamps. The producer state
+        follows them without validation (the leader validated them) and the leader epoch cache
+        learns each new epoch from the batch headers. Offsets must not go back: the first
+        batch starts at or after the log end offset (the follower truncates first)."""
+        if not batches:
+            raise ValueError("append needs at least one batch")
+        if self._closed:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log is closed")
+        self._now_ms = now_ms
+        total = self._check_batches(batches, coordinator=True)
+        expected = self._leo
+        max_ts = -1
+        headers: list[BatchHeader] = []
+        for _pos, h in batches:
+            if h.base_offset < expected:
+                raise KafkaError(
+                    ErrorCode.INVALID_RECORD,
+                    f"replicated batch at offset {h.base_offset} is below {expected} "
+                    f"(log end offset {self._leo})",
+                )
+            expected = h.base_offset + h.last_offset_delta + 1
+            max_ts = max(max_ts, h.max_timestamp)
+            headers.append(h)
+        view = buf if isinstance(buf, memoryview) else memoryview(buf)
+        ps = self.producer_state
+        pa = ps.prepare(validate=False)
+        for pos, h in batches:
+            if h.producer_id >= 0:
+                if h.is_control:
+                    size = h.batch_length + LOG_OVERHEAD
+                    pa.add_control_batch(h, *_control_or_none(view[pos : pos + size]))
+                else:
+                    pa.add_data_batch(h)
+        first_offset, last_offset = headers[0].base_offset, expected - 1
+        active = self._segments[-1]
+        if self._should_roll(active, total, headers[0].max_timestamp, max_ts, last_offset, now_ms):
+            active = self._roll_now(now_ms)
+        self._write_and_commit(active, _contiguous_runs(view, batches), headers, pa, expected)
+        epochs = self.leader_epochs
+        for h in headers:
+            latest = epochs.latest_epoch()
+            if h.partition_leader_epoch >= 0 and (latest is None or h.partition_leader_epoch > latest):
+                epochs.assign(h.partition_leader_epoch, h.base_offset)
+        return AppendInfo(
+            first_offset, last_offset, -1, self.log_start_offset, max_timestamp=max_ts,
+            size_bytes=total, completed_txns=tuple(pa.completed_txns),
+        )
+
+    def _write_and_commit(
+        self,
+        active: LogSegment,
+        chunks: list[memoryview],
+        headers: list[BatchHeader],
+        pa: ProducerAppend | None,
+        next_offset: int,
+    ) -> None:
+        """Write the batches' bytes, then move the log end offset and the producer state."""
+        try:
+            active.write(chunks, headers)
+        except OSError as exc:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"write failed: {exc}") from exc
+        self._leo = next_offset
+        ps = self.producer_state
+        if pa is not None:
+            ps.commit(pa, next_offset)
+            for txn in pa.completed_txns:
+                if txn.is_aborted:
+                    active.txn_index.append(_aborted(txn, ps))
+        else:
+            ps.map_end_offset = next_offset
 
     def _should_roll(
         self,
@@ -1435,6 +1494,22 @@ def _aborted(txn: CompletedTxn, ps: ProducerStateManager) -> AbortedTxn:
     return AbortedTxn(
         txn.producer_id, txn.first_offset, txn.last_offset, ps.last_stable_offset_after(txn)
     )
+
+
+def _contiguous_runs(view: memoryview, batches: list[tuple[int, BatchHeader]]) -> list[memoryview]:
+    """The batches' bytes as few slices as possible (adjacent batches share one)."""
+    chunks: list[memoryview] = []
+    run_start = run_end = -1
+    for pos, h in batches:
+        size = h.batch_length + LOG_OVERHEAD
+        if pos == run_end:
+            run_end += size
+        else:
+            if run_end > run_start:
+                chunks.append(view[run_start:run_end])
+            run_start, run_end = pos, pos + size
+    chunks.append(view[run_start:run_end])
+    return chunks
 
 
 def _control_of(data: bytes) -> tuple[int, int] | None:
