@@ -5,7 +5,12 @@ checks CRCs in C; the log rewrites baseOffset / partitionLeaderEpoch in place in
 frame and writes the client's bytes verbatim. No Python loop ever visits a record.
 
 - acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS). acks=0 gets no response at all.
-  acks=-1 on a single node: the ISR is this node, so the high watermark moves with the append.
+  Appends go through the partition-state layer (``log.replica``, via ``broker.replicas``):
+  a partition this node does not lead gets NOT_LEADER_OR_FOLLOWER; acks=-1 with an ISR smaller
+  than ``min.insync.replicas`` gets NOT_ENOUGH_REPLICAS before the append, and the answer waits
+  (up to the request's ``timeout_ms``, then REQUEST_TIMED_OUT) until the high watermark passes
+  the appended batches (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum
+  meanwhile). With one replica the high watermark moves with the append: no wait.
 - Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (v13: UNKNOWN_TOPIC_ID), CORRUPT_MESSAGE,
   INVALID_TOPIC_EXCEPTION (internal topics: only the coordinators write there),
   INVALID_RECORD, MESSAGE_TOO_LARGE (batch > max.message.bytes), INVALID_TIMESTAMP
@@ -34,6 +39,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+import trio
+
 from log.cleaner import keyless_records
 from protocol._generated.produce_request import ProduceRequest
 from protocol._generated.produce_response import ProduceResponse
@@ -42,8 +49,10 @@ from protocol.records import DEFAULT_MAX_UNCOMPRESSED_BYTES, BatchHeader, valida
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
+    from kafkawire.replica_manager import ReplicaManager
     from kafkawire.server import RequestContext
     from log.partition_log import PartitionLog
+    from log.replica import Partition
 
 API_KEY = 0
 VERSIONS = (3, 13)
@@ -100,6 +109,22 @@ async def _verify_transaction(
                                    if code in (ErrorCode.INVALID_TXN_STATE,
                                                ErrorCode.TRANSACTION_ABORTABLE) else None)
             return
+async def _wait_for_acks(
+    replicas: ReplicaManager, to_ack: list[tuple[PartResp, Partition, int, int]], timeout_ms: int
+) -> None:
+    """acks=all: each partition's answer waits for its high watermark to pass the append
+    (Kafka's DelayedProduce); one deadline for the whole request."""
+    deadline_ms = max(timeout_ms, 0)
+    start = trio.current_time()
+    for resp, partition, offset, min_isr in to_ack:
+        left = max(0, deadline_ms - int((trio.current_time() - start) * 1000))
+        code = await replicas.wait_for_high_watermark(
+            partition, offset, timeout_ms=left, min_insync_replicas=min_isr
+        )
+        if code:  # as Kafka's DelayedProduce: the error, with the offsets of the append
+            resp.error_code = code
+
+
 def _keyless_error(
     index: int, topic: str, keyless: list[tuple[int, int]], plog: PartitionLog
 ) -> PartResp:
@@ -129,6 +154,8 @@ async def handle(
     now_ms = int(time.time() * 1000)
     out: list[ProduceResponse.TopicProduceResponse] = []
     to_flush: list[tuple[PartResp, PartitionLog]] = []  # flush.messages reached
+    to_ack: list[tuple[PartResp, Partition, int, int]] = []  # acks=all: (resp, p, offset, min isr)
+    assert broker.replicas is not None
     for td in req.topic_data:
         if v >= 13:
             topic = img.topics_by_id.get(td.topic_id)
@@ -159,12 +186,17 @@ async def handle(
         log_append_time = cfg["message.timestamp.type"] == "LogAppendTime"
         before_ms = int(cfg["message.timestamp.before.max.ms"])
         after_ms = int(cfg["message.timestamp.after.max.ms"])
+        min_isr = int(cfg["min.insync.replicas"])
         for pd in td.partition_data:
-            pimg = topic.partitions.get(pd.index)
-            plog = broker.partition_log(topic.name, pd.index) if pimg is not None else None
-            if pimg is None or plog is None:
+            if pd.index not in topic.partitions:
                 parts.append(_error(pd.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
+            try:
+                partition = broker.replicas.leader_partition(topic.name, pd.index)
+            except KafkaError as e:
+                parts.append(_error(pd.index, e.code, e.message or None))
+                continue
+            plog = partition.log
             records = pd.records
             if records is None:
                 parts.append(_error(pd.index, ErrorCode.INVALID_RECORD, "null records"))
@@ -192,8 +224,9 @@ async def handle(
                         parts.append(_keyless_error(pd.index, topic.name, keyless, plog))
                         continue
                 last_pos, last_h = batches[-1]
-                info = plog.append(
-                    records[: last_pos + last_h.size], batches, leader_epoch=pimg.leader_epoch, now_ms=now_ms,
+                info = partition.append_as_leader(
+                    records[: last_pos + last_h.size], batches, now_ms=now_ms,
+                    required_acks=acks, min_insync_replicas=min_isr,
                     log_append_time=log_append_time,
                 )
             except KafkaError as e:
@@ -203,8 +236,6 @@ async def handle(
                     lso = plog.log_start_offset
                 parts.append(_error(pd.index, e.code, e.message or str(e), lso))
                 continue
-            plog.update_high_watermark(plog.log_end_offset)
-            broker.notifier.notify(topic.name, pd.index)
             resp = PartResp(
                 index=pd.index,
                 error_code=ErrorCode.NONE,
@@ -213,8 +244,12 @@ async def handle(
                 log_start_offset=info.log_start_offset,
             )
             parts.append(resp)
+            if acks == -1:
+                to_ack.append((resp, partition, info.last_offset + 1, min_isr))
             if plog.unflushed_messages >= plog.config.flush_messages:
                 to_flush.append((resp, plog))
+    if to_ack:
+        await _wait_for_acks(broker.replicas, to_ack, req.timeout_ms)
     if to_flush:  # as Kafka, the append that reaches flush.messages is fsynced before the answer
         assert broker.flusher is not None
         failed = await broker.flusher.wait_all_durable(
