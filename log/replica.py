@@ -262,11 +262,17 @@ class Partition:
         ``required_acks`` -1 an ISR smaller than ``min_insync_replicas`` refuses the append with
         NOT_ENOUGH_REPLICAS (Kafka checks before writing). The high watermark moves as far as
         the ISR allows; the caller waits for ``info.last_offset + 1`` when it needs the commit."""
-        self._require()
-        if required_acks == -1 and len(self.isr) < min_insync_replicas:
+        if self.role is not ReplicaRole.LEADER:
             raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"Leader not local for partition {self.topic}-{self.partition} on broker "
+                f"{self.local_id}",
+            )
+        if required_acks == -1 and len(self.isr) < min_insync_replicas:
+            members = ", ".join(str(r) for r in sorted(self.isr))
+            raise KafkaError(  # Kafka's message, with its Scala set
                 ErrorCode.NOT_ENOUGH_REPLICAS,
-                f"The size of the current ISR {sorted(self.isr)} is insufficient to satisfy the "
+                f"The size of the current ISR Set({members}) is insufficient to satisfy the "
                 f"min.isr requirement of {min_insync_replicas} for partition "
                 f"{self.topic}-{self.partition}",
             )
