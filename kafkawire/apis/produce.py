@@ -66,6 +66,11 @@ _LOG_ERRORS = {
 }
 
 
+#: answered without an error message, as Kafka's ReplicaManager does (only record validation
+#: errors carry one there; the text is in our exception for logs)
+_NO_MESSAGE = {ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_LEADER_OR_FOLLOWER}
+
+
 def _error(
     index: int, code: ErrorCode, message: str | None = None, log_start_offset: int = -1
 ) -> PartResp:
@@ -194,7 +199,7 @@ async def handle(
             try:
                 partition = broker.replicas.leader_partition(topic.name, pd.index)
             except KafkaError as e:
-                parts.append(_error(pd.index, e.code, e.message or None))
+                parts.append(_error(pd.index, e.code))  # Kafka: no message for these
                 continue
             plog = partition.log
             records = pd.records
@@ -234,7 +239,8 @@ async def handle(
                 lso = -1
                 if e.code in _LOG_ERRORS and not isinstance(e, _NotVerified):
                     lso = plog.log_start_offset
-                parts.append(_error(pd.index, e.code, e.message or str(e), lso))
+                message = None if e.code in _NO_MESSAGE else e.message or str(e)
+                parts.append(_error(pd.index, e.code, message, lso))
                 continue
             resp = PartResp(
                 index=pd.index,
