@@ -300,6 +300,7 @@ class CoordinatorRuntime:
                     led[p.partition] = p.leader_epoch
         for partition in sorted(set(self.slots) - set(led)):
             slot = self.slots.pop(partition)
+            self._written_end.pop(partition, None)
             slot.shard.on_unloaded()
             self._notify()
         for partition, epoch in sorted(led.items()):
