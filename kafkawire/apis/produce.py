@@ -37,6 +37,7 @@ frame and writes the client's bytes verbatim. No Python loop ever visits a recor
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -150,6 +151,84 @@ def _keyless_error(
     return resp
 
 
+@dataclass(frozen=True)
+class _TopicSettings:
+    """The effective topic configs a produce checks against."""
+
+    max_message_bytes: int
+    log_append_time: bool
+    before_ms: int
+    after_ms: int
+    min_insync_replicas: int
+
+    @classmethod
+    def of(cls, cfg: dict[str, Any]) -> _TopicSettings:
+        return cls(
+            int(cfg["max.message.bytes"]), cfg["message.timestamp.type"] == "LogAppendTime",
+            int(cfg["message.timestamp.before.max.ms"]), int(cfg["message.timestamp.after.max.ms"]),
+            int(cfg["min.insync.replicas"]),
+        )
+
+    def check_timestamps(self, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
+        if self.log_append_time:
+            return
+        for _pos, h in batches:
+            if h.max_timestamp > now_ms + self.after_ms or (
+                h.base_timestamp >= 0 and h.base_timestamp < now_ms - self.before_ms
+            ):
+                raise KafkaError(
+                    ErrorCode.INVALID_TIMESTAMP,
+                    "Timestamp of the batch is out of range "
+                    "(message.timestamp.before.max.ms / after.max.ms)",
+                )
+
+
+async def _append_partition(
+    broker: Broker, req: ProduceRequest, v: int, topic: str,
+    pd: ProduceRequest.PartitionProduceData, settings: _TopicSettings, now_ms: int,
+) -> tuple[PartResp, Partition | None, int]:
+    """One partition's append through the partition-state layer: its answer, and on success
+    the partition and the offset acks=all waits for."""
+    assert broker.replicas is not None
+    try:
+        partition = broker.replicas.leader_partition(topic, pd.index)
+    except KafkaError as e:
+        return _error(pd.index, e.code), None, -1  # Kafka: no message for these
+    plog = partition.log
+    records = pd.records
+    if records is None:
+        return _error(pd.index, ErrorCode.INVALID_RECORD, "null records"), None, -1
+    try:
+        batches = validate_batches(records, from_client=True, produce_version=v,
+                                   max_message_bytes=settings.max_message_bytes)
+        settings.check_timestamps(batches, now_ms)
+        if req.transactional_id is not None and v >= 3:
+            await _verify_transaction(broker, req.transactional_id, topic, pd.index, plog,
+                                      batches, v)
+        if plog.config.compact:  # the only records-level check, compacted topics only
+            keyless = keyless_records(records, batches, DEFAULT_MAX_UNCOMPRESSED_BYTES)
+            if keyless:
+                return _keyless_error(pd.index, topic, keyless, plog), None, -1
+        last_pos, last_h = batches[-1]
+        info = partition.append_as_leader(
+            records[: last_pos + last_h.size], batches, now_ms=now_ms,
+            required_acks=req.acks, min_insync_replicas=settings.min_insync_replicas,
+            log_append_time=settings.log_append_time,
+        )
+    except KafkaError as e:
+        # errors found by the log (sequence, epoch) carry the real log start offset
+        lso = -1
+        if e.code in _LOG_ERRORS and not isinstance(e, _NotVerified):
+            lso = plog.log_start_offset
+        message = None if e.code in _NO_MESSAGE else e.message or str(e)
+        return _error(pd.index, e.code, message, lso), None, -1
+    resp = PartResp(
+        index=pd.index, error_code=ErrorCode.NONE, base_offset=info.first_offset,
+        log_append_time_ms=info.log_append_time_ms, log_start_offset=info.log_start_offset,
+    )
+    return resp, partition, info.last_offset + 1
+
+
 async def handle(
     broker: Broker, ctx: RequestContext, req: ProduceRequest
 ) -> ProduceResponse | None:
@@ -186,72 +265,20 @@ async def handle(
                              f"Cannot append to internal topic {topic.name}")
                       for p in td.partition_data]
             continue
-        cfg = broker.effective_topic_configs(topic.name)
-        max_bytes = int(cfg["max.message.bytes"])
-        log_append_time = cfg["message.timestamp.type"] == "LogAppendTime"
-        before_ms = int(cfg["message.timestamp.before.max.ms"])
-        after_ms = int(cfg["message.timestamp.after.max.ms"])
-        min_isr = int(cfg["min.insync.replicas"])
+        settings = _TopicSettings.of(broker.effective_topic_configs(topic.name))
         for pd in td.partition_data:
             if pd.index not in topic.partitions:
                 parts.append(_error(pd.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            try:
-                partition = broker.replicas.leader_partition(topic.name, pd.index)
-            except KafkaError as e:
-                parts.append(_error(pd.index, e.code))  # Kafka: no message for these
-                continue
-            plog = partition.log
-            records = pd.records
-            if records is None:
-                parts.append(_error(pd.index, ErrorCode.INVALID_RECORD, "null records"))
-                continue
-            try:
-                batches = validate_batches(
-                    records, from_client=True, produce_version=v, max_message_bytes=max_bytes
-                )
-                if not log_append_time:
-                    for _pos, h in batches:
-                        if h.max_timestamp > now_ms + after_ms or (
-                            h.base_timestamp >= 0 and h.base_timestamp < now_ms - before_ms
-                        ):
-                            raise KafkaError(
-                                ErrorCode.INVALID_TIMESTAMP,
-                                "Timestamp of the batch is out of range "
-                                "(message.timestamp.before.max.ms / after.max.ms)",
-                            )
-                if req.transactional_id is not None and v >= 3:
-                    await _verify_transaction(broker, req.transactional_id, topic.name,
-                                              pd.index, plog, batches, v)
-                if plog.config.compact:  # the only records-level check, compacted topics only
-                    keyless = keyless_records(records, batches, DEFAULT_MAX_UNCOMPRESSED_BYTES)
-                    if keyless:
-                        parts.append(_keyless_error(pd.index, topic.name, keyless, plog))
-                        continue
-                last_pos, last_h = batches[-1]
-                info = partition.append_as_leader(
-                    records[: last_pos + last_h.size], batches, now_ms=now_ms,
-                    required_acks=acks, min_insync_replicas=min_isr,
-                    log_append_time=log_append_time,
-                )
-            except KafkaError as e:
-                # errors found by the log (sequence, epoch) carry the real log start offset
-                lso = -1
-                if e.code in _LOG_ERRORS and not isinstance(e, _NotVerified):
-                    lso = plog.log_start_offset
-                message = None if e.code in _NO_MESSAGE else e.message or str(e)
-                parts.append(_error(pd.index, e.code, message, lso))
-                continue
-            resp = PartResp(
-                index=pd.index,
-                error_code=ErrorCode.NONE,
-                base_offset=info.first_offset,
-                log_append_time_ms=info.log_append_time_ms,
-                log_start_offset=info.log_start_offset,
+            resp, partition, end = await _append_partition(
+                broker, req, v, topic.name, pd, settings, now_ms
             )
             parts.append(resp)
+            if partition is None:
+                continue
             if acks == -1:
-                to_ack.append((resp, partition, info.last_offset + 1, min_isr))
+                to_ack.append((resp, partition, end, settings.min_insync_replicas))
+            plog = partition.log
             if plog.unflushed_messages >= plog.config.flush_messages:
                 to_flush.append((resp, plog))
     if to_ack:
