@@ -517,10 +517,16 @@ class CoordinatorRuntime:
         ev.set()
         self._rearm.set()
 
-    async def wait(self, pending: Pending[T]) -> T:
-        """Wait until ``pending`` is completed by a later operation or timer."""
+    async def wait(self, pending: Pending[T], partition: int | None = None) -> T:
+        """Wait until ``pending`` is completed by a later operation or timer, then (with
+        ``partition``) until what the runtime wrote there is committed; raises KafkaError
+        with the coordinator error when it cannot be."""
         while not pending.done:
             await self._changed.wait()
+        if partition is not None:
+            code = await self.wait_committed(partition)
+            if code:
+                raise KafkaError(code, f"{self.topic.name}-{partition}: write not committed")
         return pending.value  # type: ignore[return-value]
 
     async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
