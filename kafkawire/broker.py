@@ -27,6 +27,7 @@ from kafkawire.log_flusher import LogFlusher
 from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum, metadata_log_config
 from kafkawire.metadata_snapshots import SnapshotSettings
 from kafkawire.purgatory import AppendNotifier
+from kafkawire.replica_manager import ReplicaManager
 from kafkawire.retention import run_producer_expiration, run_retention
 from kafkawire.server import Connection, RequestContext, Server
 from kafkawire.storage import format_or_check
@@ -70,6 +71,7 @@ class Broker:
         self.flusher: LogFlusher | None = None
         self.cleaner: LogCleanerService | None = None
         self.quorum: MetadataQuorum | None = None
+        self.replicas: ReplicaManager | None = None
         self.notifier = AppendNotifier()
         self.server = Server(self.dispatch, config.socket_request_max_bytes, self.on_disconnect)
         self.server.connection_limits = lambda: connection_limits(self.config, self.image)
@@ -127,8 +129,11 @@ class Broker:
             self.logs.update_config(name, self.topic_log_config(name))
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
-        assert self.logs is not None
-        return self.logs.get(topic, partition)
+        """The log of a hosted replica, for inspection only (producer state, sizes): appends,
+        reads and the high watermark go through ``self.replicas``."""
+        assert self.replicas is not None
+        p = self.replicas.partition(topic, partition)
+        return p.log if p is not None else None
 
     # ---- metadata operations (through the quorum) --------------------------------------
     async def commit_metadata(self, records: list[Any]) -> None:
@@ -138,31 +143,10 @@ class Broker:
             self.sync_logs_with_image()
 
     def sync_logs_with_image(self) -> None:
-        """Create local logs for partitions led here; delete logs of removed topics."""
-        assert self.logs is not None
-        img = self.image
-        wanted: set[tuple[str, int]] = set()
-        for topic in img.topics.values():
-            for p in topic.partitions.values():
-                if self.node_id in p.replicas:
-                    wanted.add((topic.name, p.partition))
-        have = {tp for tp, _log in self.logs}
-        for topic_name, index in sorted(wanted - have):
-            self.logs.get_or_create(topic_name, index, now_ms(), self.topic_log_config(topic_name))
-        # As Kafka's Partition.makeLeader: the leader epoch starts at the log end offset, so
-        # OffsetForLeaderEpoch answers (epoch, LEO) for the current epoch even on an empty log.
-        for topic_name, index in wanted:
-            p = img.topics[topic_name].partitions[index]
-            plog = self.logs.get(topic_name, index)
-            if plog is not None and p.leader == self.node_id:
-                latest = plog.leader_epochs.latest_epoch()
-                if latest is None or latest < p.leader_epoch:
-                    plog.leader_epochs.assign(p.leader_epoch, plog.log_end_offset)
-        for topic_name, index in sorted(have - wanted):
-            if topic_name == "__cluster_metadata":
-                continue
-            self.logs.delete(topic_name, index)
-            self.notifier.notify(topic_name, index)
+        """Host the partitions the image places here, each as leader or follower (the replica
+        manager creates and deletes their logs), then let the coordinators follow."""
+        assert self.replicas is not None
+        self.replicas.apply_image(self.image, now_ms(), self.topic_log_config)
         for runtime in self.coordinators_by_key_type.values():
             runtime.sync()
 
@@ -220,8 +204,9 @@ class Broker:
         )
         self.flusher = LogFlusher(self.logs, cfg, now_ms)
         self.cleaner = LogCleanerService(self)
+        self.replicas = ReplicaManager(self.logs, self.node_id, self.notifier)
         self.quorum = MetadataQuorum(
-            self.logs, self.node_id, now_ms, SnapshotSettings.from_config(cfg.values),
+            self.replicas, self.node_id, now_ms, SnapshotSettings.from_config(cfg.values),
             self._metadata_log_config(),
         )
         self.quorum.load()

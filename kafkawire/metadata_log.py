@@ -2,7 +2,9 @@
 
 A one-voter quorum commits an entry as soon as it is durable on its own disk, so ``append``
 writes one batch of metadata records (framed as Kafka's MetadataRecordSerde does), fsyncs it off
-the event loop, then replays it into a new ``MetadataImage`` which it publishes. ``load``
+the event loop, then replays it into a new ``MetadataImage`` which it publishes. The log is a
+partition of the replica manager (``log.replica``) led by this node whose high watermark counts
+only flushed offsets: the flush, not this module, moves it. ``load``
 loads the newest snapshot (``kafkawire.metadata_snapshots``) and replays the log after it on
 start; ``run_snapshots`` takes snapshots by Kafka's rules and cleans the log behind them. The
 leader epoch is bumped on every start and kept in the partition's ``quorum-state`` file
@@ -27,6 +29,7 @@ from kafkawire.metadata_snapshots import (
     load_latest,
     write_snapshot,
 )
+from kafkawire.replica_manager import ReplicaManager
 from kraft.image import MetadataImage, apply
 from kraft.quorum_state import (
     QUORUM_STATE_FILE,
@@ -39,8 +42,8 @@ from kraft.records import decode_record, encode_record
 from kraft.snapshot import SnapshotId
 from log.checkpoint import fsync_dir
 from log.config import LogConfig
-from log.manager import LogManager
 from log.partition_log import PartitionLog
+from log.replica import FetchIsolation, Partition
 from protocol._generated.voters_record import VotersRecord
 from protocol.records import SimpleRecord, build_batch, decode_batch_records, iter_headers
 
@@ -52,18 +55,19 @@ log = logging.getLogger("kafkawire.metadata")
 class MetadataQuorum:
     def __init__(
         self,
-        logs: LogManager,
+        replicas: ReplicaManager,
         node_id: int,
         clock: Callable[[], int],
         snapshot_settings: SnapshotSettings | None = None,
         log_config: LogConfig | None = None,
     ) -> None:
-        self.logs = logs
+        self.replicas = replicas
         self.node_id = node_id
         self.clock = clock
         self.image = MetadataImage()
         self.epoch = 0
         self.log: PartitionLog | None = None
+        self.partition: Partition | None = None
         self.snapshot_settings = snapshot_settings or SnapshotSettings()
         self.snapshots: SnapshotStore | None = None
         self.latest_snapshot: SnapshotId | None = None
@@ -103,7 +107,9 @@ class MetadataQuorum:
         write_file_atomically(qs, encode_quorum_state(state).encode())
 
     def load(self) -> None:
-        self.log = self.logs.get_or_create(METADATA_TOPIC, 0, self.clock(), self.log_config)
+        self.log = self.replicas.logs.get_or_create(
+            METADATA_TOPIC, 0, self.clock(), self.log_config
+        )
         self.snapshots = SnapshotStore(Path(self.log.dir))
         snap = load_latest(self.snapshots, self.log.log_start_offset, self.log.log_end_offset)
         self.last_snapshot_ms = self.clock()
@@ -117,23 +123,26 @@ class MetadataQuorum:
             base = apply(base, snap.records, sid.offset - 1, sid.epoch)
             start = sid.offset
             self.last_epoch, self.last_timestamp = sid.epoch, snap.last_contained_log_timestamp
+        self._bump_quorum_state()
+        self.partition = self.replicas.host_metadata_log(self.log, self.epoch, self.clock())
         records: list[Any] = []
         last = base.offset
         for offset, value in self._read_values(start):
             rec, _version = decode_record(value)
             records.append(rec)
             last = offset
-        self._bump_quorum_state()
         self.image = apply(base, records, last, self.epoch)
 
     def _read_values(self, start: int) -> list[tuple[int, bytes]]:
-        assert self.log is not None
+        assert self.log is not None and self.partition is not None
         out: list[tuple[int, bytes]] = []
         offset = start
         end = self.log.log_end_offset
         while offset < end:
-            res = self.log.read(offset, READ_CHUNK_BYTES, max_offset=end, min_one_message=True)
-            if res.size == 0:
+            res = self.partition.read(
+                -1, offset, READ_CHUNK_BYTES, isolation=FetchIsolation.LOG_END, now_ms=self.clock()
+            ).records
+            if res is None or res.size == 0:
                 break
             data = bytearray()
             data += res.read_bytes()
@@ -152,21 +161,21 @@ class MetadataQuorum:
 
     def _write(self, records: list[Any]) -> tuple[int, int, int]:
         """Append one batch; (first offset, last offset, append time)."""
-        assert self.log is not None
+        assert self.partition is not None
         now = self.clock()
         batch = bytearray(build_batch(
             [SimpleRecord(key=None, value=encode_record(r), timestamp=now) for r in records],
             partition_leader_epoch=self.epoch,
         ))
         batches = iter_headers(batch)
-        info = self.log.append(batch, batches, leader_epoch=self.epoch, now_ms=now,
-                               log_append_time=False)
+        info = self.partition.append_as_leader(batch, batches, now_ms=now, log_append_time=False)
         self.bytes_since_snapshot += len(batch)
         return int(info.first_offset), int(info.last_offset), now
 
     def _publish(self, records: list[Any], last_offset: int, append_ms: int) -> None:
-        assert self.log is not None
-        self.log.update_high_watermark(self.log.log_end_offset)
+        assert self.partition is not None
+        self.partition.on_flushed()  # the high watermark passes the flushed entries
+        assert self.partition.high_watermark > last_offset, self.partition
         self.image = apply(self.image, records, last_offset, self.epoch)
         self.last_epoch, self.last_timestamp = self.epoch, append_ms
         if self.snapshot_due(self.clock()):

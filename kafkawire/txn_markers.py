@@ -56,22 +56,20 @@ async def write_marker(
             runtime.append_marker(partition, producer_id, producer_epoch, commit, coordinator_epoch)
         except KafkaError as e:
             return e.code
-        return ErrorCode.NONE
-    pimg = broker.image.partition(topic, partition)
-    if pimg is None:
+        code = await runtime.wait_committed(partition)
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER if code == ErrorCode.NOT_COORDINATOR else code
+    if broker.image.partition(topic, partition) is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    plog = broker.partition_log(topic, partition)
-    if pimg.leader != broker.node_id or plog is None:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert broker.replicas is not None
     now = _now_ms()
     kind = ControlType.COMMIT if commit else ControlType.ABORT
     batch = bytearray(
         build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch, timestamp=now)
     )
     try:
-        plog.append(batch, iter_headers(batch), leader_epoch=pimg.leader_epoch, now_ms=now)
+        p = broker.replicas.leader_partition(topic, partition)
+        info = p.append_as_leader(batch, iter_headers(batch), now_ms=now, coordinator=False)
     except KafkaError as e:
         return e.code
-    plog.update_high_watermark(plog.log_end_offset)
-    broker.notifier.notify(topic, partition)
-    return ErrorCode.NONE
+    # as Kafka's WriteTxnMarkers, answered once the marker is replicated to the ISR
+    return await broker.replicas.wait_for_high_watermark(p, info.last_offset + 1)
