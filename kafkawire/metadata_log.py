@@ -43,7 +43,7 @@ from kraft.snapshot import SnapshotId
 from log.checkpoint import fsync_dir
 from log.config import LogConfig
 from log.partition_log import PartitionLog
-from log.replica import FetchIsolation, Partition
+from log.replica import Partition
 from protocol._generated.voters_record import VotersRecord
 from protocol.records import SimpleRecord, build_batch, decode_batch_records, iter_headers
 
@@ -123,26 +123,26 @@ class MetadataQuorum:
             base = apply(base, snap.records, sid.offset - 1, sid.epoch)
             start = sid.offset
             self.last_epoch, self.last_timestamp = sid.epoch, snap.last_contained_log_timestamp
-        self._bump_quorum_state()
-        self.partition = self.replicas.host_metadata_log(self.log, self.epoch, self.clock())
         records: list[Any] = []
         last = base.offset
         for offset, value in self._read_values(start):
             rec, _version = decode_record(value)
             records.append(rec)
             last = offset
+        self._bump_quorum_state()  # after the replay: never below the last record's epoch
+        self.partition = self.replicas.host_metadata_log(self.log, self.epoch, self.clock())
         self.image = apply(base, records, last, self.epoch)
 
     def _read_values(self, start: int) -> list[tuple[int, bytes]]:
-        assert self.log is not None and self.partition is not None
+        """The records from ``start`` to the log end, read from the log itself: this runs at
+        start-up, before the epoch is known and the partition is hosted."""
+        assert self.log is not None
         out: list[tuple[int, bytes]] = []
         offset = start
         end = self.log.log_end_offset
         while offset < end:
-            res = self.partition.read(
-                -1, offset, READ_CHUNK_BYTES, isolation=FetchIsolation.LOG_END, now_ms=self.clock()
-            ).records
-            if res is None or res.size == 0:
+            res = self.log.read(offset, READ_CHUNK_BYTES, max_offset=end, min_one_message=True)
+            if res.size == 0:
                 break
             data = bytearray()
             data += res.read_bytes()

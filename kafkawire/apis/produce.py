@@ -240,7 +240,10 @@ async def _append_partition(
         lso = -1
         if e.code in _LOG_ERRORS and not isinstance(e, _NotVerified):
             lso = plog.log_start_offset
-        message = None if e.code in _NO_MESSAGE else e.message or str(e)
+        # a refused transaction verification keeps its text (Kafka's verification callback
+        # names the underlying coordinator error); the layer's own refusals carry none
+        message = (None if e.code in _NO_MESSAGE and not isinstance(e, _NotVerified)
+                   else e.message or str(e))
         return _error(pd.index, e.code, message, lso), None, -1
     resp = PartResp(
         index=pd.index, error_code=ErrorCode.NONE, base_offset=info.first_offset,
