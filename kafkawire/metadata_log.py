@@ -239,7 +239,7 @@ class MetadataQuorum:
             if start is None or start.offset > self.log.high_watermark:
                 return
             self.log.delete_records_before(start.offset)
-            for sid in self.snapshots.list():
+            for sid in self.snapshots.snapshot_ids():
                 if sid < start:
                     self.snapshots.delete(sid)
             log.info("metadata log now starts at the snapshot at offset %s", start.offset)

@@ -81,7 +81,7 @@ class SnapshotStore:
             if p.name.endswith((PARTIAL_SUFFIX, DELETED_SUFFIX)):
                 p.unlink(missing_ok=True)
 
-    def list(self) -> list[SnapshotId]:
+    def snapshot_ids(self) -> list[SnapshotId]:
         ids = [SnapshotId.parse(p.name) for p in self.dir.iterdir()]
         return sorted(i for i in ids if i is not None)
 
@@ -130,7 +130,7 @@ def load_latest(
     """
     store.recover()
     errors: list[str] = []
-    for sid in reversed(store.list()):
+    for sid in reversed(store.snapshot_ids()):
         if sid.offset < log_start_offset:
             break
         try:
@@ -141,7 +141,7 @@ def load_latest(
             continue
         if errors:
             log.warning("loading the older metadata snapshot %s instead", store.path(sid))
-        for old in store.list():
+        for old in store.snapshot_ids():
             if old.offset < log_start_offset:
                 store.delete(old)
         return contents
@@ -179,7 +179,7 @@ def clean_step(
     the log may start at the second oldest (the caller then deletes what lies below it and
     asks again).
     """
-    ids = store.list()
+    ids = store.snapshot_ids()
     if len(ids) < 2:
         return None
     oldest, second = ids[0], ids[1]
