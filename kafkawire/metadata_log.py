@@ -57,6 +57,7 @@ class MetadataQuorum:
         clock: Callable[[], int],
         snapshot_settings: SnapshotSettings | None = None,
         log_config: LogConfig | None = None,
+        static_voters: tuple[int, ...] = (),
     ) -> None:
         self.logs = logs
         self.node_id = node_id
@@ -76,6 +77,8 @@ class MetadataQuorum:
         self.last_snapshot_ms = 0
         self._snapshot_wakeup = trio.Event()
         self.log_config = log_config or metadata_log_config()
+        #: controller.quorum.voters ids (quorum-state v0 lists them); () = this node alone
+        self.static_voters = static_voters or (node_id,)
 
     def log_end_offset(self) -> int:
         assert self.log is not None
@@ -98,7 +101,7 @@ class MetadataQuorum:
         self.epoch = prev_epoch + 1
         state = QuorumState(
             leader_id=self.node_id, leader_epoch=self.epoch, voted_id=-1,
-            current_voters=(self.node_id,), data_version=1 if self.kraft_version >= 1 else 0,
+            current_voters=self.static_voters, data_version=1 if self.kraft_version >= 1 else 0,
         )
         write_file_atomically(qs, encode_quorum_state(state).encode())
 
