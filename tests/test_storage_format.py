@@ -118,6 +118,11 @@ def test_valid_kraft_settings_and_the_implicit_single_node() -> None:
     assert not single.names_a_quorum
     with pytest.raises(ConfigError, match="String must be one of"):
         BrokerConfig.from_dict({"process.roles": "zookeeper"})
+    with pytest.raises(ConfigError, match="metadata.log.segment.bytes: Value must be at "
+                       "least 8388608"):
+        BrokerConfig.from_dict({"metadata.log.segment.bytes": "1000"})
+    small = BrokerConfig.from_dict({"internal.metadata.log.segment.bytes": "1000"})
+    assert small.metadata_log_segment_bytes == 1000  # Kafka's internal override for tests
 
 
 def test_random_uuid_and_initial_controllers() -> None:
