@@ -27,10 +27,11 @@ from kafkawire.log_flusher import LogFlusher
 from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum, metadata_log_config
 from kafkawire.metadata_snapshots import SnapshotSettings
 from kafkawire.purgatory import AppendNotifier
+from kafkawire.quorum_config import parse_voters
 from kafkawire.replica_manager import ReplicaManager
 from kafkawire.retention import run_producer_expiration, run_retention
 from kafkawire.server import Connection, RequestContext, Server
-from kafkawire.storage import format_or_check
+from kafkawire.storage import StorageError, format_or_check
 from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_records
 from kraft import controller
 from kraft.image import MetadataImage
@@ -208,8 +209,10 @@ class Broker:
         self.quorum = MetadataQuorum(
             self.replicas, self.node_id, now_ms, SnapshotSettings.from_config(cfg.values),
             self._metadata_log_config(),
+            tuple(v.node_id for v in parse_voters(str(cfg.values["controller.quorum.voters"]))),
         )
         self.quorum.load()
+        self._check_single_voter()
         if not self.image.features:
             min_isr = int(self.config["min.insync.replicas"])
             boot = read_bootstrap(cfg.metadata_log_dir)
@@ -224,6 +227,18 @@ class Broker:
         for topic in self.image.topics:
             self.logs.update_config(topic, self.topic_log_config(topic))
         self.sync_logs_with_image()
+
+    def _check_single_voter(self) -> None:
+        """Until the Raft driver lands (kraft/raft/), this node commits metadata alone: a
+        quorum with any other voter must not start, or each node would commit on its own."""
+        assert self.quorum is not None
+        voters = set(self.quorum.static_voters)
+        if self.quorum.voters is not None:
+            voters |= {v.voter_id for v in self.quorum.voters.voters}
+        if voters - {self.node_id}:
+            raise StorageError(
+                f"the KRaft quorum has voters {sorted(voters)}, but this build of kafkawire "
+                f"runs a single-voter quorum of this node ({self.node_id}) only")
 
     def _metadata_log_config(self) -> LogConfig:
         cfg = self.config

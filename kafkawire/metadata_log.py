@@ -60,6 +60,7 @@ class MetadataQuorum:
         clock: Callable[[], int],
         snapshot_settings: SnapshotSettings | None = None,
         log_config: LogConfig | None = None,
+        static_voters: tuple[int, ...] = (),
     ) -> None:
         self.replicas = replicas
         self.node_id = node_id
@@ -80,6 +81,8 @@ class MetadataQuorum:
         self.last_snapshot_ms = 0
         self._snapshot_wakeup = trio.Event()
         self.log_config = log_config or metadata_log_config()
+        #: controller.quorum.voters ids (quorum-state v0 lists them); () = this node alone
+        self.static_voters = static_voters or (node_id,)
 
     def log_end_offset(self) -> int:
         assert self.log is not None
@@ -102,7 +105,7 @@ class MetadataQuorum:
         self.epoch = prev_epoch + 1
         state = QuorumState(
             leader_id=self.node_id, leader_epoch=self.epoch, voted_id=-1,
-            current_voters=(self.node_id,), data_version=1 if self.kraft_version >= 1 else 0,
+            current_voters=self.static_voters, data_version=1 if self.kraft_version >= 1 else 0,
         )
         write_file_atomically(qs, encode_quorum_state(state).encode())
 
@@ -248,7 +251,7 @@ class MetadataQuorum:
             if start is None or start.offset > self.log.high_watermark:
                 return
             self.log.delete_records_before(start.offset)
-            for sid in self.snapshots.list():
+            for sid in self.snapshots.snapshot_ids():
                 if sid < start:
                     self.snapshots.delete(sid)
             log.info("metadata log now starts at the snapshot at offset %s", start.offset)

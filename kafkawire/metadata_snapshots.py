@@ -81,7 +81,7 @@ class SnapshotStore:
             if p.name.endswith((PARTIAL_SUFFIX, DELETED_SUFFIX)):
                 p.unlink(missing_ok=True)
 
-    def list(self) -> list[SnapshotId]:
+    def snapshot_ids(self) -> list[SnapshotId]:
         ids = [SnapshotId.parse(p.name) for p in self.dir.iterdir()]
         return sorted(i for i in ids if i is not None)
 
@@ -110,6 +110,44 @@ class SnapshotStore:
         fsync_dir(self.dir)
         return final
 
+    # ---- FetchSnapshot (KIP-630): the leader reads chunks, a follower assembles a .part ----
+    def read_chunk(self, sid: SnapshotId, position: int, max_bytes: int) -> bytes:
+        """Up to ``max_bytes`` of the snapshot from ``position`` (a FetchSnapshot answer)."""
+        with open(self.path(sid), "rb") as f:
+            f.seek(position)
+            return f.read(max_bytes)
+
+    def _part(self, sid: SnapshotId) -> Path:
+        return self.dir / (sid.file_name + ".part")
+
+    def append_part(self, sid: SnapshotId, position: int, data: bytes) -> int:
+        """Add a received chunk at ``position`` to ``<name>.checkpoint.part``; the size so far.
+        Chunks must come in order: another position is a ValueError (ask again from size)."""
+        part = self._part(sid)
+        size = part.stat().st_size if part.exists() else 0
+        if position != size:
+            raise ValueError(f"snapshot {sid.file_name}: chunk at {position}, expected {size}")
+        with open(part, "ab") as f:
+            f.write(data)
+        return size + len(data)
+
+    def freeze(self, sid: SnapshotId) -> SnapshotContents:
+        """Check the received ``.part`` is a whole snapshot, then make it ``<name>.checkpoint``
+        (fsynced, read-only). A bad one is deleted and raises ``SnapshotError``."""
+        part = self._part(sid)
+        data = part.read_bytes()
+        try:
+            contents = decode_snapshot(data, sid)
+        except SnapshotError:
+            part.unlink(missing_ok=True)
+            raise
+        with open(part, "rb") as f:
+            os.fsync(f.fileno())
+        os.chmod(part, 0o400)
+        os.replace(part, self.path(sid))
+        fsync_dir(self.dir)
+        return contents
+
     def delete(self, sid: SnapshotId) -> None:
         p = self.path(sid)
         gone = p.with_name(p.name.removesuffix(".checkpoint") + DELETED_SUFFIX)
@@ -130,7 +168,7 @@ def load_latest(
     """
     store.recover()
     errors: list[str] = []
-    for sid in reversed(store.list()):
+    for sid in reversed(store.snapshot_ids()):
         if sid.offset < log_start_offset:
             break
         try:
@@ -141,7 +179,7 @@ def load_latest(
             continue
         if errors:
             log.warning("loading the older metadata snapshot %s instead", store.path(sid))
-        for old in store.list():
+        for old in store.snapshot_ids():
             if old.offset < log_start_offset:
                 store.delete(old)
         return contents
@@ -179,7 +217,7 @@ def clean_step(
     the log may start at the second oldest (the caller then deletes what lies below it and
     asks again).
     """
-    ids = store.list()
+    ids = store.snapshot_ids()
     if len(ids) < 2:
         return None
     oldest, second = ids[0], ids[1]

@@ -447,3 +447,31 @@ def test_lost_quorum_state_never_moves_the_epoch_back(tmp_path: Path) -> None:
     with BrokerProcess(data):
         pass
     assert decode_quorum_state(qs.read_text()).leader_epoch == 3
+
+
+def test_snapshot_sent_in_chunks(tmp_path: Path) -> None:
+    """FetchSnapshot's storage: the leader's chunks assemble into the same snapshot."""
+    from kafkawire.metadata_snapshots import SnapshotStore
+
+    src, dst = SnapshotStore(tmp_path / "leader"), SnapshotStore(tmp_path / "follower")
+    src.dir.mkdir()
+    dst.dir.mkdir()
+    img = apply(MetadataImage(), _records(5, 3), 99, 4)
+    sid = SnapshotId(100, 4)
+    src.write(sid, encode_snapshot(image_records(img), sid, last_contained_log_timestamp=1,
+                                   now_ms=2))
+    pos = 0
+    while chunk := src.read_chunk(sid, pos, 97):
+        with pytest.raises(ValueError):
+            dst.append_part(sid, pos + 1, chunk)  # out of order: refused
+        pos = dst.append_part(sid, pos, chunk)
+    assert pos == src.size(sid)
+    got = dst.freeze(sid)
+    assert apply(MetadataImage(), got.records, 99, 4) == img
+    assert dst.snapshot_ids() == [sid] and (dst.path(sid).stat().st_mode & 0o777) == 0o400
+    # a transfer cut short is refused and dropped
+    other = SnapshotId(200, 4)
+    dst.append_part(other, 0, src.read_chunk(sid, 0, src.size(sid) - 10))
+    with pytest.raises(SnapshotError):
+        dst.freeze(other)
+    assert dst.snapshot_ids() == [sid] and not list(dst.dir.glob("*.part"))

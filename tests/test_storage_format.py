@@ -118,6 +118,11 @@ def test_valid_kraft_settings_and_the_implicit_single_node() -> None:
     assert not single.names_a_quorum
     with pytest.raises(ConfigError, match="String must be one of"):
         BrokerConfig.from_dict({"process.roles": "zookeeper"})
+    with pytest.raises(ConfigError, match="metadata.log.segment.bytes: Value must be at "
+                       "least 8388608"):
+        BrokerConfig.from_dict({"metadata.log.segment.bytes": "1000"})
+    small = BrokerConfig.from_dict({"internal.metadata.log.segment.bytes": "1000"})
+    assert small.metadata_log_segment_bytes == 1000  # Kafka's internal override for tests
 
 
 def test_random_uuid_and_initial_controllers() -> None:
@@ -371,3 +376,20 @@ def test_bootstrap_with_a_feature_we_do_not_serve_is_refused(tmp_path: Path) -> 
     with pytest.raises(BootstrapError, match="finalizes share.version at level 1, which this "
                        "node does not support"):
         read_bootstrap(tmp_path)
+
+
+def test_a_quorum_of_several_voters_does_not_start_single(tmp_path: Path) -> None:
+    """Without the Raft driver a node must not commit alone for a quorum of several voters."""
+    port, cport = free_port(), free_port()
+    conf = tmp_path / "server.properties"
+    conf.write_text(
+        f"process.roles=broker,controller\nnode.id=1\ncontroller.quorum.voters=1@127.0.0.1:"
+        f"{cport},2@127.0.0.1:{cport + 1},3@127.0.0.1:{cport + 2}\n"
+        f"controller.listener.names=CONTROLLER\nlisteners=PLAINTEXT://127.0.0.1:{port},"
+        f"CONTROLLER://127.0.0.1:{cport}\nlistener.security.protocol.map={MAP}\n"
+        f"log.dirs={tmp_path}/data\n")
+    assert _cli("format", "-t", CID, str(conf)).returncode == 0
+    p = _cli("serve", str(conf))
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode != 0 and len(lines) == 1, p.stderr
+    assert "the KRaft quorum has voters [1, 2, 3]" in lines[0]
