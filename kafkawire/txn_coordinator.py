@@ -285,7 +285,7 @@ class TxnCoordinator:
                 for topic, p in pending:
                     code = await write_marker(
                         self.broker, topic, p, job.producer_id, job.producer_epoch, job.commit,
-                        coordinator_epoch,
+                        coordinator_epoch, job.transaction_version,
                     )
                     if code in _MOVED_ON:
                         log.warning(
