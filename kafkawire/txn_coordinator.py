@@ -228,10 +228,12 @@ class TxnCoordinator:
         ``retry`` (Produce, as Kafka's ReplicaManager since KAFKA-18654): CONCURRENT_TRANSACTIONS
         (the previous transaction's markers are still being written, the normal case right
         after an EndTxn) is retried here every ``add.partitions.to.txn.retry.backoff.ms`` for
-        up to ``add.partitions.to.txn.retry.backoff.max.ms`` before the client is told
-        (NOT_ENOUGH_REPLICAS, retriable)."""
-        backoff_ms = int(self.broker.config.values["add.partitions.to.txn.retry.backoff.ms"])
-        budget_ms = int(self.broker.config.values["add.partitions.to.txn.retry.backoff.max.ms"])
+        up to ``add.partitions.to.txn.retry.backoff.max.ms`` (at most ``request.timeout.ms``)
+        before the client is told (NOT_ENOUGH_REPLICAS, retriable)."""
+        values = self.broker.config.values
+        backoff_ms = int(values["add.partitions.to.txn.retry.backoff.ms"])
+        budget_ms = min(int(values["add.partitions.to.txn.retry.backoff.max.ms"]),
+                        int(values["request.timeout.ms"]))
         deadline = trio.current_time() + budget_ms / 1000
         while True:
             try:
@@ -285,7 +287,7 @@ class TxnCoordinator:
                 for topic, p in pending:
                     code = await write_marker(
                         self.broker, topic, p, job.producer_id, job.producer_epoch, job.commit,
-                        coordinator_epoch,
+                        coordinator_epoch, job.transaction_version,
                     )
                     if code in _MOVED_ON:
                         log.warning(

@@ -8,7 +8,9 @@ A marker is a control batch with one record: key ``(version 0, type 0 ABORT / 1 
 value ``(version 0, coordinator epoch)``, transactional + control attributes, the
 transaction's producer id and epoch, no sequence, and this broker's clock as timestamp (as
 Kafka's ``MemoryRecords.withEndTransactionMarker``). The log checks it as Kafka's producer
-state does: an epoch older than the producer's -> INVALID_PRODUCER_EPOCH, a coordinator epoch
+state does: an epoch older than the producer's (transaction version 2: not newer than the open
+transaction's, the coordinator bumps the epoch for the marker) -> INVALID_PRODUCER_EPOCH, a
+coordinator epoch
 older than the last marker's -> TRANSACTION_COORDINATOR_FENCED; otherwise it closes the
 producer's open transaction on that partition (an ABORT goes into the ``.txnindex``) and the
 last stable offset moves.
@@ -46,6 +48,7 @@ async def write_marker(
     producer_epoch: int,
     commit: bool,
     coordinator_epoch: int,
+    transaction_version: int = 0,
 ) -> ErrorCode:
     """Write one marker on this node: through the group coordinator runtime for
     ``__consumer_offsets`` (its shard replays the marker: pending transactional offsets
@@ -68,7 +71,8 @@ async def write_marker(
     )
     try:
         p = broker.replicas.leader_partition(topic, partition)
-        info = p.append_as_leader(batch, iter_headers(batch), now_ms=now, coordinator=False)
+        info = p.append_as_leader(batch, iter_headers(batch), now_ms=now, coordinator=False,
+                                  marker_transaction_version=transaction_version)
     except KafkaError as e:
         return e.code
     # as Kafka's WriteTxnMarkers, answered once the marker is replicated to the ISR

@@ -29,6 +29,7 @@ class LogAppend(LogCore):
         now_ms: int,
         log_append_time: bool | None = None,
         coordinator: bool = False,
+        marker_transaction_version: int = 0,
     ) -> AppendInfo:
         """Append the batches at the given positions of ``buf`` (framing and CRC checked by
         the caller). Offsets, leader epoch and (LogAppendTime) timestamps are patched into
@@ -37,10 +38,15 @@ class LogAppend(LogCore):
 
         ``coordinator``: the batches come from a coordinator of this node (Kafka's
         ``AppendOrigin.COORDINATOR``): transactional batches carry a producer id and epoch but
-        no sequence, so sequence validation and duplicate detection are skipped."""
+        no sequence, so sequence validation and duplicate detection are skipped.
+
+        ``marker_transaction_version``: the transaction version of the markers among the
+        batches (WriteTxnMarkers v2); 2 requires a marker's epoch to be newer than the
+        producer's (``ProducerAppend.add_control_batch``)."""
         if not batches:
             raise ValueError("append needs at least one batch")
-        return self._append(buf, batches, leader_epoch, now_ms, log_append_time, coordinator)
+        return self._append(buf, batches, leader_epoch, now_ms, log_append_time, coordinator,
+                            marker_transaction_version)
 
     def _check_batches(self, batches: list[tuple[int, BatchHeader]], coordinator: bool) -> int:
         """Batch-level checks (magic, sizes, offset range, sequence); returns the total size."""
@@ -75,6 +81,7 @@ class LogAppend(LogCore):
         now_ms: int,
         log_append_time: bool | None,
         coordinator: bool = False,
+        marker_transaction_version: int = 0,
     ) -> AppendInfo:
         if self._closed:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log is closed")
@@ -127,7 +134,8 @@ class LogAppend(LogCore):
                     pa = ps.prepare(validate=not coordinator)
                 if nh.is_control:
                     size = h.batch_length + LOG_OVERHEAD
-                    pa.add_control_batch(nh, *_control_or_none(view[pos : pos + size]))
+                    pa.add_control_batch(nh, *_control_or_none(view[pos : pos + size]),
+                                         marker_transaction_version)
                 else:
                     pa.add_data_batch(nh)
             next_offset += h.last_offset_delta + 1

@@ -257,6 +257,7 @@ class Partition:
         min_insync_replicas: int = 1,
         log_append_time: bool | None = None,
         coordinator: bool = False,
+        marker_transaction_version: int = 0,
     ) -> AppendInfo:
         """Append on the leader: offsets and this leader epoch are assigned by the log. With
         ``required_acks`` -1 an ISR smaller than ``min_insync_replicas`` refuses the append with
@@ -279,6 +280,7 @@ class Partition:
         info = self.log.append(
             buf, batches, leader_epoch=self.leader_epoch, now_ms=now_ms,
             log_append_time=log_append_time, coordinator=coordinator,
+            marker_transaction_version=marker_transaction_version,
         )
         if not info.duplicate:
             self._maybe_increment_high_watermark()

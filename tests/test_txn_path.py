@@ -186,7 +186,8 @@ class TxnPathMachine(RuleBasedStateMachine):
                                 commit=job.commit, ts=NOW)
             log = self.logs[p]
             try:
-                log.append(buf, iter_headers(buf), leader_epoch=0, now_ms=NOW)
+                log.append(buf, iter_headers(buf), leader_epoch=0, now_ms=NOW,
+                           marker_transaction_version=job.transaction_version)
             except KafkaError as e:
                 raise AssertionError(f"marker refused on {p}: {e}") from None
             log.update_high_watermark(log.log_end_offset)

@@ -67,6 +67,11 @@ class MarkerGate:
 
 @pytest.fixture
 def gated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[RawClient, MarkerGate]]:
+    yield from _gated_broker(tmp_path, monkeypatch)
+
+
+def _gated_broker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                  **overrides: str) -> Iterator[tuple[RawClient, MarkerGate]]:
     gate = MarkerGate()
     real = txn_driver.write_marker
 
@@ -78,7 +83,7 @@ def gated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Raw
         return await real(*args, **kwargs)
 
     monkeypatch.setattr(txn_driver, "write_marker", gated_write_marker)
-    broker = InProcessBroker(tmp_path / "data").start()
+    broker = InProcessBroker(tmp_path / "data", **overrides).start()
     raw = RawClient(broker.bootstrap)
     try:
         yield raw, gate
@@ -242,3 +247,34 @@ def test_read_committed_sees_no_aborted_record(gated: tuple[RawClient, MarkerGat
     assert [(a.first_offset) for a in p.aborted_transactions] == [2, 6, 10]
     assert committed_values(p) == ["c0", "c2", "c4"]
     assert fetch(raw, topic, 0, READ_COMMITTED).last_stable_offset == 12
+
+
+def test_v2_broker_retries_until_the_markers_are_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's KAFKA-18654: the broker itself retries CONCURRENT_TRANSACTIONS for a version-2
+    write (``add.partitions.to.txn.retry.backoff.ms`` / ``.max.ms``); markers written while it
+    waits let the write through without the client seeing an error."""
+    gen = _gated_broker(tmp_path, monkeypatch, **{
+        "add.partitions.to.txn.retry.backoff.max.ms": "20000"})
+    raw, gate = next(gen)
+    try:
+        topic = new_topic(raw, "race-r")
+        tid = f"race-r-{uuid.uuid4().hex[:6]}"
+        coordinator_ready(raw, tid)
+        pid = init_txn(raw, tid, 5).producer_id
+        assert produce_txn(raw, tid, topic, txn_batch(pid, 0, ["t1"], 0), 12).error_code == 0
+        gate.close()
+        assert end_txn(raw, tid, pid, 0, True, 5).producer_epoch == 1
+        gate.wait_held()
+        opener = threading.Timer(0.3, gate.open.set)  # while the Produce below waits
+        opener.start()
+        started = time.monotonic()
+        p = produce_txn(raw, tid, topic, txn_batch(pid, 0, ["t2"], 1), 12)
+        assert p.error_code == 0, p
+        assert time.monotonic() - started >= 0.25  # answered after the markers, not before
+        assert p.base_offset == 2  # after transaction 1's COMMIT marker (offset 1)
+        assert state(raw, tid) == "Ongoing"
+        opener.join()
+    finally:
+        gen.close()
