@@ -203,9 +203,8 @@ class LogAppend(LogCore):
             active = self._roll_now(now_ms)
         self._write_and_commit(active, _contiguous_runs(view, batches), headers, pa, expected)
         epochs = self.leader_epochs
-        for h in headers:
-            latest = epochs.latest_epoch()
-            if h.partition_leader_epoch >= 0 and (latest is None or h.partition_leader_epoch > latest):
+        for h in headers:  # as Kafka: each batch's epoch, replacing entries it contradicts
+            if h.partition_leader_epoch >= 0:
                 epochs.assign(h.partition_leader_epoch, h.base_offset)
         return AppendInfo(
             first_offset, last_offset, -1, self.log_start_offset, max_timestamp=max_ts,
