@@ -88,60 +88,20 @@ class LogAppend(LogCore):
         self._now_ms = now_ms
         config = self.config
         use_lat = config.log_append_time if log_append_time is None else log_append_time
-        ps = self.producer_state
-
         total = self._check_batches(batches, coordinator)
 
-        # Duplicates of one of the producer's last 5 batches: answer with the original offsets.
-        for _pos, h in batches:
-            if h.producer_id >= 0 and not h.is_control and not coordinator:
-                dup = ps.find_duplicate(h)
-                if dup is not None:
-                    return AppendInfo(
-                        dup.first_offset,
-                        dup.last_offset,
-                        dup.timestamp_ms,
-                        self.log_start_offset,
-                        duplicate=True,
-                        max_timestamp=dup.timestamp_ms,
-                    )
+        if not coordinator:
+            dup = self._duplicate_of(batches)
+            if dup is not None:
+                return dup
 
-        # Assign offsets (in memory first) and validate producer state.
         view = buf if isinstance(buf, memoryview) else memoryview(buf)
-        next_offset = self._leo
-        first_offset = next_offset
-        final: list[BatchHeader] = []
-        pa: ProducerAppend | None = None
-        max_ts = -1
-        for pos, h in batches:
-            nh = BatchHeader(
-                next_offset,
-                h.batch_length,
-                leader_epoch,
-                h.magic,
-                h.crc,
-                h.attributes,
-                h.last_offset_delta,
-                h.base_timestamp,
-                now_ms if use_lat else h.max_timestamp,
-                h.producer_id,
-                h.producer_epoch,
-                h.base_sequence,
-                h.records_count,
-            )
-            if nh.producer_id >= 0:
-                if pa is None:
-                    pa = ps.prepare(validate=not coordinator)
-                if nh.is_control:
-                    size = h.batch_length + LOG_OVERHEAD
-                    pa.add_control_batch(nh, *_control_or_none(view[pos : pos + size]),
-                                         marker_transaction_version)
-                else:
-                    pa.add_data_batch(nh)
-            next_offset += h.last_offset_delta + 1
-            if nh.max_timestamp > max_ts:
-                max_ts = nh.max_timestamp
-            final.append(nh)
+        first_offset = self._leo
+        final, pa, max_ts = self._assign_offsets(
+            view, batches, leader_epoch, now_ms if use_lat else None, coordinator,
+            marker_transaction_version,
+        )
+        next_offset = final[-1].base_offset + final[-1].last_offset_delta + 1
         last_offset = next_offset - 1
 
         active = self._segments[-1]
@@ -167,6 +127,72 @@ class LogAppend(LogCore):
             size_bytes=total,
             completed_txns=tuple(pa.completed_txns) if pa is not None else (),
         )
+
+    def _duplicate_of(self, batches: list[tuple[int, BatchHeader]]) -> AppendInfo | None:
+        """A duplicate of one of its producer's last 5 batches is answered with the original
+        offsets (and nothing is written)."""
+        ps = self.producer_state
+        for _pos, h in batches:
+            if h.producer_id >= 0 and not h.is_control:
+                dup = ps.find_duplicate(h)
+                if dup is not None:
+                    return AppendInfo(
+                        dup.first_offset,
+                        dup.last_offset,
+                        dup.timestamp_ms,
+                        self.log_start_offset,
+                        duplicate=True,
+                        max_timestamp=dup.timestamp_ms,
+                    )
+        return None
+
+    def _assign_offsets(
+        self,
+        view: memoryview,
+        batches: list[tuple[int, BatchHeader]],
+        leader_epoch: int,
+        log_append_time_ms: int | None,
+        coordinator: bool,
+        marker_transaction_version: int = 0,
+    ) -> tuple[list[BatchHeader], ProducerAppend | None, int]:
+        """The batches' final headers (offsets from the log end, this leader epoch, the
+        LogAppendTime when given), checked against the producer state in memory. Returns them,
+        the staged producer state and the largest timestamp."""
+        ps = self.producer_state
+        next_offset = self._leo
+        final: list[BatchHeader] = []
+        pa: ProducerAppend | None = None
+        max_ts = -1
+        for pos, h in batches:
+            nh = BatchHeader(
+                next_offset,
+                h.batch_length,
+                leader_epoch,
+                h.magic,
+                h.crc,
+                h.attributes,
+                h.last_offset_delta,
+                h.base_timestamp,
+                h.max_timestamp if log_append_time_ms is None else log_append_time_ms,
+                h.producer_id,
+                h.producer_epoch,
+                h.base_sequence,
+                h.records_count,
+            )
+            if nh.producer_id >= 0:
+                if pa is None:
+                    pa = ps.prepare(validate=not coordinator)
+                if nh.is_control:
+                    size = h.batch_length + LOG_OVERHEAD
+                    pa.add_control_batch(nh, *_control_or_none(view[pos : pos + size]),
+                                         marker_transaction_version)
+                else:
+                    pa.add_data_batch(nh)
+            next_offset += h.last_offset_delta + 1
+            if nh.max_timestamp > max_ts:
+                max_ts = nh.max_timestamp
+            final.append(nh)
+        return final, pa, max_ts
 
     def append_as_follower(
         self, buf: bytearray | memoryview, batches: list[tuple[int, BatchHeader]], *, now_ms: int
@@ -211,9 +237,8 @@ class LogAppend(LogCore):
             active = self._roll_now(now_ms)
         self._write_and_commit(active, _contiguous_runs(view, batches), headers, pa, expected)
         epochs = self.leader_epochs
-        for h in headers:
-            latest = epochs.latest_epoch()
-            if h.partition_leader_epoch >= 0 and (latest is None or h.partition_leader_epoch > latest):
+        for h in headers:  # as Kafka: each batch's epoch, replacing entries it contradicts
+            if h.partition_leader_epoch >= 0:
                 epochs.assign(h.partition_leader_epoch, h.base_offset)
         return AppendInfo(
             first_offset, last_offset, -1, self.log_start_offset, max_timestamp=max_ts,

@@ -21,7 +21,7 @@ from log.log_core import (
 from log.segment import CorruptBatch, LogSegment
 from log.txn_index import AbortedTxn
 from protocol.errors import ErrorCode, KafkaError
-from protocol.records import LOG_OVERHEAD, crc_ok
+from protocol.records import LOG_OVERHEAD, BatchHeader, crc_ok
 
 __all__ = ["LogRead"]
 
@@ -129,24 +129,10 @@ class LogRead(LogCore):
                 break
             if result.first_offset < 0:
                 result.first_offset = h.base_offset
-            # the end of what may be returned from this segment
-            if limit == leo and i == n - 1:
-                end_pos = seg.size
-            elif i + 1 < n and limit >= segments[i + 1].base_offset:
-                end_pos = seg.size
-            else:
-                bound = seg.translate(limit, pos)
-                end_pos = bound[0] if bound is not None else seg.size
-            budget = max_bytes - total
-            if end_pos - pos <= budget:
-                end = end_pos
-            else:
-                end = seg.boundary_at_or_before(pos + budget, pos)
-                if end == pos:
-                    if total == 0 and min_one_message:
-                        end = pos + h.batch_length + LOG_OVERHEAD
-                    else:
-                        break
+            end = _fit(seg, pos, h, self._end_position(i, pos, limit), max_bytes - total,
+                       total == 0 and min_one_message)
+            if end == pos:
+                break
             if pos < seg.unverified_end:  # data from before this open: CRC-check it first
                 good, bad = seg.verify_range(pos, end)
                 if bad is not None:
@@ -163,6 +149,17 @@ class LogRead(LogCore):
             target = segments[i].base_offset if i < n else leo
         result.size = total
         return result
+
+    def _end_position(self, i: int, pos: int, limit: int) -> int:
+        """Where the batches below ``limit`` end in segment ``i``, reading from ``pos``."""
+        segments = self._segments
+        seg = segments[i]
+        if limit == self._leo and i == len(segments) - 1:
+            return seg.size
+        if i + 1 < len(segments) and limit >= segments[i + 1].base_offset:
+            return seg.size
+        bound = seg.translate(limit, pos)
+        return bound[0] if bound is not None else seg.size
 
     def _corrupt(self, seg: LogSegment, bad: CorruptBatch, *, fatal: bool) -> None:
         """A batch that fails its CRC or header check: report it once, never serve it.
@@ -243,3 +240,16 @@ class LogRead(LogCore):
         if best < 0:
             return None
         return self.offset_for_timestamp(best, max_offset=max_offset)
+
+
+def _fit(seg: LogSegment, pos: int, h: BatchHeader, end_pos: int, budget: int,
+         whole_first: bool) -> int:
+    """The end of the whole batches from ``pos`` that fit in ``budget`` bytes (up to
+    ``end_pos``); ``pos`` when none does, unless ``whole_first``: then the first batch whole
+    (KIP-74)."""
+    if end_pos - pos <= budget:
+        return end_pos
+    end = seg.boundary_at_or_before(pos + budget, pos)
+    if end == pos and whole_first:
+        end = pos + h.batch_length + LOG_OVERHEAD
+    return end

@@ -37,8 +37,37 @@ class LogRecovery(LogCore):
         log_start_offset: int | None,
         high_watermark: int | None,
     ) -> None:
-        config, now_ms = self.config, self._now_ms
         swapped = self._complete_swaps()
+        bases = self._scan_dir()
+        segments, recovered_from = self._open_segments(bases, clean, recovery_point, swapped)
+        if not segments:
+            first = max(log_start_offset or 0, 0)
+            segments = [LogSegment.create(self.dir, first, self.config, self._now_ms)]
+            self._dir_version += 1
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+
+        active = segments[-1]
+        nxt = active.read_next_offset()
+        self._leo = nxt if nxt is not None else active.base_offset
+        active.open_for_append()
+
+        start = max(log_start_offset or 0, segments[0].base_offset)
+        self.log_start_offset = min(start, self._leo)
+        self._load_epochs(recovered_from)
+        self._load_producer_state(self._txn_index_rebuild_from(recovered_from))
+        if recovered_from is not None:
+            self._sync_recovered(recovered_from)
+        for seg in self._segments[:-1]:
+            seg.release()
+        self._dir_synced_version = self._dir_version
+        self._flushed = (self._leo, self._generation)
+        hw = self._leo if high_watermark is None else high_watermark
+        self._hw = max(self.log_start_offset, min(hw, self._leo))
+
+    def _scan_dir(self) -> list[int]:
+        """The base offsets of the segments in the directory (sorted); deletes leftovers
+        (stray temporary files, indexes without a log file) and notes the snapshots."""
         bases: list[int] = []
         index_files: list[tuple[int, Path]] = []
         for entry in os.scandir(self.dir):
@@ -60,54 +89,51 @@ class LogRecovery(LogCore):
         for base, p in index_files:  # indexes without a log file are leftovers
             if base not in known:
                 _unlink(p)
+        return bases
 
-        segments = [LogSegment(self.dir, b, config, now_ms) for b in bases]
-        recovered_from: int | None = None
-        if segments:
-            if clean:
-                start_i = len(segments)  # nothing to recover
-            else:
-                rp = recovery_point if recovery_point is not None else 0
-                start_i = max(0, bisect.bisect_right(bases, rp) - 1)
-            if swapped:  # a segment swapped in at start-up is checked like unflushed data
-                start_i = min(start_i, bisect.bisect_left(bases, min(swapped)))
-            for i, seg in enumerate(segments):
-                if i < start_i:
-                    if not seg.load(trust_indexes=True):
-                        seg.rebuild_indexes()
-                    seg.mark_unverified()
-                    continue
-                if recovered_from is None:
-                    recovered_from = seg.base_offset
-                result = seg.recover(seg.base_offset)
-                if result.truncated_bytes:
-                    later = segments[i + 1 :]
-                    logger.warning(
-                        "%s: found invalid data in segment %s during recovery: %s; truncated "
-                        "%d byte(s) from there%s",
-                        self.dir.name, seg.log_path.name, result.reason, result.truncated_bytes,
-                        f" and deleted {len(later)} later segment(s)" if later else "",
-                    )
-                    for seg_later in later:
-                        seg_later.delete_files()
-                    del segments[i + 1 :]
-                    break
+    def _open_segments(
+        self, bases: list[int], clean: bool, recovery_point: int | None, swapped: list[int]
+    ) -> tuple[list[LogSegment], int | None]:
+        """Open the segments: trusted ones by their indexes, the rest (from the one holding the
+        recovery point, or a swapped-in one) recovered batch by batch, cutting at the first bad
+        batch and dropping the later segments. Returns them and where recovery started."""
+        segments = [LogSegment(self.dir, b, self.config, self._now_ms) for b in bases]
+        if not segments:
+            return segments, None
+        if clean:
+            start_i = len(segments)  # nothing to recover
         else:
-            first = max(log_start_offset or 0, 0)
-            segments = [LogSegment.create(self.dir, first, config, now_ms)]
-            self._dir_version += 1
-        self._segments = segments
-        self._bases = [s.base_offset for s in segments]
+            rp = recovery_point if recovery_point is not None else 0
+            start_i = max(0, bisect.bisect_right(bases, rp) - 1)
+        if swapped:  # a segment swapped in at start-up is checked like unflushed data
+            start_i = min(start_i, bisect.bisect_left(bases, min(swapped)))
+        recovered_from: int | None = None
+        for i, seg in enumerate(segments):
+            if i < start_i:
+                if not seg.load(trust_indexes=True):
+                    seg.rebuild_indexes()
+                seg.mark_unverified()
+                continue
+            if recovered_from is None:
+                recovered_from = seg.base_offset
+            result = seg.recover(seg.base_offset)
+            if result.truncated_bytes:
+                later = segments[i + 1 :]
+                logger.warning(
+                    "%s: found invalid data in segment %s during recovery: %s; truncated "
+                    "%d byte(s) from there%s",
+                    self.dir.name, seg.log_path.name, result.reason, result.truncated_bytes,
+                    f" and deleted {len(later)} later segment(s)" if later else "",
+                )
+                for seg_later in later:
+                    seg_later.delete_files()
+                del segments[i + 1 :]
+                break
+        return segments, recovered_from
 
-        active = segments[-1]
-        nxt = active.read_next_offset()
-        self._leo = nxt if nxt is not None else active.base_offset
-        active.open_for_append()
-
-        start = max(log_start_offset or 0, segments[0].base_offset)
-        self.log_start_offset = min(start, self._leo)
-
-        # leader epochs: the checkpoint, trimmed to the log; recovered range rebuilt from headers
+    def _load_epochs(self, recovered_from: int | None) -> None:
+        """Leader epochs: the checkpoint, trimmed to the log; the recovered range rebuilt from
+        the batch headers."""
         self.leader_epochs = LeaderEpochCache.load(self.dir)
         epochs = self.leader_epochs
         epochs.truncate_from_end(self._leo, persist=False)
@@ -119,9 +145,10 @@ class LogRecovery(LogCore):
         epochs.truncate_from_start(self.log_start_offset, persist=False)
         epochs.flush()
 
-        # The aborted-transaction index needs the producer state as of each segment's start, so
-        # it is rebuilt while the producer state is replayed: from the first recovered segment,
-        # or from the first segment whose .txnindex is unreadable.
+    def _txn_index_rebuild_from(self, recovered_from: int | None) -> int | None:
+        """The aborted-transaction index needs the producer state as of each segment's start,
+        so it is rebuilt while the producer state is replayed: from the first recovered
+        segment, or from the first segment whose .txnindex is unreadable."""
         txn_from = recovered_from
         for seg in self._segments:
             if txn_from is not None and seg.base_offset >= txn_from:
@@ -130,22 +157,16 @@ class LogRecovery(LogCore):
                 seg.txn_index.entries()
             except CorruptTxnIndexError:
                 txn_from = seg.base_offset
-        self._load_producer_state(txn_from)
+        return txn_from
 
-        if recovered_from is not None:
-            # make the recovered state (cut files, rebuilt indexes) durable before trusting it
-            for seg in self._segments:
-                if seg.base_offset >= recovered_from:
-                    os.fsync(seg.file().fd)
-                    seg.fsync_indexes()
-                    seg.synced_version = seg.version
-            fsync_dir(self.dir)
-        for seg in self._segments[:-1]:
-            seg.release()
-        self._dir_synced_version = self._dir_version
-        self._flushed = (self._leo, self._generation)
-        hw = self._leo if high_watermark is None else high_watermark
-        self._hw = max(self.log_start_offset, min(hw, self._leo))
+    def _sync_recovered(self, recovered_from: int) -> None:
+        """Make the recovered state (cut files, rebuilt indexes) durable before trusting it."""
+        for seg in self._segments:
+            if seg.base_offset >= recovered_from:
+                os.fsync(seg.file().fd)
+                seg.fsync_indexes()
+                seg.synced_version = seg.version
+        fsync_dir(self.dir)
 
     def _complete_swaps(self) -> list[int]:
         """Finish a segment replacement (log cleaner) interrupted by a crash.

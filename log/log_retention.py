@@ -24,6 +24,9 @@ class LogRetention(LogCore):
         segment's base offset when it is empty), as a restart would derive it, but never less
         than the log start offset (a compaction gap can hold the start)."""
         if offset >= self._leo:
+            # as Kafka: no data to drop, but an epoch entry at the log end (a leader that
+            # assigned its epoch and then wrote nothing) would conflict with the new leader's
+            self.leader_epochs.truncate_from_end(self._leo)
             return
         if offset < self.log_start_offset:
             self._truncate_fully(offset)

@@ -191,8 +191,9 @@ class Partition:
                 self.log.leader_epochs.assign(leader_epoch, self.log.log_end_offset)
             self.followers = {}
         known = self.followers
-        self.followers = {
-            r: known.get(r) or FollowerState(r) for r in self.replicas if r != self.local_id
+        self.followers = {  # as Kafka: ISR members count as caught up when the epoch starts
+            r: known.get(r) or FollowerState(r, last_caught_up_ms=now_ms if r in self.isr else -1)
+            for r in self.replicas if r != self.local_id
         }
         self._maybe_increment_high_watermark()
         self._changed()

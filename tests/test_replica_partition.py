@@ -339,3 +339,126 @@ def test_role_transitions_table() -> None:
 
     assert ReplicaRole.NONE not in ROLE_TRANSITIONS[ReplicaRole.LEADER]
     assert ROLE_TRANSITIONS[ReplicaRole.OFFLINE] == frozenset({ReplicaRole.OFFLINE})
+
+
+# ---- Hypothesis: three replicas, leader changes, divergent tails, convergence --------------------
+
+NODES = (1, 2, 3)
+
+
+def fetch_once(leader: Partition, f: Partition) -> None:
+    """One fetch of follower ``f`` as the replica fetcher will do it: with its last fetched
+    epoch; a diverging epoch truncates it, data is appended verbatim, the high watermark taken."""
+    latest = f.log.leader_epochs.latest_epoch()  # as Kafka's fetcher: the log's latest epoch
+    last_epoch = -1 if latest is None else latest
+    res = leader.read(f.local_id, f.log_end_offset, 1 << 20, isolation=FetchIsolation.LOG_END,
+                      now_ms=NOW, current_leader_epoch=leader.leader_epoch,
+                      last_fetched_epoch=last_epoch)
+    if res.diverging_epoch is not None:
+        offset, _complete = f.truncation_offset(*res.diverging_epoch)
+        f.truncate_to(offset)
+        return
+    if res.records is not None and res.records.size:
+        data = bytearray(res.records.read_bytes())
+        f.append_as_follower(data, iter_headers(data), now_ms=NOW)
+    f.update_follower_high_watermark(res.high_watermark)
+
+
+def log_bytes(p: Partition, upto: int) -> bytes:
+    res = p.log.read(p.log.log_start_offset, 1 << 30, max_offset=upto)
+    return res.read_bytes()
+
+
+class ReplicationMachine(RuleBasedStateMachine):
+    """Three replicas with the ISR kept at all three: appends on the leader, follower fetches
+    in any order, elections of any replica (all are in the ISR). Committed data (below a
+    leader's high watermark) is never lost nor changed on any later leader, and replicas that
+    keep fetching converge to identical logs and leader epoch caches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = Path(tempfile.mkdtemp())
+        self.p = {n: open_partition(self.dir / f"n{n}", n) for n in NODES}
+        self.epoch = 0
+        self.leader = 1
+        self._elect(1)
+        self.committed = b""
+        self.committed_offset = 0
+
+    def _elect(self, new: int) -> None:
+        self.epoch += 1
+        self.leader = new
+        isr = frozenset(NODES)
+        for n, p in self.p.items():
+            if n == new:
+                p.become_leader(self.epoch, isr, NODES, NOW)
+            else:
+                p.become_follower(new, self.epoch, isr, NODES)
+
+    def _record_committed(self) -> None:
+        lead = self.p[self.leader]
+        hw = lead.high_watermark
+        if hw > self.committed_offset:
+            self.committed = log_bytes(lead, hw)
+            self.committed_offset = hw
+
+    @rule(n=st.integers(1, 4))
+    def produce(self, n: int) -> None:
+        produce(self.p[self.leader], n)
+        self._record_committed()
+
+    @rule(f=st.sampled_from(NODES))
+    def fetch(self, f: int) -> None:
+        if f != self.leader:
+            fetch_once(self.p[self.leader], self.p[f])
+            self._record_committed()
+
+    @rule(new=st.sampled_from(NODES))
+    def elect(self, new: int) -> None:
+        self._elect(new)
+        self._record_committed()
+
+    @rule()
+    def converge(self) -> None:
+        lead = self.p[self.leader]
+        for _ in range(12):
+            for n in NODES:
+                if n != self.leader:
+                    fetch_once(lead, self.p[n])
+        self._record_committed()
+        end = lead.log_end_offset
+        assert lead.high_watermark == end
+        for n in NODES:
+            p = self.p[n]
+            assert p.log_end_offset == end and p.high_watermark == end
+            assert log_bytes(p, end) == log_bytes(lead, end)
+        # every replica's epoch cache agrees with the batches it holds (the leader's may end
+        # with its own epoch at the log end, before it wrote anything in it)
+        for p in self.p.values():
+            batches = list(iter_headers(log_bytes(p, end)))
+            for epoch, offset in p.log.leader_epochs.entries():
+                at = [h for _, h in batches if h.base_offset == offset]
+                assert (at and at[0].partition_leader_epoch == epoch) or offset == end, (
+                    p, p.log.leader_epochs.entries())
+            for _, h in batches:
+                assert p.log.epoch_for_offset(h.base_offset) == h.partition_leader_epoch
+
+    @invariant()
+    def committed_data_survives(self) -> None:
+        lead = self.p[self.leader]
+        assert lead.log_end_offset >= self.committed_offset
+        assert log_bytes(lead, self.committed_offset) == self.committed
+        for p in self.p.values():
+            assert p.high_watermark <= p.log_end_offset
+
+    def teardown(self) -> None:
+        for p in self.p.values():
+            p.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+ReplicationMachine.TestCase.settings = settings(
+    max_examples=40, stateful_step_count=40, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+test_replication_machine = ReplicationMachine.TestCase
