@@ -14,7 +14,9 @@ File descriptors: a segment's file is a :class:`SegmentFile` that closes its des
 last reference to it goes away. The log hands these objects out inside read results (for
 ``os.sendfile``), so a segment deleted by retention or truncation while a fetch is still being
 sent keeps its inode alive until the send completes, and a descriptor number is never reused
-under a reader's feet. The owning log keeps only a few segments' files open (LRU).
+under a reader's feet. A segment opens its file on first use and keeps it only while it is among
+the ``log.open.files.max`` most recently used handles of the process (``log/file_cache.py``);
+an idle partition holds no descriptor, not even for its active segment.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import NamedTuple
 import crc32c as _crc32c
 
 from log.config import LogConfig
+from log.file_cache import FILE_CACHE, OpenFile, open_fd
 from log.index import OFFSET_ENTRY, TIME_ENTRY, OffsetIndex, TimeIndex
 from log.txn_index import TXN_INDEX_SUFFIX, TxnIndex
 from protocol.records import (
@@ -68,34 +71,14 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
-class SegmentFile:
-    """An open segment file. The descriptor closes when the last reference is dropped.
+class SegmentFile(OpenFile):
+    """An open segment file (read/append). The descriptor closes when the last reference is
+    dropped; keep the object (not just ``fd``) alive while using the descriptor."""
 
-    Keep the object (not just ``fd``) alive while using the descriptor.
-    """
-
-    __slots__ = ("fd", "path")
+    __slots__ = ()
 
     def __init__(self, path: Path, *, create: bool = True) -> None:
-        self.path = path
-        self.fd = -1
-        flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
-        self.fd = os.open(path, flags, 0o644)
-
-    def pread(self, n: int, pos: int) -> bytes:
-        return os.pread(self.fd, n, pos)
-
-    def __del__(self) -> None:
-        fd = self.fd
-        if fd >= 0:
-            self.fd = -1
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-    def __repr__(self) -> str:
-        return f"SegmentFile({self.path.name}, fd={self.fd})"
+        super().__init__(path, os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0))
 
 
 def scan_file(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
@@ -275,8 +258,7 @@ class LogSegment:
         cls, dir: Path, base_offset: int, config: LogConfig, now_ms: int, *, file_suffix: str = ""
     ) -> LogSegment:
         seg = cls(dir, base_offset, config, now_ms, file_suffix=file_suffix)
-        fd = os.open(seg.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.close(fd)
+        os.close(open_fd(seg.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))
         seg.offset_index.create()
         seg.time_index.create()
         return seg
@@ -301,10 +283,16 @@ class LogSegment:
 
     # -- file handle ----------------------------------------------------------------------------
     def file(self) -> SegmentFile:
+        """The open file (opened now if it is not cached); raises OSError (e.g. EMFILE)."""
         f = self._file
         if f is None:
-            f = self._file = SegmentFile(self.log_path)
+            f = self._file = SegmentFile(self.log_path, create=False)
+        FILE_CACHE.touch(self)
         return f
+
+    def drop_handle(self) -> None:
+        """The handle cache evicted this segment's file (readers holding it keep it open)."""
+        self._file = None
 
     def file_for_sync(self) -> SegmentFile | None:
         """The open file, or a fresh one not cached here (so fsync never grows the open set);
@@ -324,6 +312,7 @@ class LogSegment:
     def release(self) -> None:
         """Drop the open file and the in-memory indexes (inactive segments only)."""
         self._file = None
+        FILE_CACHE.forget(self)
         self.offset_index.unload()
         self.time_index.unload()
 
@@ -628,6 +617,7 @@ class LogSegment:
     # -- deletion -------------------------------------------------------------------------------
     def delete_files(self) -> None:
         self._file = None
+        FILE_CACHE.forget(self)
         self.offset_index.delete()
         self.time_index.delete()
         self.txn_index.delete()
