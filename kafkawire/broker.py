@@ -9,6 +9,7 @@ the broker's small set of mutating operations, which go through the metadata quo
 from __future__ import annotations
 
 import logging
+import resource
 import time
 import uuid
 from typing import Any
@@ -32,8 +33,12 @@ from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_record
 from kraft import controller
 from kraft.image import MetadataImage
 from log.config import LogConfig
+from log.file_cache import FILE_CACHE
 from log.manager import LogManager
 from log.partition_log import PartitionLog
+from protocol._generated.config_record import ConfigRecord
+from protocol._generated.partition_record import PartitionRecord
+from protocol._generated.topic_record import TopicRecord
 from protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("kafkawire.broker")
@@ -52,6 +57,19 @@ SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     "streams.version": (0, 0),
     "transaction.version": (0, 2),
 }
+
+
+def configure_file_cache(wanted: int) -> int:
+    """Size the log file handle cache: ``log.open.files.max``, at most half of the soft
+    open-file limit (the rest is for connections, checkpoints and fetches in progress)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    size = wanted
+    if soft != resource.RLIM_INFINITY and wanted > soft // 2:
+        size = max(1, soft // 2)
+        log.info("log.open.files.max %d lowered to %d (half of the open-file limit %d)",
+                 wanted, size, soft)
+    FILE_CACHE.configure(size)
+    return size
 
 
 def now_ms() -> int:
@@ -75,6 +93,8 @@ class Broker:
         self.started = trio.Event()
         self.start_time_ms = now_ms()
         self.disconnect_hooks: list[Any] = []
+        #: partitions hosted here whose log could not be created or opened (KAFKA_STORAGE_ERROR)
+        self.offline_logs: set[tuple[str, int]] = set()
         self.metadata_lock = trio.Lock()
         self._pid_next = 0
         self._pid_end = 0
@@ -130,10 +150,64 @@ class Broker:
 
     # ---- metadata operations (through the quorum) --------------------------------------
     async def commit_metadata(self, records: list[Any]) -> None:
+        """Commit ``records`` to the metadata log and bring the local logs in line.
+
+        The logs of partitions the records create here are created FIRST: when that fails
+        (no descriptors left, a full disk) the records are not committed and the caller gets
+        KAFKA_STORAGE_ERROR, so the metadata never lists a partition whose log could not be
+        made."""
         assert self.quorum is not None
         if records:
-            await self.quorum.append(records)
+            created = self.create_logs_for(records)
+            try:
+                await self.quorum.append(records)
+            except BaseException:
+                self._drop_logs(created)
+                raise
             self.sync_logs_with_image()
+
+    def create_logs_for(self, records: list[Any]) -> list[tuple[str, int]]:
+        """Create the logs of the new partitions in ``records`` that live on this node.
+        All or nothing: on failure the ones made are deleted and KAFKA_STORAGE_ERROR raised."""
+        assert self.logs is not None
+        names = {r.topic_id: r.name for r in records if isinstance(r, TopicRecord)}
+        overrides: dict[str, dict[str, str]] = {}
+        for r in records:
+            if isinstance(r, ConfigRecord) and r.resource_type == 2 and r.value is not None:
+                overrides.setdefault(r.resource_name, {})[r.name] = r.value
+        created: list[tuple[str, int]] = []
+        try:
+            for r in records:
+                if not isinstance(r, PartitionRecord) or self.node_id not in r.replicas:
+                    continue
+                topic = names.get(r.topic_id)
+                if topic is None:
+                    known = self.image.topics_by_id.get(r.topic_id)
+                    topic = known.name if known is not None else None
+                if topic is None or self.logs.get(topic, r.partition_id) is not None:
+                    continue
+                cfg = LogConfig.from_properties(effective_topic_values(
+                    self.config, self.image,
+                    {**self.image.topic_config(topic), **overrides.get(topic, {})},
+                ))
+                self.logs.create(topic, r.partition_id, now_ms(), cfg)
+                created.append((topic, r.partition_id))
+        except (OSError, KafkaError) as exc:
+            self._drop_logs(created)
+            log.error("could not create the logs of %d new partition(s): %s; nothing was "
+                      "committed", len(created) + 1, exc)
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"could not create the partition logs: {exc}"
+            ) from exc
+        return created
+
+    def _drop_logs(self, created: list[tuple[str, int]]) -> None:
+        assert self.logs is not None
+        for topic, partition in created:
+            try:
+                self.logs.delete(topic, partition)
+            except OSError:
+                log.exception("could not delete the log of %s-%d", topic, partition)
 
     def sync_logs_with_image(self) -> None:
         """Create local logs for partitions led here; delete logs of removed topics."""
@@ -146,7 +220,18 @@ class Broker:
                     wanted.add((topic.name, p.partition))
         have = {tp for tp, _log in self.logs}
         for topic_name, index in sorted(wanted - have):
-            self.logs.get_or_create(topic_name, index, now_ms(), self.topic_log_config(topic_name))
+            try:
+                self.logs.get_or_create(
+                    topic_name, index, now_ms(), self.topic_log_config(topic_name)
+                )
+            except (OSError, KafkaError) as exc:  # tried again at the next sync
+                if (topic_name, index) not in self.offline_logs:
+                    log.error("cannot create the log of %s-%d, the partition is offline: %s",
+                              topic_name, index, exc)
+                self.offline_logs.add((topic_name, index))
+                continue
+            self.offline_logs.discard((topic_name, index))
+        self.offline_logs &= wanted
         # As Kafka's Partition.makeLeader: the leader epoch starts at the log end offset, so
         # OffsetForLeaderEpoch answers (epoch, LEO) for the current epoch even on an empty log.
         for topic_name, index in wanted:
@@ -212,6 +297,7 @@ class Broker:
         if cfg.metadata_log_dir not in dirs:
             dirs = [*dirs, cfg.metadata_log_dir]
         self.cluster_id = format_or_check(dirs, self.node_id, cfg.values.get("cluster.id"))
+        configure_file_cache(int(cfg["log.open.files.max"]))
         defaults = LogConfig.from_properties(
             {name: self.config.topic_default(name)[0] for name in TOPIC_CONFIGS}
         )
@@ -234,6 +320,17 @@ class Broker:
         for topic in self.image.topics:
             self.logs.update_config(topic, self.topic_log_config(topic))
         self.sync_logs_with_image()
+        self._advance_sole_replica_high_watermarks()
+
+    def _advance_sole_replica_high_watermarks(self) -> None:
+        """At start, as Kafka's ``makeLeader``: a leader that is the only in-sync replica has
+        its high watermark at its log end offset. The checkpointed one is older after a kill -9,
+        and records acknowledged before the kill would stay invisible until the next append."""
+        assert self.logs is not None
+        for (topic, index), plog in self.logs:
+            p = self.image.partition(topic, index)
+            if p is not None and p.leader == self.node_id and list(p.isr) == [self.node_id]:
+                plog.update_high_watermark(plog.log_end_offset)
 
     def _log_config_for(self, topic: str) -> LogConfig:
         if topic == METADATA_TOPIC:  # no retention, no cleaning: it is replayed whole

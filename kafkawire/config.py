@@ -182,6 +182,9 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "share.coordinator.state.topic.replication.factor": ("short", 1),
     "share.coordinator.state.topic.min.isr": ("int", 1),
     "connections.max.idle.ms": ("long", 600000),
+    # kafkawire's own (not a Kafka key): segment and index files kept open between uses, over
+    # all partitions (log/file_cache.py); capped at half the open-file limit at start.
+    "log.open.files.max": ("int", 256),
     "request.timeout.ms": ("int", 30000),
     "replica.lag.time.max.ms": ("long", 30000),
     "cluster.id": ("string", None),
@@ -255,7 +258,7 @@ BROKER_CONFIGS.update({
 })
 
 # Kafka's internal configs (``defineInternal``): accepted, never listed by DescribeConfigs.
-INTERNAL_BROKER_CONFIGS = frozenset({"log.initial.task.delay.ms"})
+INTERNAL_BROKER_CONFIGS = frozenset({"log.initial.task.delay.ms", "log.open.files.max"})
 
 # Keys Kafka has no default for (DescribeConfigs lists no DEFAULT_CONFIG synonym); kafkawire
 # falls back to the value above so that a node starts without any configuration.

@@ -17,6 +17,9 @@
 - Fetch sessions (KIP-227) are declined: every response has session id 0, so clients keep
   sending full fetch requests. A request naming a session id we never issued gets
   FETCH_SESSION_ID_NOT_FOUND.
+- Descriptors: a response holds at most ``FETCH_RESPONSE_OPEN_FILES_MAX`` segment files open
+  (for sendfile); the data of the other partitions is read into the response. A file that
+  cannot be opened (no descriptor left) gives KAFKA_STORAGE_ERROR for that partition.
 - Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (v13+: UNKNOWN_TOPIC_ID by id),
   OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a current leader epoch
   older / newer than ours.
@@ -43,6 +46,10 @@ API_KEY = 1
 VERSIONS = (4, 18)
 
 READ_COMMITTED = 1
+#: Segment files one response keeps open for ``os.sendfile``; the data of further partitions is
+#: copied into the response instead (a fetch of thousands of partitions must not take
+#: thousands of descriptors until it is sent; their data is small then).
+FETCH_RESPONSE_OPEN_FILES_MAX = 16
 Part = FetchResponse.PartitionData
 Aborted = FetchResponse.AbortedTransaction
 
@@ -68,6 +75,7 @@ class _Slot:
 def _read_all(broker: Broker, slots: list[_Slot], max_bytes: int, isolation: int) -> int:
     """Fill each slot's response; returns the number of record bytes gathered."""
     total = 0
+    held = 0  # segment files this response keeps open until it is sent
     first_data = True
     img = broker.image
     for s in slots:
@@ -80,6 +88,7 @@ def _read_all(broker: Broker, slots: list[_Slot], max_bytes: int, isolation: int
         if pimg is None or plog is None:
             r.error_code = (
                 ErrorCode.UNKNOWN_TOPIC_ID if s.topic_id != ZERO_UUID and pimg is None
+                else ErrorCode.KAFKA_STORAGE_ERROR if (s.topic, s.partition) in broker.offline_logs
                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
             continue
@@ -102,14 +111,26 @@ def _read_all(broker: Broker, slots: list[_Slot], max_bytes: int, isolation: int
             res = plog.read(
                 s.fetch_offset, max(limit, 0), max_offset=upper, min_one_message=first_data
             )
-        except KafkaError as e:
+        except (KafkaError, OSError) as e:
             # as Kafka: an errored partition carries default (-1) offsets and no aborted list
-            r.error_code = e.code
+            # (OSError: e.g. no descriptor left to open the segment: KAFKA_STORAGE_ERROR)
+            r.error_code = e.code if isinstance(e, KafkaError) else ErrorCode.KAFKA_STORAGE_ERROR
             r.high_watermark = r.last_stable_offset = r.log_start_offset = -1
             r.aborted_transactions = None
             continue
         if res.size > 0:
-            r.records = res  # a ReadResult: file ranges the server sends with sendfile
+            if held + len(res.ranges) <= FETCH_RESPONSE_OPEN_FILES_MAX:
+                r.records = res  # a ReadResult: file ranges the server sends with sendfile
+                held += len(res.ranges)
+            else:  # enough descriptors held by this response: copy the bytes instead
+                try:
+                    r.records = res.read_bytes()
+                except OSError:
+                    r.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                    r.high_watermark = r.last_stable_offset = r.log_start_offset = -1
+                    r.aborted_transactions = None
+                    r.records = b""
+                    continue
             total += res.size
             first_data = False
             if isolation == READ_COMMITTED:

@@ -163,7 +163,9 @@ async def handle(
             pimg = topic.partitions.get(pd.index)
             plog = broker.partition_log(topic.name, pd.index) if pimg is not None else None
             if pimg is None or plog is None:
-                parts.append(_error(pd.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                offline = pimg is not None and (topic.name, pd.index) in broker.offline_logs
+                parts.append(_error(pd.index, ErrorCode.KAFKA_STORAGE_ERROR if offline
+                                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             records = pd.records
             if records is None:
@@ -202,6 +204,9 @@ async def handle(
                 if e.code in _LOG_ERRORS and not isinstance(e, _NotVerified):
                     lso = plog.log_start_offset
                 parts.append(_error(pd.index, e.code, e.message or str(e), lso))
+                continue
+            except OSError as e:  # e.g. no descriptor left to open the segment or an index
+                parts.append(_error(pd.index, ErrorCode.KAFKA_STORAGE_ERROR, str(e)))
                 continue
             plog.update_high_watermark(plog.log_end_offset)
             broker.notifier.notify(topic.name, pd.index)
