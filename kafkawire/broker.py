@@ -27,7 +27,7 @@ from kafkawire.log_flusher import LogFlusher
 from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum
 from kafkawire.purgatory import AppendNotifier
 from kafkawire.retention import run_producer_expiration, run_retention
-from kafkawire.server import Connection, RequestContext, Server
+from kafkawire.server import Connection, FrameMemory, RequestContext, Server
 from kafkawire.storage import format_or_check
 from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_records
 from kraft import controller
@@ -57,6 +57,11 @@ SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     "streams.version": (0, 0),
     "transaction.version": (0, 2),
 }
+
+
+class StartupError(Exception):
+    """The broker cannot start (a busy port, an unusable log directory): one line for the
+    operator, no traceback."""
 
 
 def configure_file_cache(wanted: int) -> int:
@@ -89,6 +94,11 @@ class Broker:
         self.notifier = AppendNotifier()
         self.server = Server(self.dispatch, config.socket_request_max_bytes, self.on_disconnect)
         self.server.connection_limits = lambda: connection_limits(self.config, self.image)
+        idle_ms = int(config["connections.max.idle.ms"])
+        self.server.idle_ms = idle_ms if idle_ms >= 0 else float("inf")
+        queued_bytes = int(config["queued.max.request.bytes"])
+        if queued_bytes > 0:
+            self.server.frame_memory = FrameMemory(queued_bytes)
         self.bound_ports: dict[str, int] = {}
         self.started = trio.Event()
         self.start_time_ms = now_ms()
@@ -354,18 +364,43 @@ class Broker:
             self.node_id, self.incarnation_id, epoch, endpoints, None, SUPPORTED_FEATURES
         )
 
+    async def bind_listeners(self) -> list[tuple[str, str, list[trio.SocketListener]]]:
+        """Bind every listener before anything else happens (a second broker on a busy port
+        must not touch the data directory): (name, host, sockets). StartupError if a port
+        cannot be bound."""
+        bound: list[tuple[str, str, list[trio.SocketListener]]] = []
+        for lst in self.config.broker_listeners:
+            try:
+                listeners = await trio.open_tcp_listeners(lst.port, host=lst.host)
+            except OSError as e:
+                for _name, _host, ls in bound:
+                    for sock in ls:
+                        await sock.aclose()
+                raise StartupError(
+                    f"cannot listen on {lst.host}:{lst.port} ({lst.name}): "
+                    f"{e.strerror or e}"
+                ) from None
+            self.bound_ports[lst.name] = listeners[0].socket.getsockname()[1]
+            bound.append((lst.name, lst.host, listeners))
+        return bound
+
     async def run(self, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
-        self.open_storage()
+        bound = await self.bind_listeners()
+        try:
+            self.open_storage()
+        except OSError as e:
+            for _name, _host, ls in bound:
+                for sock in ls:
+                    await sock.aclose()
+            self.close()
+            raise StartupError(f"cannot open the log directories: {e}") from None
         try:
             async with trio.open_nursery() as nursery:
-                for lst in self.config.broker_listeners:
-                    listeners = await trio.open_tcp_listeners(lst.port, host=lst.host)
-                    port = listeners[0].socket.getsockname()[1]
-                    self.bound_ports[lst.name] = port
-                    await nursery.start(self.server.serve_listener, lst.name, listeners)
+                for name, host, listeners in bound:
+                    await nursery.start(self.server.serve_listener, name, listeners)
                     log.info(
                         "kafkawire node %s listening on %s:%s (%s), cluster id %s, data in %s",
-                        self.node_id, lst.host, port, lst.name, self.cluster_id,
+                        self.node_id, host, self.bound_ports[name], name, self.cluster_id,
                         self.config.log_dirs[0],
                     )
                 await self.commit_metadata(self.register())

@@ -177,6 +177,7 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "num.io.threads": ("int", 8),
     "num.recovery.threads.per.data.dir": ("int", 2),
     "queued.max.requests": ("int", 500),
+    "queued.max.request.bytes": ("long", -1),
     "metadata.max.idle.interval.ms": ("int", 500),
     "group.share.enable": ("boolean", False),
     "share.coordinator.state.topic.replication.factor": ("short", 1),

@@ -4,6 +4,9 @@ many partitions under a low open-file limit, restarts after a clean stop and aft
 from __future__ import annotations
 
 import os
+import socket
+import struct
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -138,3 +141,77 @@ def test_many_partitions_under_a_low_open_file_limit(tmp_path: Path) -> None:
         assert "Traceback" not in bp.log()
     finally:
         bp.close()
+
+
+# -- connections ------------------------------------------------------------------------------
+def _closed_within(sock: socket.socket, timeout_s: float) -> float | None:
+    """Seconds until the broker closed ``sock`` (EOF), None if still open after timeout_s."""
+    start = time.monotonic()
+    sock.settimeout(timeout_s)
+    try:
+        while True:
+            if not sock.recv(4096):
+                return time.monotonic() - start
+    except TimeoutError:
+        return None
+    except ConnectionResetError:
+        return time.monotonic() - start
+
+
+def test_idle_connections_are_closed(tmp_path: Path) -> None:
+    """connections.max.idle.ms: a silent connection and a slowloris one (half a frame, then
+    nothing) are closed; a connection that keeps talking is not."""
+    with BrokerProcess(tmp_path / "data", overrides={"connections.max.idle.ms": "1500"}) as bp:
+        host, port = bp.bootstrap.split(":")
+        silent = socket.create_connection((host, int(port)))
+        slow = socket.create_connection((host, int(port)))
+        slow.sendall(struct.pack(">i", 100) + b"\x00\x12")  # 2 of 100 bytes
+        waited = _closed_within(silent, 30)
+        assert waited is not None and waited >= 1.0
+        assert _closed_within(slow, 30) is not None
+        busy = RawClient(bp.bootstrap)
+        for _ in range(4):  # requests keep it alive past the idle time
+            assert busy.request(MetadataRequest(topics=[]), 12).brokers
+            time.sleep(0.5)
+        busy.close()
+        silent.close()
+        slow.close()
+
+
+def test_metadata_null_topic_name_before_v12(raw: RawClient) -> None:
+    for version in (10, 11):
+        req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=None)],
+                              allow_auto_topic_creation=False)
+        resp = raw.request(req, version)
+        assert [(t.name, t.error_code) for t in resp.topics] == [("", ErrorCode.INVALID_REQUEST)]
+        assert resp.brokers == [] and resp.controller_id == -1
+    # the connection is still usable
+    assert raw.request(MetadataRequest(topics=[]), 12).brokers
+
+
+def test_bad_frames_are_logged_rate_limited_with_their_correlation_id(tmp_path: Path) -> None:
+    with BrokerProcess(tmp_path / "data") as bp:
+        host, port = bp.bootstrap.split(":")
+        for i in range(200):  # unsupported version of Metadata: the connection is closed
+            with socket.create_connection((host, int(port))) as s:
+                s.sendall(struct.pack(">ihhi", 8, 3, 99, 7000 + i))
+                _closed_within(s, 10)
+        assert RawClient(bp.bootstrap).request(MetadataRequest(topics=[]), 12).brokers
+        lines = [ln for ln in bp.log().splitlines() if "unsupported version 99" in ln]
+        assert 1 <= len(lines) <= 20, len(lines)
+        assert "correlation id 7000" in lines[0]
+        assert "correlation id -1" not in bp.log()
+
+
+def test_busy_port_one_line_and_no_data_dir(tmp_path: Path) -> None:
+    with BrokerProcess(tmp_path / "a") as bp:
+        other = tmp_path / "b"
+        second = BrokerProcess(other, port=bp.port)
+        proc = subprocess.run(second.command(), capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
+        assert proc.returncode == 1
+        out = (proc.stdout + proc.stderr).strip().splitlines()
+        errors = [ln for ln in out if "ERROR" in ln]
+        assert len(errors) == 1 and f"127.0.0.1:{bp.port}" in errors[0], out
+        assert "Traceback" not in proc.stderr
+        assert not (other / "meta.properties").exists()
