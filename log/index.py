@@ -280,6 +280,18 @@ class OffsetIndex(_Index):
         i = bisect.bisect_right(range(self._entries), position, key=lambda j: unpack(buf, j * 8)[1])
         return 0 if i == 0 else int(unpack(buf, (i - 1) * 8)[1])
 
+    def entry_at_or_below_position(self, position: int) -> tuple[int, int] | None:
+        """The last entry (offset, position) whose position is <= ``position``, or None."""
+        last = self._last
+        if last is not None and last[1] <= position:
+            return last
+        if last is None:
+            return None
+        buf = self.load()
+        unpack = OFFSET_ENTRY.unpack_from
+        i = bisect.bisect_right(range(self._entries), position, key=lambda j: unpack(buf, j * 8)[1])
+        return None if i == 0 else self._entry(buf, i - 1)
+
     def first_at_or_after_position(self, position: int) -> int | None:
         """The offset of the first entry whose position is >= ``position`` (Kafka's
         ``fetchUpperBoundOffset``), None if there is none."""

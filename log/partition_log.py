@@ -382,7 +382,7 @@ class PartitionLog:
                     continue
                 if recovered_from is None:
                     recovered_from = seg.base_offset
-                result = seg.recover(seg.base_offset)
+                result = seg.recover(seg.base_offset, bases[i + 1] if i + 1 < len(bases) else None)
                 if result.truncated_bytes:
                     later = segments[i + 1 :]
                     logger.warning(
@@ -921,6 +921,9 @@ class PartitionLog:
         if self._lru.get(seg.base_offset) is seg:
             del self._lru[seg.base_offset]
 
+    def _next_base(self, i: int) -> int | None:
+        return self._segments[i + 1].base_offset if i + 1 < len(self._segments) else None
+
     def _segment_index(self, offset: int) -> int:
         return max(0, bisect.bisect_right(self._bases, offset) - 1)
 
@@ -961,13 +964,19 @@ class PartitionLog:
             if found is None:
                 if seg.unverified_end:  # a gap, or a damaged header that stopped the scan?
                     start = seg.offset_index.lookup(max(target, seg.base_offset))[1]
-                    good, bad = seg.verify_range(start, seg.size)
+                    good, bad = seg.verify_range(start, seg.size, self._next_base(i))
                     if bad is not None:
                         self._corrupt(seg, bad, fatal=total == 0)
                         break
                 i += 1
                 continue
             pos, h = found
+            if pos < seg.unverified_end:  # before trusting its offsets: is the header sound?
+                good, bad = seg.verify_range(pos, pos + h.batch_length + LOG_OVERHEAD,
+                                             self._next_base(i))
+                if bad is not None and good <= pos:
+                    self._corrupt(seg, bad, fatal=total == 0)
+                    break
             if h.base_offset + h.last_offset_delta >= limit:
                 break
             if result.first_offset < 0:
@@ -991,10 +1000,10 @@ class PartitionLog:
                     else:
                         break
             if pos < seg.unverified_end:  # data from before this open: CRC-check it first
-                good, bad = seg.verify_range(pos, end)
+                good, bad = seg.verify_range(pos, end, self._next_base(i))
                 if bad is not None:
-                    self._corrupt(seg, bad, fatal=total == 0 and good == pos)
-                    if good == pos:
+                    self._corrupt(seg, bad, fatal=total == 0 and good <= pos)
+                    if good <= pos:
                         break
                     end = good
             result.ranges.append(FileRange(seg.file(), pos, end - pos))
