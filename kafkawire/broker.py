@@ -155,8 +155,23 @@ class Broker:
             self.logs.update_config(name, self.topic_log_config(name))
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """The partition's log, None when it is not here or its log directory is offline."""
         assert self.logs is not None
+        if self.logs.offline:
+            return None
         return self.logs.get(topic, partition)
+
+    def is_offline(self, topic: str, partition: int) -> bool:
+        """The partition lives here but cannot be used (KAFKA_STORAGE_ERROR): its directory
+        went offline, or its log could not be created."""
+        assert self.logs is not None
+        return self.logs.offline or (topic, partition) in self.offline_logs
+
+    def storage_failed(self, exc: BaseException) -> None:
+        """An I/O error from a log of this node: the log directory goes offline (as Kafka's
+        LogDirFailureChannel), except for running out of descriptors."""
+        if self.logs is not None and isinstance(exc, OSError):
+            self.logs.mark_offline(exc)
 
     # ---- metadata operations (through the quorum) --------------------------------------
     async def commit_metadata(self, records: list[Any]) -> None:
@@ -204,8 +219,11 @@ class Broker:
                 created.append((topic, r.partition_id))
         except (OSError, KafkaError) as exc:
             self._drop_logs(created)
-            log.error("could not create the logs of %d new partition(s): %s; nothing was "
-                      "committed", len(created) + 1, exc)
+            if isinstance(exc, OSError):
+                self.storage_failed(exc)
+            if not self.logs.offline:
+                log.error("could not create the logs of %d new partition(s): %s; nothing was "
+                          "committed", len(created) + 1, exc)
             raise KafkaError(
                 ErrorCode.KAFKA_STORAGE_ERROR, f"could not create the partition logs: {exc}"
             ) from exc

@@ -94,7 +94,9 @@ def _produce_all(bootstrap: str, topics: list[str], parts: int, tag: str) -> Non
     assert p.flush(120) == 0
 
 
-def _consume_all(bootstrap: str, topics: list[str], parts: int) -> dict[tuple[str, int], list[bytes]]:
+def _consume_all(
+    bootstrap: str, topics: list[str], parts: int, want_per_partition: int = 2
+) -> dict[tuple[str, int], list[bytes]]:
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": uname("g"),
@@ -108,7 +110,7 @@ def _consume_all(bootstrap: str, topics: list[str], parts: int) -> dict[tuple[st
             for m in c.consume(1000, timeout=1):
                 if m.error() is None:
                     got.setdefault((m.topic(), m.partition()), []).append(m.value())
-            if len(got) == want and all(len(v) >= 2 for v in got.values()):
+            if len(got) == want and all(len(v) >= want_per_partition for v in got.values()):
                 break
     finally:
         c.close()
@@ -215,3 +217,72 @@ def test_busy_port_one_line_and_no_data_dir(tmp_path: Path) -> None:
         assert len(errors) == 1 and f"127.0.0.1:{bp.port}" in errors[0], out
         assert "Traceback" not in proc.stderr
         assert not (other / "meta.properties").exists()
+
+
+# -- a full disk ------------------------------------------------------------------------------
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Any:
+    """A 4 MiB tmpfs (needs root; skipped elsewhere)."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (not root?)")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def _fill(path: Path) -> None:
+    with open(path, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+
+
+def _produce_errors(bootstrap: str, topic: str, n: int) -> list[Any]:
+    from confluent_kafka import Producer
+
+    results: list[Any] = []
+    p = Producer({"bootstrap.servers": bootstrap, "retries": 0, "message.timeout.ms": 20000,
+                  "enable.idempotence": False})
+    for i in range(n):
+        p.produce(topic, value=b"v%d-" % i + b"x" * 8192, partition=0,
+                  on_delivery=lambda err, _m: results.append(err))
+    p.flush(60)
+    return results
+
+
+def test_full_disk_takes_the_log_dir_offline(small_disk: Path) -> None:
+    bp = BrokerProcess(small_disk / "data", log_file=small_disk.parent / "broker.log")
+    bp.start()
+    try:
+        raw = RawClient(bp.bootstrap)
+        assert create(raw, creatable("t", 1)).topics[0].error_code == 0
+        raw.close()
+        assert _produce_errors(bp.bootstrap, "t", 1) == [None]
+        _fill(small_disk / "filler")
+        for _ in range(2):
+            errors = _produce_errors(bp.bootstrap, "t", 5)
+            assert [e.code() for e in errors] == [ErrorCode.KAFKA_STORAGE_ERROR] * 5, errors
+        log = bp.log()
+        assert log.count("is offline after an I/O error") == 1, log
+        assert bp.stop() == 0
+        assert "Traceback" not in bp.log()
+        # a start on the full disk: one line, exit 1
+        proc = subprocess.run(bp.command(), capture_output=True, text=True, timeout=120,
+                              cwd=Path(__file__).parent.parent)
+        assert proc.returncode == 1
+        assert "cannot start" in proc.stdout + proc.stderr
+        assert "Traceback" not in proc.stdout + proc.stderr
+        # space again: the broker recovers the log and serves what was acknowledged
+        (small_disk / "filler").unlink()
+        bp.start()
+        got = _consume_all(bp.bootstrap, ["t"], 1, want_per_partition=1)
+        assert got[("t", 0)][:1] == [b"v0-" + b"x" * 8192]
+    finally:
+        bp.close()

@@ -88,7 +88,7 @@ def _read_all(broker: Broker, slots: list[_Slot], max_bytes: int, isolation: int
         if pimg is None or plog is None:
             r.error_code = (
                 ErrorCode.UNKNOWN_TOPIC_ID if s.topic_id != ZERO_UUID and pimg is None
-                else ErrorCode.KAFKA_STORAGE_ERROR if (s.topic, s.partition) in broker.offline_logs
+                else ErrorCode.KAFKA_STORAGE_ERROR if broker.is_offline(s.topic, s.partition)
                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
             continue

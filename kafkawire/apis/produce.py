@@ -163,7 +163,7 @@ async def handle(
             pimg = topic.partitions.get(pd.index)
             plog = broker.partition_log(topic.name, pd.index) if pimg is not None else None
             if pimg is None or plog is None:
-                offline = pimg is not None and (topic.name, pd.index) in broker.offline_logs
+                offline = pimg is not None and broker.is_offline(topic.name, pd.index)
                 parts.append(_error(pd.index, ErrorCode.KAFKA_STORAGE_ERROR if offline
                                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
@@ -199,6 +199,8 @@ async def handle(
                     log_append_time=log_append_time,
                 )
             except KafkaError as e:
+                if isinstance(e.__cause__, OSError):  # a write failed: the log dir goes offline
+                    broker.storage_failed(e.__cause__)
                 # errors found by the log (sequence, epoch) carry the real log start offset
                 lso = -1
                 if e.code in _LOG_ERRORS and not isinstance(e, _NotVerified):
@@ -206,6 +208,7 @@ async def handle(
                 parts.append(_error(pd.index, e.code, e.message or str(e), lso))
                 continue
             except OSError as e:  # e.g. no descriptor left to open the segment or an index
+                broker.storage_failed(e)
                 parts.append(_error(pd.index, ErrorCode.KAFKA_STORAGE_ERROR, str(e)))
                 continue
             plog.update_high_watermark(plog.log_end_offset)
