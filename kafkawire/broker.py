@@ -215,8 +215,10 @@ class Broker:
                     self.config, self.image,
                     {**self.image.topic_config(topic), **overrides.get(topic, {})},
                 ))
-                self.logs.create(topic, r.partition_id, now_ms(), cfg)
+                self.logs.create(topic, r.partition_id, now_ms(), cfg, sync_dir=False)
                 created.append((topic, r.partition_id))
+            if created:
+                self.logs.sync_dir()
         except (OSError, KafkaError) as exc:
             self._drop_logs(created)
             if isinstance(exc, OSError):

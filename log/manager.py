@@ -150,9 +150,12 @@ class LogManager:
         return len(self.logs)
 
     def create(
-        self, topic: str, partition: int, now_ms: int, config: LogConfig | None = None
+        self, topic: str, partition: int, now_ms: int, config: LogConfig | None = None,
+        *, sync_dir: bool = True,
     ) -> PartitionLog:
-        """Create an empty partition log (TOPIC_ALREADY_EXISTS if it is already here)."""
+        """Create an empty partition log (TOPIC_ALREADY_EXISTS if it is already here).
+        ``sync_dir=False``: the caller fsyncs the log directory once for many creations
+        (:meth:`sync_dir`)."""
         if self._closed:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log manager is closed")
         if self.offline_reason is not None:
@@ -175,10 +178,15 @@ class LogManager:
             log_start_offset=0,
             high_watermark=0,
         )
-        fsync_dir(self.log_dir)
+        if sync_dir:
+            fsync_dir(self.log_dir)
         log.roll_listener = self._roll_listener
         self.logs[key] = log
         return log
+
+    def sync_dir(self) -> None:
+        """fsync the log directory (new partition directories in it)."""
+        fsync_dir(self.log_dir)
 
     def get_or_create(
         self, topic: str, partition: int, now_ms: int, config: LogConfig | None = None

@@ -286,3 +286,15 @@ def test_full_disk_takes_the_log_dir_offline(small_disk: Path) -> None:
         assert got[("t", 0)][:1] == [b"v0-" + b"x" * 8192]
     finally:
         bp.close()
+
+
+@pytest.mark.slow
+def test_ten_thousand_partitions_under_the_default_open_file_limit(tmp_path: Path) -> None:
+    """The issue's check: 10,000 partitions over four topics under ``ulimit -n 1024``: every
+    partition produced to and consumed from, clean restart and kill -9 restart; prints the
+    figures for docs/BENCHMARKS.md (bench/partitions.py)."""
+    from bench.partitions import run, table
+
+    res = run(tmp_path / "data", 10_000, 4, 1024)
+    print(table(res))
+    assert all(p.open_files < 1024 for p in res.phases)
