@@ -77,6 +77,32 @@ class RateLimitedLog:
 #: warnings about misbehaving clients (malformed frames, unknown APIs), rate limited
 bad_clients = RateLimitedLog(log)
 
+
+class AcceptErrorFilter(logging.Filter):
+    """trio logs every failed ``accept`` (EMFILE: out of descriptors) with a traceback, ten
+    times a second while it lasts. Keep one line per ``interval_s``, without the traceback,
+    counting the ones dropped."""
+
+    def __init__(self, interval_s: float = 10.0) -> None:
+        super().__init__()
+        self.interval_s = interval_s
+        self._last = -math.inf
+        self._dropped = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.created - self._last < self.interval_s:
+            self._dropped += 1
+            return False
+        record.exc_info = None
+        record.exc_text = None
+        if self._dropped:
+            record.msg = f"{record.msg} ({self._dropped} more since the last such line)"
+        self._last, self._dropped = record.created, 0
+        return True
+
+
+logging.getLogger("trio.serve_listeners").addFilter(AcceptErrorFilter())
+
 _SIZE = struct.Struct(">i")
 _HDR = struct.Struct(">hhi")
 API_VERSIONS_KEY = 18

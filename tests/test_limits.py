@@ -298,3 +298,45 @@ def test_ten_thousand_partitions_under_the_default_open_file_limit(tmp_path: Pat
     res = run(tmp_path / "data", 10_000, 4, 1024)
     print(table(res))
     assert all(p.open_files < 1024 for p in res.phases)
+
+
+def test_out_of_descriptors_never_stops_the_broker(tmp_path: Path) -> None:
+    """Connections eat every descriptor of a broker under ``ulimit -n 100``: requests that
+    need a file get KAFKA_STORAGE_ERROR or are served, new connections wait; once they close
+    everything works, SIGTERM stops it cleanly and it restarts, also after kill -9."""
+    bp = BrokerProcess(tmp_path / "data", open_files_limit=100)
+    bp.start()
+    try:
+        topics = [uname("emfile")]
+        raw = RawClient(bp.bootstrap)
+        assert create(raw, creatable(topics[0], 40)).topics[0].error_code == 0
+        _produce_all(bp.bootstrap, topics, 40, "one")
+        host, port = bp.bootstrap.split(":")
+        hogs = []
+        for _ in range(120):  # more than the broker can accept
+            try:
+                hogs.append(socket.create_connection((host, int(port)), timeout=5))
+            except OSError:
+                break
+        time.sleep(1)  # let the broker hit EMFILE on accept
+        # the connection opened before still works; file-backed requests may fail cleanly
+        for _ in range(3):
+            resp = raw.request(MetadataRequest(topics=[]), 12)
+            assert resp.brokers
+        for s in hogs:
+            s.close()
+        raw.close()
+        got = _consume_all(bp.bootstrap, topics, 40, want_per_partition=1)
+        assert len(got) == 40
+        assert bp.stop() == 0
+        bp.start()
+        _produce_all(bp.bootstrap, topics, 40, "two")
+        bp.restart(kill=True)
+        got = _consume_all(bp.bootstrap, topics, 40)
+        assert all(v[:2] == [f"one-{t}-{i}".encode(), f"two-{t}-{i}".encode()]
+                   for (t, i), v in got.items())
+        log = bp.log_path.read_text(errors="replace")
+        assert "Traceback" not in log, log[-3000:]
+        assert 1 <= log.count("accept returned EMFILE") <= 5, log[-3000:]
+    finally:
+        bp.close()
