@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain
+.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ test: $(STAMP) deps-system deps-java
 ## pipeline: the Spark clickstream example end to end on its own kafkawire (needs Java 17 + Maven)
 pipeline: $(STAMP) deps-java
 	$(PY) -m examples.clickstream $(ARGS)
+
+## fuzz-soak: the structure-aware fuzzing of every API key and version against a live broker,
+## long (FUZZ_EXAMPLES per API key, default 2000; the test run uses 6)
+fuzz-soak: $(STAMP)
+	KAFKAWIRE_FUZZ_EXAMPLES=$(or $(FUZZ_EXAMPLES),2000) $(PY) -m pytest tests/test_fuzz_structured.py tests/test_fuzz_live.py -q $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow and not compat and not spark" $(PYTEST_ARGS)

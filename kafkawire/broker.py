@@ -9,6 +9,7 @@ the broker's small set of mutating operations, which go through the metadata quo
 from __future__ import annotations
 
 import logging
+import resource
 import time
 import uuid
 from typing import Any
@@ -30,14 +31,18 @@ from kafkawire.purgatory import AppendNotifier
 from kafkawire.quorum_config import parse_voters
 from kafkawire.replica_manager import ReplicaManager
 from kafkawire.retention import run_producer_expiration, run_retention
-from kafkawire.server import Connection, RequestContext, Server
+from kafkawire.server import Connection, FrameMemory, RequestContext, Server
 from kafkawire.storage import StorageError, format_or_check
 from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_records
 from kraft import controller
 from kraft.image import MetadataImage
 from log.config import LogConfig
+from log.file_cache import FILE_CACHE
 from log.manager import LogManager
 from log.partition_log import PartitionLog
+from protocol._generated.config_record import ConfigRecord
+from protocol._generated.partition_record import PartitionRecord
+from protocol._generated.topic_record import TopicRecord
 from protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("kafkawire.broker")
@@ -58,6 +63,24 @@ SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
 }
 
 
+class StartupError(Exception):
+    """The broker cannot start (a busy port, an unusable log directory): one line for the
+    operator, no traceback."""
+
+
+def configure_file_cache(wanted: int) -> int:
+    """Size the log file handle cache: ``log.open.files.max``, at most half of the soft
+    open-file limit (the rest is for connections, checkpoints and fetches in progress)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    size = wanted
+    if soft != resource.RLIM_INFINITY and wanted > soft // 2:
+        size = max(1, soft // 2)
+        log.info("log.open.files.max %d lowered to %d (half of the open-file limit %d)",
+                 wanted, size, soft)
+    FILE_CACHE.configure(size)
+    return size
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -76,10 +99,16 @@ class Broker:
         self.notifier = AppendNotifier()
         self.server = Server(self.dispatch, config.socket_request_max_bytes, self.on_disconnect)
         self.server.connection_limits = lambda: connection_limits(self.config, self.image)
+        idle_ms = int(config["connections.max.idle.ms"])
+        self.server.idle_ms = idle_ms if idle_ms >= 0 else float("inf")
+        queued_bytes = int(config["queued.max.request.bytes"])
+        if queued_bytes > 0:
+            self.server.frame_memory = FrameMemory(queued_bytes)
         self.bound_ports: dict[str, int] = {}
         self.started = trio.Event()
         self.start_time_ms = now_ms()
         self.disconnect_hooks: list[Any] = []
+        #: partitions hosted here whose log could not be created or opened (KAFKA_STORAGE_ERROR)
         self.metadata_lock = trio.Lock()
         self._pid_next = 0
         self._pid_end = 0
@@ -131,17 +160,92 @@ class Broker:
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
         """The log of a hosted replica, for inspection only (producer state, sizes): appends,
-        reads and the high watermark go through ``self.replicas``."""
-        assert self.replicas is not None
+        reads and the high watermark go through ``self.replicas``. None when it is not here or
+        its log directory is offline."""
+        assert self.replicas is not None and self.logs is not None
+        if self.logs.offline:
+            return None
         p = self.replicas.partition(topic, partition)
         return p.log if p is not None else None
 
+    def is_offline(self, topic: str, partition: int) -> bool:
+        """The partition lives here but cannot be used (KAFKA_STORAGE_ERROR): its directory
+        went offline, or its log could not be created."""
+        assert self.logs is not None
+        assert self.replicas is not None
+        return self.logs.offline or (topic, partition) in self.replicas.offline_logs
+
+    def storage_failed(self, exc: BaseException) -> None:
+        """An I/O error from a log of this node: the log directory goes offline (as Kafka's
+        LogDirFailureChannel), except for running out of descriptors."""
+        if self.logs is not None and isinstance(exc, OSError):
+            self.logs.mark_offline(exc)
+
     # ---- metadata operations (through the quorum) --------------------------------------
     async def commit_metadata(self, records: list[Any]) -> None:
+        """Commit ``records`` to the metadata log and bring the local logs in line.
+
+        The logs of partitions the records create here are created FIRST: when that fails
+        (no descriptors left, a full disk) the records are not committed and the caller gets
+        KAFKA_STORAGE_ERROR, so the metadata never lists a partition whose log could not be
+        made."""
         assert self.quorum is not None
         if records:
-            await self.quorum.append(records)
+            created = self.create_logs_for(records)
+            try:
+                await self.quorum.append(records)
+            except BaseException:
+                self._drop_logs(created)
+                raise
             self.sync_logs_with_image()
+
+    def create_logs_for(self, records: list[Any]) -> list[tuple[str, int]]:
+        """Create the logs of the new partitions in ``records`` that live on this node.
+        All or nothing: on failure the ones made are deleted and KAFKA_STORAGE_ERROR raised."""
+        assert self.logs is not None
+        names = {r.topic_id: r.name for r in records if isinstance(r, TopicRecord)}
+        overrides: dict[str, dict[str, str]] = {}
+        for r in records:
+            if isinstance(r, ConfigRecord) and r.resource_type == 2 and r.value is not None:
+                overrides.setdefault(r.resource_name, {})[r.name] = r.value
+        created: list[tuple[str, int]] = []
+        try:
+            for r in records:
+                if not isinstance(r, PartitionRecord) or self.node_id not in r.replicas:
+                    continue
+                topic = names.get(r.topic_id)
+                if topic is None:
+                    known = self.image.topics_by_id.get(r.topic_id)
+                    topic = known.name if known is not None else None
+                if topic is None or self.logs.get(topic, r.partition_id) is not None:
+                    continue
+                cfg = LogConfig.from_properties(effective_topic_values(
+                    self.config, self.image,
+                    {**self.image.topic_config(topic), **overrides.get(topic, {})},
+                ))
+                self.logs.create(topic, r.partition_id, now_ms(), cfg, sync_dir=False)
+                created.append((topic, r.partition_id))
+            if created:
+                self.logs.sync_dir()
+        except (OSError, KafkaError) as exc:
+            self._drop_logs(created)
+            if isinstance(exc, OSError):
+                self.storage_failed(exc)
+            if not self.logs.offline:
+                log.error("could not create the logs of %d new partition(s): %s; nothing was "
+                          "committed", len(created) + 1, exc)
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"could not create the partition logs: {exc}"
+            ) from exc
+        return created
+
+    def _drop_logs(self, created: list[tuple[str, int]]) -> None:
+        assert self.logs is not None
+        for topic, partition in created:
+            try:
+                self.logs.delete(topic, partition)
+            except OSError:
+                log.exception("could not delete the log of %s-%d", topic, partition)
 
     def sync_logs_with_image(self) -> None:
         """Host the partitions the image places here, each as leader or follower (the replica
@@ -196,6 +300,7 @@ class Broker:
     def open_storage(self) -> None:
         cfg = self.config
         self.cluster_id = format_or_check(cfg, now_ms())
+        configure_file_cache(int(cfg["log.open.files.max"]))
         defaults = LogConfig.from_properties(
             {name: self.config.topic_default(name)[0] for name in TOPIC_CONFIGS}
         )
@@ -267,18 +372,43 @@ class Broker:
             self.node_id, self.incarnation_id, epoch, endpoints, None, SUPPORTED_FEATURES
         )
 
+    async def bind_listeners(self) -> list[tuple[str, str, list[trio.SocketListener]]]:
+        """Bind every listener before anything else happens (a second broker on a busy port
+        must not touch the data directory): (name, host, sockets). StartupError if a port
+        cannot be bound."""
+        bound: list[tuple[str, str, list[trio.SocketListener]]] = []
+        for lst in self.config.broker_listeners:
+            try:
+                listeners = await trio.open_tcp_listeners(lst.port, host=lst.host)
+            except OSError as e:
+                for _name, _host, ls in bound:
+                    for sock in ls:
+                        await sock.aclose()
+                raise StartupError(
+                    f"cannot listen on {lst.host}:{lst.port} ({lst.name}): "
+                    f"{e.strerror or e}"
+                ) from None
+            self.bound_ports[lst.name] = listeners[0].socket.getsockname()[1]
+            bound.append((lst.name, lst.host, listeners))
+        return bound
+
     async def run(self, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
-        self.open_storage()
+        bound = await self.bind_listeners()
+        try:
+            self.open_storage()
+        except OSError as e:
+            for _name, _host, ls in bound:
+                for sock in ls:
+                    await sock.aclose()
+            self.close()
+            raise StartupError(f"cannot open the log directories: {e}") from None
         try:
             async with trio.open_nursery() as nursery:
-                for lst in self.config.broker_listeners:
-                    listeners = await trio.open_tcp_listeners(lst.port, host=lst.host)
-                    port = listeners[0].socket.getsockname()[1]
-                    self.bound_ports[lst.name] = port
-                    await nursery.start(self.server.serve_listener, lst.name, listeners)
+                for name, host, listeners in bound:
+                    await nursery.start(self.server.serve_listener, name, listeners)
                     log.info(
                         "kafkawire node %s listening on %s:%s (%s), cluster id %s, data in %s",
-                        self.node_id, lst.host, port, lst.name, self.cluster_id,
+                        self.node_id, host, self.bound_ports[name], name, self.cluster_id,
                         self.config.log_dirs[0],
                     )
                 await self.commit_metadata(self.register())

@@ -139,18 +139,36 @@ def main(argv: list[str] | None = None) -> int:
         logger.warning("unknown configuration key %r (ignored)", key)
     for key in cfg.ignored:
         logger.warning("configuration key %r is accepted but has no effect in kafkawire", key)
+    from kafkawire.broker import StartupError
+
     try:
         trio.run(_serve, cfg)
     except KeyboardInterrupt:
         pass
     except BaseException as e:  # one clear line for a node that must not start
-        err = startup_error(e)
+        bound = _find(e, StartupError)  # a listener or a log directory that cannot be had
+        if bound is not None:
+            logger.error("kafkawire cannot start: %s", bound)
+            return 1
+        err = startup_error(e)  # storage or metadata that must not be served
         if err is None:
             raise
         print(f"kafkawire: {err}", file=sys.stderr)
         return 1
     logger.info("kafkawire stopped")
     return 0
+
+
+def _find(exc: BaseException, kind: type[Exception]) -> BaseException | None:
+    """``exc`` itself or the first ``kind`` inside (nested) exception groups."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for sub in exc.exceptions:
+            found = _find(sub, kind)
+            if found is not None:
+                return found
+    return None
 
 
 if __name__ == "__main__":

@@ -181,6 +181,7 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "num.io.threads": ("int", 8),
     "num.recovery.threads.per.data.dir": ("int", 2),
     "queued.max.requests": ("int", 500),
+    "queued.max.request.bytes": ("long", -1),
     "metadata.max.idle.interval.ms": ("int", 500),
     "metadata.log.max.record.bytes.between.snapshots": ("long", 20971520),
     "metadata.log.max.snapshot.interval.ms": ("long", 3600000),
@@ -193,6 +194,9 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "share.coordinator.state.topic.replication.factor": ("short", 1),
     "share.coordinator.state.topic.min.isr": ("int", 1),
     "connections.max.idle.ms": ("long", 600000),
+    # kafkawire's own (not a Kafka key): segment and index files kept open between uses, over
+    # all partitions (log/file_cache.py); capped at half the open-file limit at start.
+    "log.open.files.max": ("int", 256),
     "request.timeout.ms": ("int", 30000),
     "replica.lag.time.max.ms": ("long", 30000),
     "cluster.id": ("string", None),
@@ -266,7 +270,9 @@ BROKER_CONFIGS.update({
 })
 
 # Kafka's internal configs (``defineInternal``): accepted, never listed by DescribeConfigs.
-INTERNAL_BROKER_CONFIGS = frozenset({"log.initial.task.delay.ms", "internal.metadata.log.segment.bytes"})
+INTERNAL_BROKER_CONFIGS = frozenset({
+    "log.initial.task.delay.ms", "internal.metadata.log.segment.bytes", "log.open.files.max",
+})
 
 # Keys Kafka has no default for (DescribeConfigs lists no DEFAULT_CONFIG synonym); kafkawire
 # falls back to the value above so that a node starts without any configuration.

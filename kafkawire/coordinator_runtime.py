@@ -204,6 +204,7 @@ class CoordinatorRuntime:
         self.topic = topic
         self.shard_factory: Callable[[int], Shard] = shard_factory or (lambda _p: NullShard())
         self.slots: dict[int, _Slot] = {}
+        self._create_error = ""  # the last reason the topic could not be created (logged once)
         self._changed = trio.Event()
         self._rearm = trio.Event()
         self._nursery: trio.Nursery | None = None
@@ -246,8 +247,10 @@ class CoordinatorRuntime:
                 self.topic_configs(),
             )
         except KafkaError as e:
-            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            # retried every second while clients ask: say it once per distinct reason
+            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS and str(e) != self._create_error:
                 log.warning("cannot create %s: %s", self.topic.name, e)
+            self._create_error = str(e)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
 
     def leader_of(self, partition: int) -> int:

@@ -46,6 +46,8 @@ class ReplicaManager:
         self.node_id = node_id
         self.notifier = notifier
         self.partitions: dict[TopicPartition, Partition] = {}
+        #: partitions placed here whose log could not be created (KAFKA_STORAGE_ERROR)
+        self.offline_logs: set[TopicPartition] = set()
         self._image: MetadataImage | None = None
 
     def __iter__(self) -> Iterator[tuple[TopicPartition, Partition]]:
@@ -83,9 +85,18 @@ class ReplicaManager:
         for tp in sorted(wanted):
             p = self.partitions.get(tp)
             if p is None:
-                plog = self.logs.get_or_create(tp[0], tp[1], now_ms, config_for(tp[0]))
+                try:
+                    plog = self.logs.get_or_create(tp[0], tp[1], now_ms, config_for(tp[0]))
+                except (OSError, KafkaError) as exc:  # tried again at the next image
+                    if tp not in self.offline_logs:
+                        log.error("cannot create the log of %s-%d, the partition is offline: %s",
+                                  tp[0], tp[1], exc)
+                    self.offline_logs.add(tp)
+                    continue
+                self.offline_logs.discard(tp)
                 p = self._host(plog)
             self._apply_role(p, wanted[tp], now_ms)
+        self.offline_logs &= set(wanted)
         gone = [tp for tp, p in self.partitions.items() if tp not in wanted and not p.hw_requires_flush]
         for tp in sorted(gone):
             self.partitions.pop(tp).make_offline()

@@ -321,6 +321,9 @@ class LogCore:
         if self._lru.get(seg.base_offset) is seg:
             del self._lru[seg.base_offset]
 
+    def _next_base(self, i: int) -> int | None:
+        return self._segments[i + 1].base_offset if i + 1 < len(self._segments) else None
+
     def _segment_index(self, offset: int) -> int:
         return max(0, bisect.bisect_right(self._bases, offset) - 1)
 

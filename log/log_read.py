@@ -118,13 +118,19 @@ class LogRead(LogCore):
             if found is None:
                 if seg.unverified_end:  # a gap, or a damaged header that stopped the scan?
                     start = seg.offset_index.lookup(max(target, seg.base_offset))[1]
-                    good, bad = seg.verify_range(start, seg.size)
+                    good, bad = seg.verify_range(start, seg.size, self._next_base(i))
                     if bad is not None:
                         self._corrupt(seg, bad, fatal=total == 0)
                         break
                 i += 1
                 continue
             pos, h = found
+            if pos < seg.unverified_end:  # before trusting its offsets: is the header sound?
+                good, bad = seg.verify_range(pos, pos + h.batch_length + LOG_OVERHEAD,
+                                             self._next_base(i))
+                if bad is not None and good <= pos:
+                    self._corrupt(seg, bad, fatal=total == 0)
+                    break
             if h.base_offset + h.last_offset_delta >= limit:
                 break
             if result.first_offset < 0:
@@ -134,10 +140,10 @@ class LogRead(LogCore):
             if end == pos:
                 break
             if pos < seg.unverified_end:  # data from before this open: CRC-check it first
-                good, bad = seg.verify_range(pos, end)
+                good, bad = seg.verify_range(pos, end, self._next_base(i))
                 if bad is not None:
-                    self._corrupt(seg, bad, fatal=total == 0 and good == pos)
-                    if good == pos:
+                    self._corrupt(seg, bad, fatal=total == 0 and good <= pos)
+                    if good <= pos:
                         break
                     end = good
             result.ranges.append(FileRange(seg.file(), pos, end - pos))

@@ -116,7 +116,7 @@ class LogRecovery(LogCore):
                 continue
             if recovered_from is None:
                 recovered_from = seg.base_offset
-            result = seg.recover(seg.base_offset)
+            result = seg.recover(seg.base_offset, bases[i + 1] if i + 1 < len(bases) else None)
             if result.truncated_bytes:
                 later = segments[i + 1 :]
                 logger.warning(

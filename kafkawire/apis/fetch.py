@@ -17,6 +17,9 @@
 - Fetch sessions (KIP-227) are declined: every response has session id 0, so clients keep
   sending full fetch requests. A request naming a session id we never issued gets
   FETCH_SESSION_ID_NOT_FOUND.
+- Descriptors: a response holds at most ``FETCH_RESPONSE_OPEN_FILES_MAX`` segment files open
+  (for sendfile); the data of the other partitions is read into the response. A file that
+  cannot be opened (no descriptor left) gives KAFKA_STORAGE_ERROR for that partition.
 - Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (v13+: UNKNOWN_TOPIC_ID by id),
   OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a current leader epoch
   older / newer than ours, NOT_LEADER_OR_FOLLOWER for a partition not hosted here, or not
@@ -52,6 +55,10 @@ API_KEY = 1
 VERSIONS = (4, 18)
 
 READ_COMMITTED = 1
+#: Segment files one response keeps open for ``os.sendfile``; the data of further partitions is
+#: copied into the response instead (a fetch of thousands of partitions must not take
+#: thousands of descriptors until it is sent; their data is small then).
+FETCH_RESPONSE_OPEN_FILES_MAX = 16
 Part = FetchResponse.PartitionData
 Aborted = FetchResponse.AbortedTransaction
 
@@ -77,6 +84,7 @@ class _Params:
     isolation: FetchIsolation
     require_leader: bool
     now_ms: int
+    held_files: int = 0  # segment files this response keeps open until it is sent
 
 
 def _params(req: FetchRequest, version: int, now_ms: int) -> _Params:
@@ -121,7 +129,11 @@ def _read_one(p: Partition, s: _Slot, params: _Params, limit: int, first: bool) 
     res = read.records
     if res is None or res.size == 0:
         return 0
-    r.records = res  # a ReadResult: file ranges the server sends with sendfile
+    if params.held_files + len(res.ranges) <= FETCH_RESPONSE_OPEN_FILES_MAX:
+        r.records = res  # a ReadResult: file ranges the server sends with sendfile
+        params.held_files += len(res.ranges)
+    else:  # enough descriptors held by this response: copy the bytes instead
+        r.records = res.read_bytes()  # OSError: KAFKA_STORAGE_ERROR in _read_all
     if committed:
         # Kafka's bound: the first index entry past the bytes read (else the next segment /
         # the log end), not the LSO; an empty read lists nothing.
@@ -149,12 +161,18 @@ def _read_all(broker: Broker, slots: list[_Slot], max_bytes: int, params: _Param
                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
             continue
+        if broker.is_offline(s.topic, s.partition):
+            _failed(r, ErrorCode.KAFKA_STORAGE_ERROR)
+            continue
         limit = min(s.partition_max_bytes, max_bytes - total)
         try:
             p = broker.replicas.hosted(s.topic, s.partition)
             total += _read_one(p, s, params, limit, total == 0)
         except KafkaError as e:
             _failed(r, e.code)
+        except OSError:  # e.g. no descriptor left to open the segment
+            r.records = b""
+            _failed(r, ErrorCode.KAFKA_STORAGE_ERROR)
     return total
 
 

@@ -210,6 +210,8 @@ async def _append_partition(
     """One partition's append through the partition-state layer: its answer, and on success
     the partition and the offset acks=all waits for."""
     assert broker.replicas is not None
+    if broker.is_offline(topic, pd.index):  # its log directory failed, or its log is missing
+        return _error(pd.index, ErrorCode.KAFKA_STORAGE_ERROR), None, -1
     try:
         partition = broker.replicas.leader_partition(topic, pd.index)
     except KafkaError as e:
@@ -236,6 +238,8 @@ async def _append_partition(
             log_append_time=settings.log_append_time,
         )
     except KafkaError as e:
+        if isinstance(e.__cause__, OSError):  # a write failed: the log dir goes offline
+            broker.storage_failed(e.__cause__)
         # errors found by the log (sequence, epoch) carry the real log start offset
         lso = -1
         if e.code in _LOG_ERRORS and not isinstance(e, _NotVerified):
@@ -245,6 +249,9 @@ async def _append_partition(
         message = (None if e.code in _NO_MESSAGE and not isinstance(e, _NotVerified)
                    else e.message or str(e))
         return _error(pd.index, e.code, message, lso), None, -1
+    except OSError as e:  # e.g. no descriptor left to open the segment or an index
+        broker.storage_failed(e)
+        return _error(pd.index, ErrorCode.KAFKA_STORAGE_ERROR, str(e)), None, -1
     resp = PartResp(
         index=pd.index, error_code=ErrorCode.NONE, base_offset=info.first_offset,
         log_append_time_ms=info.log_append_time_ms, log_start_offset=info.log_start_offset,
