@@ -229,7 +229,7 @@ class TxnCoordinator:
         (the previous transaction's markers are still being written, the normal case right
         after an EndTxn) is retried here every ``add.partitions.to.txn.retry.backoff.ms`` for
         up to ``add.partitions.to.txn.retry.backoff.max.ms`` (at most ``request.timeout.ms``)
-        before the client is told (NOT_ENOUGH_REPLICAS, retriable)."""
+        before the caller gets it (the underlying code, second in the pair)."""
         values = self.broker.config.values
         backoff_ms = int(values["add.partitions.to.txn.retry.backoff.ms"])
         budget_ms = min(int(values["add.partitions.to.txn.retry.backoff.max.ms"]),

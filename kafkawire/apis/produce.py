@@ -26,7 +26,7 @@ frame and writes the client's bytes verbatim. No Python loop ever visits a recor
   version 2, KIP-890 part 2) the write adds the partition to the transaction instead;
   CONCURRENT_TRANSACTIONS (the previous transaction's markers pending) is retried in the broker
   (``add.partitions.to.txn.retry.backoff.ms`` / ``...backoff.max.ms``) before the client gets
-  NOT_ENOUGH_REPLICAS. A producer's open transaction on the partition counts only at the epoch
+  it (v12+ only: older versions get NOT_ENOUGH_REPLICAS, as Kafka). A producer's open transaction on the partition counts only at the epoch
   that opened it (issue 11: the next transaction's write, epoch + 1, never joins it).
 - Compacted topics (cleanup.policy contains ``compact``): a record without a key fails the
   partition with INVALID_RECORD and per-record ``record_errors`` (v8+), Kafka's messages. This
@@ -101,8 +101,8 @@ async def _verify_transaction(
     transaction version 2 every EndTxn bumps the epoch, so the first write of the next
     transaction (epoch + 1) can arrive while the previous one (epoch) still waits for its
     marker here. It is a new transaction: the coordinator answers CONCURRENT_TRANSACTIONS until
-    the previous one is complete (retried here for a while, then NOT_ENOUGH_REPLICAS, which
-    the client retries), and the write never joins the transaction the marker will close."""
+    the previous one is complete (retried here for a while, then answered as it is: version-2
+    clients retry it), and the write never joins the transaction the marker will close."""
     coordinator = broker.txn_coordinator
     if version < 12 and not coordinator.verification_enabled():
         return
@@ -114,6 +114,10 @@ async def _verify_transaction(
                 code, underlying = await coordinator.add_implicitly(
                     tid, topic, partition, h.producer_id, h.producer_epoch, retry=True
                 )
+                if underlying == ErrorCode.CONCURRENT_TRANSACTIONS:
+                    # still completing after the broker's retries: said as it is to version-2
+                    # clients, which retry it (Kafka since KAFKA-18662)
+                    raise _NotVerified(ErrorCode.CONCURRENT_TRANSACTIONS)
                 if code == ErrorCode.NONE:
                     # the await let other tasks run (a coordinator abort, a marker): check
                     # again now, with no await between this check and the append (Kafka's
