@@ -27,6 +27,7 @@ from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum
 from kafkawire.purgatory import AppendNotifier
 from kafkawire.retention import run_producer_expiration, run_retention
 from kafkawire.server import Connection, RequestContext, Server
+from kafkawire.share_coordinator import ShareService, share_version_records
 from kafkawire.storage import format_or_check
 from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_records
 from kraft import controller
@@ -42,13 +43,13 @@ SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL":
 
 # feature name -> (min, max) we support. transaction.version 2 = KIP-890 part 2 (finalized at
 # start, kafkawire/txn_coordinator.py); group.version 1 = KIP-848 consumer groups
-# (groups/consumer.py).
+# (groups/consumer.py); share.version 1 = KIP-932 share groups (kafkawire/share_coordinator.py).
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     "metadata.version": (7, controller.METADATA_VERSION_LEVEL),
     "kraft.version": (0, 0),
     "eligible.leader.replicas.version": (0, controller.ELR_VERSION_LEVEL),
     "group.version": (0, 1),
-    "share.version": (0, 0),
+    "share.version": (0, 1),
     "streams.version": (0, 0),
     "transaction.version": (0, 2),
 }
@@ -87,6 +88,7 @@ class Broker:
             GROUP_TOPIC.key_type: self.group_runtime, TXN_TOPIC.key_type: self.txn_runtime
         }
         self.txn_coordinator = TxnCoordinator(self)
+        self.share = ShareService(self)
 
     # ---- state --------------------------------------------------------------------------
     @property
@@ -229,6 +231,7 @@ class Broker:
             )
         features = group_version_records(self.config, self.image)
         features += transaction_version_records(self.image)
+        features += share_version_records(self.image)
         if features:
             self.quorum.append_sync(features)
         for topic in self.image.topics:
@@ -275,6 +278,7 @@ class Broker:
                 for runtime in self.coordinators_by_key_type.values():
                     await nursery.start(runtime.serve)
                 await nursery.start(self.txn_coordinator.serve)
+                await nursery.start(self.share.serve)
                 assert self.flusher is not None and self.cleaner is not None
                 await nursery.start(self.flusher.run)
                 nursery.start_soon(run_retention, self)

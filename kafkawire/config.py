@@ -222,6 +222,8 @@ BROKER_CONFIGS.update({
     "group.consumer.max.heartbeat.interval.ms": ("int", 15000),
     "group.consumer.min.assignment.interval.ms": ("int", 0),
     "group.consumer.max.assignment.interval.ms": ("int", 15000),
+    "group.share.max.size": ("int", 200),
+    "group.share.max.share.sessions": ("int", 2000),
     "group.share.session.timeout.ms": ("int", 45000),
     "group.share.min.session.timeout.ms": ("int", 45000),
     "group.share.max.session.timeout.ms": ("int", 60000),

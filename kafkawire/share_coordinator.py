@@ -1,0 +1,292 @@
+"""Share groups at runtime (KIP-932): membership, share partitions, share sessions, timers.
+
+``ShareService`` drives the sans-I/O cores:
+
+* ``groups.share_group.ShareGroups``: ShareGroupHeartbeat/Describe, epochs, assignment, session
+  expiry (``share.session.timeout.ms``);
+* one ``groups.share_partition.SharePartition`` per (group, topic id, partition), created when a
+  member is first assigned the partition (Kafka initializes share-partition state at that
+  point too) at the offset ``share.auto.offset.reset`` gives (latest: the high watermark;
+  earliest: the log start offset; ``by_duration:``: the first offset at or after now minus the
+  duration), or from the state persisted in ``__share_group_state``
+  (``kafkawire.share_state``);
+* share sessions (``ShareSession``), keyed by (group, member): the partitions a member fetches
+  and the epoch its next ShareFetch/ShareAcknowledge must carry.
+
+One timer task expires acquisition locks and member sessions; released records wake the
+ShareFetch long-polls of their partition (through the append notifier, which Fetch shares).
+
+Share groups are served when ``share.version`` >= 1 is finalized (Kafka 4.3.1 finalizes 1 on a
+new cluster) or the internal ``group.share.enable`` is set; otherwise the share APIs answer
+UNSUPPORTED_VERSION.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from groups.share_group import ShareGroups, ShareGroupSettings
+from groups.share_partition import ShareLimits, SharePartition, StateBatch
+from kafkawire.config_resources import group_config_entries
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+    from kraft.image import MetadataImage
+
+log = logging.getLogger("kafkawire.share")
+
+SHARE_VERSION = 1
+SPKey = tuple[str, uuid.UUID, int]  # group, topic id, partition
+_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", re.I)
+
+
+def share_version_records(image: MetadataImage) -> list[Any]:
+    """Finalize ``share.version=1`` on a fresh cluster, as Kafka 4.2+ formats new storage
+    (share groups are production-ready from 4.2). Never changed at start once recorded."""
+    from protocol._generated.feature_level_record import FeatureLevelRecord
+
+    if "share.version" in image.features_recorded:
+        return []
+    return [FeatureLevelRecord(name="share.version", feature_level=SHARE_VERSION)]
+
+
+def duration_ms(spec: str) -> int:
+    """An ISO-8601 duration (``PnDTnHnMn.nS``) in milliseconds."""
+    m = _DURATION.fullmatch(spec.strip())
+    if m is None:
+        raise ValueError(spec)
+    d, h, mi, s = m.groups()
+    secs = int(d or 0) * 86400 + int(h or 0) * 3600 + int(mi or 0) * 60 + float(s or 0)
+    return int(secs * 1000)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class ShareSession:
+    group_id: str
+    member_id: str
+    epoch: int  # the epoch the next request must carry
+    partitions: list[tuple[uuid.UUID, int]] = field(default_factory=list)
+    conn_id: int = -1
+
+
+class ShareService:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.groups = ShareGroups(int(broker.config["group.share.max.size"]))
+        self.partitions: dict[SPKey, SharePartition] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.groups.on_member_removed.append(self.release_member)
+        #: called with (key, partition) after every change of a share partition's state
+        self.on_change: list[Callable[[SPKey, SharePartition], None]] = []
+        #: persisted state found at start: key -> (start offset, state batches)
+        self.persisted: dict[SPKey, tuple[int, list[StateBatch]]] = {}
+        self._rearm = trio.Event()
+
+    # ---- configuration --------------------------------------------------------------------
+    def enabled(self) -> bool:
+        b = self.broker
+        if b.image.features.get("share.version", 0) >= SHARE_VERSION:
+            return True
+        return bool(b.config["group.share.enable"])
+
+    def group_configs(self, group_id: str) -> dict[str, str]:
+        b = self.broker
+        names = ("share.record.lock.duration.ms", "share.delivery.count.limit",
+                 "share.partition.max.record.locks", "share.session.timeout.ms",
+                 "share.heartbeat.interval.ms", "share.auto.offset.reset",
+                 "share.isolation.level")
+        entries = group_config_entries(b.config, b.image, group_id, names=names)
+        return {e.name: e.value or "" for e in entries}
+
+    def limits(self, group_id: str) -> ShareLimits:
+        c = self.group_configs(group_id)
+        return ShareLimits(int(c["share.record.lock.duration.ms"]),
+                           int(c["share.delivery.count.limit"]),
+                           int(c["share.partition.max.record.locks"]))
+
+    def settings(self, group_id: str) -> ShareGroupSettings:
+        c = self.group_configs(group_id)
+        return ShareGroupSettings(int(c["share.session.timeout.ms"]),
+                                  int(c["share.heartbeat.interval.ms"]))
+
+    def read_committed(self, group_id: str) -> bool:
+        return self.group_configs(group_id)["share.isolation.level"] == "read_committed"
+
+    def topic_meta(self, name: str) -> tuple[uuid.UUID, int] | None:
+        t = self.broker.image.topics.get(name)
+        if t is None or t.is_internal:
+            return None
+        return t.topic_id, len(t.partitions)
+
+    # ---- share partitions -----------------------------------------------------------------
+    def initialize_assignment(self, group_id: str, assignment: dict[uuid.UUID, list[int]]) -> None:
+        for tid, parts in assignment.items():
+            for p in parts:
+                self.partition(group_id, tid, p)
+
+    def partition(self, group_id: str, topic_id: uuid.UUID, p: int) -> SharePartition | None:
+        """The share partition, initialized on first need; None for an unknown partition."""
+        key = (group_id, topic_id, p)
+        sp = self.partitions.get(key)
+        if sp is not None:
+            return sp
+        t = self.broker.image.topics_by_id.get(topic_id)
+        plog = self.broker.partition_log(t.name, p) if t is not None else None
+        if t is None or plog is None:
+            return None
+        limits = self.limits(group_id)
+        saved = self.persisted.pop(key, None)
+        if saved is not None:
+            sp = SharePartition.load(saved[0], saved[1], limits)
+        else:
+            sp = SharePartition(self._reset_offset(group_id, plog), limits)
+        self.partitions[key] = sp
+        self.changed(key, sp)
+        return sp
+
+    def _reset_offset(self, group_id: str, plog: Any) -> int:
+        policy = self.group_configs(group_id)["share.auto.offset.reset"]
+        if policy == "earliest":
+            return int(plog.log_start_offset)
+        if policy.startswith("by_duration:"):
+            try:
+                ts = now_ms() - duration_ms(policy.split(":", 1)[1])
+            except ValueError:
+                return int(plog.high_watermark)
+            found = plog.offset_for_timestamp(ts)
+            return int(found.offset) if found is not None else int(plog.high_watermark)
+        return int(plog.high_watermark)
+
+    def changed(self, key: SPKey, sp: SharePartition) -> None:
+        for hook in self.on_change:
+            hook(key, sp)
+        self._rearm.set()
+
+    def wake(self, topic_id: uuid.UUID, p: int) -> None:
+        t = self.broker.image.topics_by_id.get(topic_id)
+        if t is not None:
+            self.broker.notifier.notify(t.name, p)
+
+    def release_member(self, group_id: str, member_id: str) -> None:
+        self.sessions.pop((group_id, member_id), None)
+        for key, sp in self.partitions.items():
+            if key[0] == group_id and sp.release_member(member_id):
+                self.changed(key, sp)
+                self.wake(key[1], key[2])
+
+    def forget_group(self, group_id: str) -> None:
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            del self.partitions[key]
+        for key in [k for k in self.persisted if k[0] == group_id]:
+            del self.persisted[key]
+
+    def group_known(self, group_id: str) -> bool:
+        return self.groups.group(group_id) is not None or any(
+            k[0] == group_id for k in (*self.partitions, *self.persisted))
+
+    # ---- timers -----------------------------------------------------------------------------
+    def next_deadline_ms(self) -> int | None:
+        ds = [d for d in (sp.next_deadline_ms() for sp in self.partitions.values()) if d is not None]
+        g = self.groups.next_deadline_ms()
+        if g is not None:
+            ds.append(g)
+        return min(ds) if ds else None
+
+    def on_timer(self, now: int) -> None:
+        self.groups.on_timer(now, self.topic_meta)
+        for key, sp in self.partitions.items():
+            if sp.on_timer(now):
+                self.changed(key, sp)
+                self.wake(key[1], key[2])
+
+    def rearm(self) -> None:
+        self._rearm.set()
+
+    async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            self._rearm = trio.Event()
+            deadline = self.next_deadline_ms()
+            wait_s = math.inf if deadline is None else max(0.0, (deadline - now_ms()) / 1000)
+            with trio.move_on_after(wait_s):
+                await self._rearm.wait()
+            try:
+                self.on_timer(now_ms())
+            except Exception:
+                log.exception("share group timers")
+
+    # ---- share sessions ---------------------------------------------------------------------
+    def session(self, group_id: str, member_id: str, epoch: int, conn_id: int) -> ShareSession:
+        """The share session a request with ``epoch`` uses: 0 opens one (replacing an old one of
+        the member), -1 names the one to close, any other must be the session's next epoch
+        (moved on by this call). KafkaError: SHARE_SESSION_NOT_FOUND,
+        INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED
+        (``group.share.max.share.sessions``)."""
+        from protocol.errors import ErrorCode, KafkaError
+
+        key = (group_id, member_id)
+        if epoch == 0:
+            if key not in self.sessions and len(self.sessions) >= self.max_sessions():
+                raise KafkaError(ErrorCode.SHARE_SESSION_LIMIT_REACHED)
+            s = self.sessions[key] = ShareSession(group_id, member_id, 1, [], conn_id)
+            return s
+        s_or_none = self.sessions.get(key)
+        if s_or_none is None:
+            raise KafkaError(ErrorCode.SHARE_SESSION_NOT_FOUND)
+        if epoch == -1:
+            return s_or_none
+        if epoch != s_or_none.epoch:
+            raise KafkaError(ErrorCode.INVALID_SHARE_SESSION_EPOCH)
+        s_or_none.epoch = epoch + 1 if epoch < 2**31 - 1 else 1
+        return s_or_none
+
+    def max_sessions(self) -> int:
+        v = self.broker.config.values.get("group.share.max.share.sessions", 2000)
+        return int(v)
+
+    def close_session(self, s: ShareSession) -> None:
+        """The member's acquired records of the session's partitions go back (-1 epoch)."""
+        self.sessions.pop((s.group_id, s.member_id), None)
+        for tid, p in s.partitions:
+            key = (s.group_id, tid, p)
+            sp = self.partitions.get(key)
+            if sp is not None and sp.release_member(s.member_id):
+                self.changed(key, sp)
+                self.wake(tid, p)
+
+    def acknowledge(
+        self, group_id: str, member_id: str, tid: uuid.UUID, p: int, batches: list[Any],
+        renew_ok: bool,
+    ) -> int:
+        """Apply AcknowledgementBatches; the partition's acknowledge error code."""
+        from protocol.errors import ErrorCode
+
+        sp = self.partition(group_id, tid, p)
+        if sp is None:
+            return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        now = now_ms()
+        code = ErrorCode.NONE
+        for b in batches:
+            types = list(b.acknowledge_types)
+            if 4 in types and not renew_ok:
+                code = ErrorCode.INVALID_REQUEST
+                continue
+            c = sp.acknowledge(member_id, b.first_offset, b.last_offset, types, now)
+            if c != ErrorCode.NONE and code == ErrorCode.NONE:
+                code = c
+        self.changed((group_id, tid, p), sp)
+        self.wake(tid, p)
+        return int(code)
