@@ -15,11 +15,12 @@ from typing import Any
 
 import trio
 
+from groups.share_state import ShareStateShard
 from kafkawire.apis import REGISTRY
 from kafkawire.config import TOPIC_CONFIGS, BrokerConfig
 from kafkawire.config_entries import connection_limits, effective_topic_values
 from kafkawire.config_resources import group_consumer_settings
-from kafkawire.coordinator_runtime import GROUP_TOPIC, TXN_TOPIC, CoordinatorRuntime
+from kafkawire.coordinator_runtime import GROUP_TOPIC, SHARE_TOPIC, TXN_TOPIC, CoordinatorRuntime
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
 from kafkawire.log_cleaner import LogCleanerService
 from kafkawire.log_flusher import LogFlusher
@@ -84,8 +85,10 @@ class Broker:
         self.group_runtime = CoordinatorRuntime(self, GROUP_TOPIC, make_shard_factory(
             config, lambda gid: group_consumer_settings(self.config, self.image, gid)))
         self.txn_runtime = CoordinatorRuntime(self, TXN_TOPIC)
+        self.share_runtime = CoordinatorRuntime(self, SHARE_TOPIC, ShareStateShard)
         self.coordinators_by_key_type = {
-            GROUP_TOPIC.key_type: self.group_runtime, TXN_TOPIC.key_type: self.txn_runtime
+            GROUP_TOPIC.key_type: self.group_runtime, TXN_TOPIC.key_type: self.txn_runtime,
+            SHARE_TOPIC.key_type: self.share_runtime,
         }
         self.txn_coordinator = TxnCoordinator(self)
         self.share = ShareService(self)

@@ -180,6 +180,8 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "metadata.max.idle.interval.ms": ("int", 500),
     "group.share.enable": ("boolean", False),
     "share.coordinator.state.topic.replication.factor": ("short", 1),
+    "share.coordinator.state.topic.num.partitions": ("int", 50),
+    "share.coordinator.state.topic.segment.bytes": ("int", 104857600),
     "share.coordinator.state.topic.min.isr": ("int", 1),
     "connections.max.idle.ms": ("long", 600000),
     "request.timeout.ms": ("int", 30000),

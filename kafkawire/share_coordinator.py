@@ -36,7 +36,11 @@ import trio
 
 from groups.share_group import ShareGroups, ShareGroupSettings
 from groups.share_partition import ShareLimits, SharePartition, StateBatch
+from groups.share_state import ShareStateShard
 from kafkawire.config_resources import group_config_entries
+from protocol.coordinator import CoordinatorRecord
+from protocol.errors import ErrorCode, KafkaError
+from protocol.share_state import ShareStateKey
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
@@ -45,6 +49,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kafkawire.share")
 
 SHARE_VERSION = 1
+SHARE_STATE_TOPIC = "__share_group_state"
 SPKey = tuple[str, uuid.UUID, int]  # group, topic id, partition
 _DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", re.I)
 
@@ -73,6 +78,21 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+Op = Callable[[Any, int], tuple[list[CoordinatorRecord], None]]
+
+
+def _write_op(key: ShareStateKey, start: int, batches: list[Any], epoch: int) -> Op:
+    def op(shard: Any, now: int) -> tuple[list[CoordinatorRecord], None]:
+        return shard.write(key, start, batches, epoch, now), None
+    return op
+
+
+def _delete_op(key: ShareStateKey) -> Op:
+    def op(shard: Any, _now: int) -> tuple[list[CoordinatorRecord], None]:
+        return shard.delete(key), None
+    return op
+
+
 @dataclass
 class ShareSession:
     group_id: str
@@ -91,8 +111,8 @@ class ShareService:
         self.groups.on_member_removed.append(self.release_member)
         #: called with (key, partition) after every change of a share partition's state
         self.on_change: list[Callable[[SPKey, SharePartition], None]] = []
-        #: persisted state found at start: key -> (start offset, state batches)
-        self.persisted: dict[SPKey, tuple[int, list[StateBatch]]] = {}
+        #: share partitions changed since their state was last written
+        self.dirty: set[SPKey] = set()
         self._rearm = trio.Event()
 
     # ---- configuration --------------------------------------------------------------------
@@ -132,13 +152,24 @@ class ShareService:
         return t.topic_id, len(t.partitions)
 
     # ---- share partitions -----------------------------------------------------------------
-    def initialize_assignment(self, group_id: str, assignment: dict[uuid.UUID, list[int]]) -> None:
+    async def initialize_assignment(
+        self, group_id: str, assignment: dict[uuid.UUID, list[int]],
+    ) -> None:
+        """Initialize the share partitions of an assignment (as Kafka initializes their state
+        when a group is first assigned them); creates ``__share_group_state`` if needed."""
+        await self.ensure_state_topic()
         for tid, parts in assignment.items():
             for p in parts:
-                self.partition(group_id, tid, p)
+                try:
+                    self.partition(group_id, tid, p)
+                except KafkaError:
+                    pass  # the state topic is being created/loaded: the first fetch does it
+        await self.flush()
 
     def partition(self, group_id: str, topic_id: uuid.UUID, p: int) -> SharePartition | None:
-        """The share partition, initialized on first need; None for an unknown partition."""
+        """The share partition, initialized on first need from its persisted state or
+        ``share.auto.offset.reset``; None for an unknown partition. KafkaError (coordinator
+        errors) while its ``__share_group_state`` shard is not available."""
         key = (group_id, topic_id, p)
         sp = self.partitions.get(key)
         if sp is not None:
@@ -147,15 +178,45 @@ class ShareService:
         plog = self.broker.partition_log(t.name, p) if t is not None else None
         if t is None or plog is None:
             return None
+        shard = self.state_shard(key)
         limits = self.limits(group_id)
-        saved = self.persisted.pop(key, None)
-        if saved is not None:
-            sp = SharePartition.load(saved[0], saved[1], limits)
+        saved = shard.states.get(ShareStateKey(*key))
+        if saved is not None and saved.start_offset >= 0:
+            batches = [StateBatch(*b) for b in saved.state_batches]
+            sp = SharePartition.load(saved.start_offset, batches, limits)
         else:
             sp = SharePartition(self._reset_offset(group_id, plog), limits)
+            self.dirty.add(key)
         self.partitions[key] = sp
-        self.changed(key, sp)
         return sp
+
+    def state_shard(self, key: SPKey) -> ShareStateShard:
+        shard = self.broker.share_runtime.shard_for(ShareStateKey(*key).coordinator_key())
+        assert isinstance(shard, ShareStateShard)
+        return shard
+
+    async def flush(self) -> None:
+        """Write the state of every changed share partition (a ShareSnapshot each)."""
+        dirty, self.dirty = self.dirty, set()
+        for key in sorted(dirty, key=str):
+            sp = self.partitions.get(key)
+            if sp is None:
+                continue
+            t = self.broker.image.topics_by_id.get(key[1])
+            pimg = t.partitions.get(key[2]) if t is not None else None
+            epoch = pimg.leader_epoch if pimg is not None else -1
+            batches = [tuple(b) for b in sp.state_batches()]
+            skey = ShareStateKey(*key)
+            try:
+                await self.broker.share_runtime.run(
+                    skey.coordinator_key(), _write_op(skey, sp.start_offset, batches, epoch))
+            except KafkaError as e:
+                log.warning("cannot write share state of %s: %s", key, e)
+                self.dirty.add(key)
+
+    async def ensure_state_topic(self) -> None:
+        if SHARE_STATE_TOPIC not in self.broker.image.topics:
+            await self.broker.share_runtime.ensure_topic()
 
     def _reset_offset(self, group_id: str, plog: Any) -> int:
         policy = self.group_configs(group_id)["share.auto.offset.reset"]
@@ -171,6 +232,7 @@ class ShareService:
         return int(plog.high_watermark)
 
     def changed(self, key: SPKey, sp: SharePartition) -> None:
+        self.dirty.add(key)
         for hook in self.on_change:
             hook(key, sp)
         self._rearm.set()
@@ -187,15 +249,28 @@ class ShareService:
                 self.changed(key, sp)
                 self.wake(key[1], key[2])
 
-    def forget_group(self, group_id: str) -> None:
-        for key in [k for k in self.partitions if k[0] == group_id]:
-            del self.partitions[key]
-        for key in [k for k in self.persisted if k[0] == group_id]:
-            del self.persisted[key]
+    def persisted_keys(self, group_id: str) -> list[SPKey]:
+        out: list[SPKey] = []
+        for _p, shard in self.broker.share_runtime.loaded_shards():
+            if isinstance(shard, ShareStateShard):
+                out += [(k.group_id, k.topic_id, k.partition) for k in shard.keys_of(group_id)]
+        return out
 
     def group_known(self, group_id: str) -> bool:
         return self.groups.group(group_id) is not None or any(
-            k[0] == group_id for k in (*self.partitions, *self.persisted))
+            k[0] == group_id for k in self.partitions) or bool(self.persisted_keys(group_id))
+
+    async def delete_state(self, group_id: str) -> None:
+        """Forget the group's share partitions and tombstone their persisted state."""
+        keys = set(self.persisted_keys(group_id)) | {k for k in self.partitions if k[0] == group_id}
+        for key in keys:
+            self.partitions.pop(key, None)
+            self.dirty.discard(key)
+            skey = ShareStateKey(*key)
+            try:
+                await self.broker.share_runtime.run(skey.coordinator_key(), _delete_op(skey))
+            except KafkaError as e:
+                log.warning("cannot delete share state of %s: %s", key, e)
 
     # ---- timers -----------------------------------------------------------------------------
     def next_deadline_ms(self) -> int | None:
@@ -225,6 +300,7 @@ class ShareService:
                 await self._rearm.wait()
             try:
                 self.on_timer(now_ms())
+                await self.flush()
             except Exception:
                 log.exception("share group timers")
 
@@ -235,8 +311,6 @@ class ShareService:
         (moved on by this call). KafkaError: SHARE_SESSION_NOT_FOUND,
         INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED
         (``group.share.max.share.sessions``)."""
-        from protocol.errors import ErrorCode, KafkaError
-
         key = (group_id, member_id)
         if epoch == 0:
             if key not in self.sessions and len(self.sessions) >= self.max_sessions():
@@ -272,11 +346,9 @@ class ShareService:
         renew_ok: bool,
     ) -> int:
         """Apply AcknowledgementBatches; the partition's acknowledge error code."""
-        from protocol.errors import ErrorCode
-
-        sp = self.partition(group_id, tid, p)
+        sp = self.partitions.get((group_id, tid, p))
         if sp is None:
-            return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return int(ErrorCode.INVALID_RECORD_STATE)
         now = now_ms()
         code = ErrorCode.NONE
         for b in batches:

@@ -67,6 +67,7 @@ async def handle(
         topics.append(Resp.ShareAcknowledgeTopicResponse(topic_id=t.topic_id, partitions=parts))
     if req.share_session_epoch == -1:
         svc.close_session(s)
+    await svc.flush()
     resp = Resp(error_code=0, responses=topics, node_endpoints=[])
     if ctx.api_version >= 2:
         resp.acquisition_lock_timeout_ms = svc.limits(gid).record_lock_duration_ms

@@ -63,7 +63,10 @@ def read_partition(
     t = broker.image.topics_by_id.get(tid)
     if t is None:
         return ErrorCode.UNKNOWN_TOPIC_ID, b"", []
-    sp = svc.partition(group_id, tid, p)
+    try:
+        sp = svc.partition(group_id, tid, p)
+    except KafkaError:  # its __share_group_state shard is loading: nothing yet
+        return ErrorCode.NONE, b"", []
     plog = broker.partition_log(t.name, p)
     if sp is None or plog is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, b"", []
@@ -85,7 +88,8 @@ def read_partition(
         aborted = [(a.producer_id, a.first_offset)
                    for a in plog.aborted_transactions(start, batches[-1].last_offset + 1)]
     got = sp.acquire(member_id, batches, max_records, now_ms(), strict=strict, aborted=aborted)
-    svc.changed((group_id, tid, p), sp)
+    if got or batches:
+        svc.changed((group_id, tid, p), sp)
     if not got:
         return ErrorCode.NONE, b"", []
     return ErrorCode.NONE, _trim(data, headers, got), got
@@ -145,7 +149,9 @@ async def handle(broker: Broker, ctx: RequestContext, req: ShareFetchRequest) ->
         svc.close_session(s)
     else:
         _session_partitions(s, req)
+        await svc.ensure_state_topic()
         await _fetch(broker, svc, req, ctx.api_version, s.partitions, part)
+    await svc.flush()
     lock_ms = svc.limits(gid).record_lock_duration_ms
     by_topic: dict[uuid.UUID, list[Part]] = {}
     for (tid, _p), pd in parts.items():

@@ -56,10 +56,11 @@ async def handle(
         )
     except (KafkaError, HeartbeatError) as e:
         return Resp(error_code=e.code, error_message=e.message, member_id=None, assignment=None)
+    await svc.flush()  # a member leaving released its records
     svc.rearm()
     assignment = None
     if reply.assignment is not None:
-        svc.initialize_assignment(req.group_id, reply.assignment)
+        await svc.initialize_assignment(req.group_id, reply.assignment)
         assignment = Resp.Assignment(topic_partitions=[
             Resp.TopicPartitions(topic_id=tid, partitions=sorted(ps))
             for tid, ps in sorted(reply.assignment.items())
