@@ -1,0 +1,263 @@
+"""Share groups (KIP-932) with a real client: confluent-kafka's ShareConsumer (librdkafka)
+against a real broker process.
+
+Several consumers on one partition get distinct records; explicit release/reject; a consumer
+killed with kill -9 holding records: they come back after the lock duration with the delivery
+count raised; state survives a broker kill -9 (nothing acknowledged is delivered again);
+ShareGroupDescribe and ApiVersions over the wire."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+if not hasattr(confluent_kafka, "ShareConsumer"):
+    pytest.skip("confluent-kafka without ShareConsumer", allow_module_level=True)
+
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from kafkawire.testing import BrokerProcess  # noqa: E402
+from tests.conftest import RawClient  # noqa: E402
+
+LOCK_MS = 3000
+OVERRIDES = {
+    "group.share.min.record.lock.duration.ms": "1000",
+    "group.share.record.lock.duration.ms": str(LOCK_MS),
+}
+
+
+@pytest.fixture(scope="module")
+def sbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    bp = BrokerProcess(tmp_path_factory.mktemp("share") / "data", overrides=OVERRIDES).start()
+    try:
+        yield bp
+    finally:
+        bp.close()
+
+
+def topic(bs: str, partitions: int = 1) -> str:
+    name = "share-" + uuid.uuid4().hex[:8]
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    return name
+
+
+def produce(bs: str, name: str, values: list[bytes], batches: int = 1) -> None:
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 0})
+    step = max(1, len(values) // batches)
+    for i in range(0, len(values), step):
+        for v in values[i:i + step]:
+            p.produce(name, value=v)
+        p.flush(30)
+
+
+def consumer(bs: str, group: str, name: str, **conf: Any) -> Any:
+    c = ShareConsumer({"bootstrap.servers": bs, "group.id": group, **conf})
+    c.subscribe([name])
+    return c
+
+
+def poll_until(
+    consumers: list[Any], done: Callable[[], bool], timeout_s: float,
+    on_msg: Callable[[int, Any], None],
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not done():
+        for i, c in enumerate(consumers):
+            for m in c.poll(0.3):
+                if m.error() is None:
+                    on_msg(i, m)
+
+
+def joined(c: Any, seconds: float = 4.0) -> None:
+    """Poll until the member is in the group and its share partitions exist (latest reset)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        c.poll(0.3)
+
+
+def test_api_versions_and_feature(sbroker: BrokerProcess) -> None:
+    from protocol._generated.api_versions_request import ApiVersionsRequest
+
+    rc = RawClient(sbroker.bootstrap)
+    resp = rc.request(ApiVersionsRequest(client_software_name="t",
+                                         client_software_version="1"), 4)
+    keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    assert keys[76] == (1, 1) and keys[77] == (1, 1)
+    assert keys[78] == (1, 2) and keys[79] == (1, 2)
+    fin = {f.name: f.max_version_level for f in resp.finalized_features}
+    assert fin["share.version"] == 1
+
+
+def test_several_consumers_on_one_partition_get_distinct_records(sbroker: BrokerProcess) -> None:
+    bs = sbroker.bootstrap
+    name, group = topic(bs), "g-" + uuid.uuid4().hex[:6]
+    cs = [consumer(bs, group, name, **{"max.poll.records": 5}) for _ in range(3)]
+    try:
+        for c in cs:
+            joined(c, 1.5)
+        values = [b"r%03d" % i for i in range(60)]
+        produce(bs, name, values, batches=30)
+        seen: dict[bytes, list[int]] = {}
+        per: list[int] = [0, 0, 0]
+
+        def got(i: int, m: Any) -> None:
+            seen.setdefault(m.value(), []).append(i)
+            per[i] += 1
+
+        poll_until(cs, lambda: len(seen) == len(values), 60, got)
+        assert sorted(seen) == values
+        assert all(len(who) == 1 for who in seen.values()), "a record went to two consumers"
+        assert sum(1 for n in per if n) >= 2, per
+    finally:
+        for c in cs:
+            c.close()
+
+
+def test_release_redelivers_and_reject_archives(sbroker: BrokerProcess) -> None:
+    bs = sbroker.bootstrap
+    name, group = topic(bs), "g-" + uuid.uuid4().hex[:6]
+    c = consumer(bs, group, name, **{"share.acknowledgement.mode": "explicit"})
+    try:
+        joined(c)
+        produce(bs, name, [b"a", b"b", b"c"])
+        first: list[Any] = []
+        poll_until([c], lambda: len(first) == 3, 30, lambda _i, m: first.append(m))
+        assert [m.delivery_count() for m in first] == [1, 1, 1]
+        by_value = {m.value(): m for m in first}
+        c.acknowledge(by_value[b"a"], AcknowledgeType.ACCEPT)
+        c.acknowledge(by_value[b"b"], AcknowledgeType.RELEASE)
+        c.acknowledge(by_value[b"c"], AcknowledgeType.REJECT)
+        c.commit_sync(30)
+        again: list[Any] = []
+        poll_until([c], lambda: len(again) >= 1, 30, lambda _i, m: again.append(m))
+        assert [(m.value(), m.delivery_count()) for m in again] == [(b"b", 2)]
+        c.acknowledge(again[0], AcknowledgeType.ACCEPT)
+        c.commit_sync(30)
+        more: list[Any] = []
+        poll_until([c], lambda: False, 3, lambda _i, m: more.append(m))
+        assert more == []
+    finally:
+        c.close()
+
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from confluent_kafka import ShareConsumer
+    c = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                       "share.acknowledgement.mode": "explicit"})
+    c.subscribe([sys.argv[3]])
+    got = 0
+    while got < int(sys.argv[4]):
+        got += sum(1 for m in c.poll(0.5) if m.error() is None)
+    print("HOLDING", got, flush=True)
+    time.sleep(600)
+""")
+
+
+def test_killed_consumer_records_come_back_after_the_lock(sbroker: BrokerProcess,
+                                                          tmp_path: Path) -> None:
+    bs = sbroker.bootstrap
+    name, group = topic(bs), "g-" + uuid.uuid4().hex[:6]
+    watcher = consumer(bs, group, name)  # joins first so the share partition starts at 0
+    try:
+        joined(watcher)
+        watcher.close()
+        values = [b"k%d" % i for i in range(10)]
+        produce(bs, name, values)
+        script = tmp_path / "holder.py"
+        script.write_text(HOLDER)
+        proc = subprocess.Popen([sys.executable, str(script), bs, group, name, "10"],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        assert line.startswith("HOLDING 10"), line
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        killed_at = time.monotonic()
+        c = consumer(bs, group, name)
+        try:
+            back: list[Any] = []
+            poll_until([c], lambda: len(back) >= 10, 60, lambda _i, m: back.append(m))
+            waited = time.monotonic() - killed_at
+            assert sorted(m.value() for m in back) == sorted(values)
+            assert {m.delivery_count() for m in back} == {2}
+            assert waited >= (LOCK_MS / 1000) * 0.5  # not before the lock could expire
+        finally:
+            c.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_state_survives_broker_kill(tmp_path: Path) -> None:
+    bp = BrokerProcess(tmp_path / "data", overrides=OVERRIDES).start()
+    try:
+        bs = bp.bootstrap
+        name, group = topic(bs), "g-durable"
+        c = consumer(bs, group, name, **{"share.acknowledgement.mode": "explicit"})
+        joined(c)
+        values = [b"d%02d" % i for i in range(20)]
+        produce(bs, name, values)
+        got: list[Any] = []
+        poll_until([c], lambda: len(got) >= 20, 30, lambda _i, m: got.append(m))
+        for m in got:
+            kind = AcknowledgeType.ACCEPT if m.value() < b"d10" else AcknowledgeType.RELEASE
+            c.acknowledge(m, kind)
+        c.commit_sync(30)
+        bp.kill()
+        c.close()
+        bp.start()
+        c2 = consumer(bs, group, name)
+        try:
+            back: list[Any] = []
+            poll_until([c2], lambda: len(back) >= 10, 60, lambda _i, m: back.append(m))
+            poll_until([c2], lambda: False, 3, lambda _i, m: back.append(m))
+            assert sorted(m.value() for m in back) == values[10:]
+            assert {m.delivery_count() for m in back} == {2}
+        finally:
+            c2.close()
+    finally:
+        bp.close()
+
+
+def test_share_group_describe(sbroker: BrokerProcess) -> None:
+    from protocol._generated.share_group_describe_request import ShareGroupDescribeRequest
+
+    bs = sbroker.bootstrap
+    name, group = topic(bs, 2), "g-" + uuid.uuid4().hex[:6]
+    cs = [consumer(bs, group, name) for _ in range(3)]
+    try:
+        for c in cs:
+            joined(c, 1.5)
+        deadline = time.monotonic() + 30
+        while True:
+            for c in cs:
+                c.poll(0.2)
+            rc = RawClient(bs)
+            d = rc.request(ShareGroupDescribeRequest(group_ids=[group, "nope"],
+                                                     include_authorized_operations=False), 1)
+            g = d.groups[0]
+            if len(g.members) == 3 or time.monotonic() > deadline:
+                break
+        assert g.error_code == 0 and g.group_state == "Stable" and g.assignor_name == "simple"
+        assert len(g.members) == 3
+        parts = [p for m in g.members for tp in m.assignment.topic_partitions
+                 for p in tp.partitions if tp.topic_name == name]
+        assert sorted(set(parts)) == [0, 1] and len(parts) == 3  # a partition is shared
+        assert d.groups[1].error_code == 69  # GROUP_ID_NOT_FOUND
+    finally:
+        for c in cs:
+            c.close()
