@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from groups.share_group import ShareGroups, ShareGroupSettings
-from groups.share_partition import ShareLimits, SharePartition, StateBatch
+from groups.share_partition import TERMINAL, ShareLimits, SharePartition, StateBatch
 from groups.share_state import ShareStateShard
 from kafkawire.config_resources import group_config_entries
 from protocol.coordinator import CoordinatorRecord
@@ -260,9 +260,87 @@ class ShareService:
         return self.groups.group(group_id) is not None or any(
             k[0] == group_id for k in self.partitions) or bool(self.persisted_keys(group_id))
 
+    def offsets_of(self, group_id: str, topic_id: uuid.UUID, p: int) -> tuple[int, int, int]:
+        """(start offset, leader epoch, lag) of a share partition; (-1, -1, -1) without state.
+        Lag: records in [start offset, high watermark) not acknowledged or archived."""
+        key = (group_id, topic_id, p)
+        t = self.broker.image.topics_by_id.get(topic_id)
+        plog = self.broker.partition_log(t.name, p) if t is not None else None
+        pimg = t.partitions.get(p) if t is not None else None
+        epoch = pimg.leader_epoch if pimg is not None else -1
+        sp = self.partitions.get(key)
+        if sp is not None:
+            start = sp.start_offset
+            done = [(f, last) for f, last, st, _c, _o in sp.ranges() if st in TERMINAL]
+        else:
+            try:
+                saved = self.state_shard(key).states.get(ShareStateKey(*key))
+            except KafkaError:
+                saved = None
+            if saved is None or saved.start_offset < 0:
+                return -1, -1, -1
+            start, epoch = saved.start_offset, saved.leader_epoch
+            done = [(b[0], b[1]) for b in saved.state_batches if b[2] in (2, 4)]
+        if plog is None:
+            return start, epoch, -1
+        hw = plog.high_watermark
+        complete = sum(max(0, min(last, hw - 1) - max(f, start) + 1) for f, last in done)
+        return start, epoch, max(0, hw - start - complete)
+
+    async def alter_offset(self, group_id: str, topic_id: uuid.UUID, p: int, start: int) -> None:
+        """AlterShareGroupOffsets: the share partition restarts at ``start`` (nothing in
+        flight), persisted with a new state epoch."""
+        key = (group_id, topic_id, p)
+        sp = self.partitions.get(key)
+        if sp is None:
+            sp = SharePartition(start, self.limits(group_id))
+            self.partitions[key] = sp
+        sp.reset(start)
+        self.changed(key, sp)
+        await self.flush()
+
+    async def delete_offsets(self, group_id: str, topic_id: uuid.UUID) -> None:
+        """DeleteShareGroupOffsets of one topic: its share partitions' state is removed."""
+        keys = {k for k in self.persisted_keys(group_id) if k[1] == topic_id}
+        keys |= {k for k in self.partitions if k[0] == group_id and k[1] == topic_id}
+        await self._delete_keys(keys)
+
+    def list_groups(self, states: list[str], types: list[str]) -> list[Any]:
+        from protocol._generated.list_groups_response import ListGroupsResponse
+
+        want_states = {x.lower() for x in states}
+        want_types = {x.lower() for x in types}
+        if want_types and "share" not in want_types:
+            return []
+        ids = set(self.groups.groups) | {k[0] for k in self.partitions}
+        for _p, shard in self.broker.share_runtime.loaded_shards():
+            if isinstance(shard, ShareStateShard):
+                ids |= {k.group_id for k in shard.states}
+        out = []
+        for gid in sorted(ids):
+            g = self.groups.group(gid)
+            state = g.state if g is not None else "Empty"
+            if want_states and state.lower() not in want_states:
+                continue
+            out.append(ListGroupsResponse.ListedGroup(
+                group_id=gid, protocol_type="share", group_state=state, group_type="share"))
+        return out
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members."""
+        g = self.groups.group(group_id)
+        if g is not None and g.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        await self.delete_state(group_id)
+        self.groups.groups.pop(group_id, None)
+        return ErrorCode.NONE
+
     async def delete_state(self, group_id: str) -> None:
         """Forget the group's share partitions and tombstone their persisted state."""
         keys = set(self.persisted_keys(group_id)) | {k for k in self.partitions if k[0] == group_id}
+        await self._delete_keys(keys)
+
+    async def _delete_keys(self, keys: set[SPKey]) -> None:
         for key in keys:
             self.partitions.pop(key, None)
             self.dirty.discard(key)
