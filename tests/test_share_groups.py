@@ -81,10 +81,31 @@ def poll_until(
                     on_msg(i, m)
 
 
-def joined(c: Any, seconds: float = 4.0) -> None:
-    """Poll until the member is in the group and its share partitions exist (latest reset)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+def start_offset(bs: str, group: str, name: str, p: int = 0) -> int:
+    """The share-partition start offset (DescribeShareGroupOffsets), -1 before it exists."""
+    from protocol._generated.describe_share_group_offsets_request import (
+        DescribeShareGroupOffsetsRequest as Req,
+    )
+
+    d = RawClient(bs).request(Req(groups=[Req.DescribeShareGroupOffsetsRequestGroup(
+        group_id=group, topics=[Req.DescribeShareGroupOffsetsRequestTopic(
+            topic_name=name, partitions=[p])])]), 1)
+    return int(d.groups[0].topics[0].partitions[0].start_offset) if d.groups[0].topics else -1
+
+
+def members(bs: str, group: str) -> int:
+    from protocol._generated.share_group_describe_request import ShareGroupDescribeRequest
+
+    d = RawClient(bs).request(ShareGroupDescribeRequest(
+        group_ids=[group], include_authorized_operations=False), 1)
+    return len(d.groups[0].members)
+
+
+def joined(c: Any, bs: str, group: str, name: str) -> None:
+    """Poll until the group has the share partition (it starts at the high watermark:
+    share.auto.offset.reset=latest), so what is produced next is delivered."""
+    deadline = time.monotonic() + 60
+    while start_offset(bs, group, name) < 0 and time.monotonic() < deadline:
         c.poll(0.3)
 
 
@@ -107,7 +128,11 @@ def test_several_consumers_on_one_partition_get_distinct_records(sbroker: Broker
     cs = [consumer(bs, group, name, **{"max.poll.records": 5}) for _ in range(3)]
     try:
         for c in cs:
-            joined(c, 1.5)
+            joined(c, bs, group, name)
+        deadline = time.monotonic() + 60
+        while members(bs, group) < 3 and time.monotonic() < deadline:
+            for c in cs:
+                c.poll(0.2)
         values = [b"r%03d" % i for i in range(60)]
         produce(bs, name, values, batches=30)
         seen: dict[bytes, list[int]] = {}
@@ -131,7 +156,7 @@ def test_release_redelivers_and_reject_archives(sbroker: BrokerProcess) -> None:
     name, group = topic(bs), "g-" + uuid.uuid4().hex[:6]
     c = consumer(bs, group, name, **{"share.acknowledgement.mode": "explicit"})
     try:
-        joined(c)
+        joined(c, bs, group, name)
         produce(bs, name, [b"a", b"b", b"c"])
         first: list[Any] = []
         poll_until([c], lambda: len(first) == 3, 30, lambda _i, m: first.append(m))
@@ -173,7 +198,7 @@ def test_killed_consumer_records_come_back_after_the_lock(sbroker: BrokerProcess
     name, group = topic(bs), "g-" + uuid.uuid4().hex[:6]
     watcher = consumer(bs, group, name)  # joins first so the share partition starts at 0
     try:
-        joined(watcher)
+        joined(watcher, bs, group, name)
         watcher.close()
         values = [b"k%d" % i for i in range(10)]
         produce(bs, name, values)
@@ -208,7 +233,7 @@ def test_state_survives_broker_kill(tmp_path: Path) -> None:
         bs = bp.bootstrap
         name, group = topic(bs), "g-durable"
         c = consumer(bs, group, name, **{"share.acknowledgement.mode": "explicit"})
-        joined(c)
+        joined(c, bs, group, name)
         values = [b"d%02d" % i for i in range(20)]
         produce(bs, name, values)
         got: list[Any] = []
@@ -241,7 +266,7 @@ def test_share_group_describe(sbroker: BrokerProcess) -> None:
     cs = [consumer(bs, group, name) for _ in range(3)]
     try:
         for c in cs:
-            joined(c, 1.5)
+            joined(c, bs, group, name)
         deadline = time.monotonic() + 30
         while True:
             for c in cs:
