@@ -15,6 +15,7 @@ other than -1 moves it. A tombstone deletes the key (DeleteShareGroupState, Dele
 from __future__ import annotations
 
 from protocol.coordinator import CoordinatorRecord
+from protocol.errors import ErrorCode, KafkaError
 from protocol.share_state import (
     NO_START_OFFSET,
     SNAPSHOT_TYPE,
@@ -117,6 +118,34 @@ class ShareStateShard:
             return []
         return [CoordinatorRecord(encode_key(SNAPSHOT_TYPE, key), None),
                 CoordinatorRecord(encode_key(UPDATE_TYPE, key), None)]
+
+    # ---- the share-coordinator APIs (InitializeShareGroupState ... ) -----------------------
+    def check_epochs(self, key: ShareStateKey, state_epoch: int | None, leader_epoch: int | None) -> None:
+        """FENCED_STATE_EPOCH / FENCED_LEADER_EPOCH for a request older than the state."""
+        cur = self.states.get(key)
+        if cur is None:
+            return
+        if state_epoch is not None and state_epoch < cur.state_epoch:
+            raise KafkaError(ErrorCode.FENCED_STATE_EPOCH)
+        if leader_epoch is not None and leader_epoch >= 0 and leader_epoch < cur.leader_epoch:
+            raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
+
+    def initialize(self, key: ShareStateKey, state_epoch: int, start_offset: int,
+                   now_ms: int) -> list[CoordinatorRecord]:
+        self.check_epochs(key, state_epoch, None)
+        cur = self.states.get(key)
+        epoch = cur.leader_epoch if cur is not None else -1
+        return self.write(key, start_offset, [], epoch, now_ms, state_epoch=state_epoch)
+
+    def write_delta(self, key: ShareStateKey, state_epoch: int, leader_epoch: int,
+                    start_offset: int, batches: list[Batch], now_ms: int) -> list[CoordinatorRecord]:
+        """WriteShareGroupState: ``batches`` over the current ones, start offset -1 kept."""
+        self.check_epochs(key, state_epoch, leader_epoch)
+        cur = self.states.get(key)
+        start = start_offset if start_offset != NO_START_OFFSET else (
+            cur.start_offset if cur is not None else NO_START_OFFSET)
+        merged = overlay(cur.state_batches if cur is not None else [], batches, start)
+        return self.write(key, start, merged, leader_epoch, now_ms, state_epoch=state_epoch)
 
     def keys_of(self, group_id: str) -> list[ShareStateKey]:
         return [k for k in self.states if k.group_id == group_id]
