@@ -138,9 +138,10 @@ class SharePartition:
         self.start_offset = start_offset
         self.end_offset = start_offset
         self._ranges: list[_Range] = []  # contiguous from start_offset to end_offset - 1
-        #: (first, last, delivery count) archived by a reject or on reaching the delivery
-        #: limit, collected for the caller (the dead-letter extension); the caller clears it
+        #: (first, last, delivery count) archived by a reject, and archived on reaching the
+        #: delivery limit: collected for the caller (the dead-letter extension), who clears them
         self.dead: list[tuple[int, int, int]] = []
+        self.exhausted: list[tuple[int, int, int]] = []
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
@@ -336,7 +337,7 @@ class SharePartition:
         at_limit = r.count >= self.limits.delivery_count_limit
         self._finish(r, RecordState.ARCHIVED if at_limit else RecordState.AVAILABLE)
         if at_limit:
-            self.dead.append((r.first, r.last, r.count))
+            self.exhausted.append((r.first, r.last, r.count))
         return at_limit
 
     def _all_owned(self, member_id: str, lo: int, hi: int, gap: bool) -> bool:

@@ -40,6 +40,7 @@ from groups.share_state import ShareStateShard
 from kafkawire.config_resources import group_config_entries
 from protocol.coordinator import CoordinatorRecord
 from protocol.errors import ErrorCode, KafkaError
+from protocol.records import SimpleRecord, build_batch, decode_batch_records, iter_headers
 from protocol.share_state import ShareStateKey
 
 if TYPE_CHECKING:
@@ -50,6 +51,8 @@ log = logging.getLogger("kafkawire.share")
 
 SHARE_VERSION = 1
 SHARE_STATE_TOPIC = "__share_group_state"
+#: bytes read per archived range when copying it to a dead-letter topic
+DLQ_READ_BYTES = 8 * 1024 * 1024
 SPKey = tuple[str, uuid.UUID, int]  # group, topic id, partition
 _DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", re.I)
 
@@ -72,6 +75,45 @@ def duration_ms(spec: str) -> int:
     d, h, mi, s = m.groups()
     secs = int(d or 0) * 86400 + int(h or 0) * 3600 + int(mi or 0) * 60 + float(s or 0)
     return int(secs * 1000)
+
+
+def dead_letter_records(
+    plog: Any, group_id: str, topic: str, partition: int, ranges: list[tuple[int, int, int]],
+) -> list[SimpleRecord]:
+    """The records of ``ranges`` (first, last, delivery count) read back from the log, with
+    ``kafkawire.dlq.*`` headers: group, topic, partition, offset, delivery count."""
+    out: list[SimpleRecord] = []
+    for first, last, count in ranges:
+        at = first
+        while at <= last:
+            try:
+                data = plog.read(at, DLQ_READ_BYTES, max_offset=plog.high_watermark).read_bytes()
+            except KafkaError:
+                break
+            headers_ = iter_headers(data)
+            if not headers_:
+                break
+            for pos, h in headers_:
+                at = h.next_offset
+                if not h.is_control:
+                    out += _dlq_batch(data, pos, first, last, count, group_id, topic, partition)
+    return out
+
+
+def _dlq_batch(data: bytes, pos: int, first: int, last: int, count: int, group_id: str,
+               topic: str, partition: int) -> list[SimpleRecord]:
+    _h, recs = decode_batch_records(data, pos, check_crc=False)
+    out = []
+    for r in recs:
+        if not first <= r.offset <= last:
+            continue
+        headers = [*r.headers, ("kafkawire.dlq.group", group_id.encode()),
+                   ("kafkawire.dlq.topic", topic.encode()),
+                   ("kafkawire.dlq.partition", str(partition).encode()),
+                   ("kafkawire.dlq.offset", str(r.offset).encode()),
+                   ("kafkawire.dlq.delivery.count", str(count).encode())]
+        out.append(SimpleRecord(r.key, r.value, headers, r.timestamp))
+    return out
 
 
 def now_ms() -> int:
@@ -127,7 +169,7 @@ class ShareService:
         names = ("share.record.lock.duration.ms", "share.delivery.count.limit",
                  "share.partition.max.record.locks", "share.session.timeout.ms",
                  "share.heartbeat.interval.ms", "share.auto.offset.reset",
-                 "share.isolation.level")
+                 "share.isolation.level", "kafkawire.share.dead.letter.topic")
         entries = group_config_entries(b.config, b.image, group_id, names=names)
         return {e.name: e.value or "" for e in entries}
 
@@ -196,12 +238,17 @@ class ShareService:
         return shard
 
     async def flush(self) -> None:
-        """Write the state of every changed share partition (a ShareSnapshot each)."""
+        """Write the state of every changed share partition (a ShareSnapshot each); records
+        archived at the delivery limit go to the group's dead-letter topic first."""
         dirty, self.dirty = self.dirty, set()
         for key in sorted(dirty, key=str):
             sp = self.partitions.get(key)
             if sp is None:
                 continue
+            if sp.exhausted:
+                self.dead_letter(key, sp.exhausted)
+                sp.exhausted = []
+            sp.dead = []
             t = self.broker.image.topics_by_id.get(key[1])
             pimg = t.partitions.get(key[2]) if t is not None else None
             epoch = pimg.leader_epoch if pimg is not None else -1
@@ -213,6 +260,32 @@ class ShareService:
             except KafkaError as e:
                 log.warning("cannot write share state of %s: %s", key, e)
                 self.dirty.add(key)
+
+    def dead_letter(self, key: SPKey, ranges: list[tuple[int, int, int]]) -> None:
+        """The kafkawire extension: copy records archived at ``share.delivery.count.limit`` to
+        the topic named by the group config ``kafkawire.share.dead.letter.topic`` (same
+        partition index modulo its partition count), with headers naming their origin."""
+        target = self.group_configs(key[0]).get("kafkawire.share.dead.letter.topic", "")
+        if not target:
+            return
+        b = self.broker
+        src = b.image.topics_by_id.get(key[1])
+        dst = b.image.topics.get(target)
+        if src is None or dst is None or not dst.partitions:
+            log.warning("dead-letter topic %r of share group %s missing", target, key[0])
+            return
+        splog = b.partition_log(src.name, key[2])
+        dp = key[2] % len(dst.partitions)
+        dlog, dimg = b.partition_log(target, dp), dst.partitions.get(dp)
+        if splog is None or dlog is None or dimg is None:
+            return
+        records = dead_letter_records(splog, key[0], src.name, key[2], ranges)
+        if not records:
+            return
+        buf = bytearray(build_batch(records))
+        dlog.append(buf, iter_headers(buf), leader_epoch=dimg.leader_epoch, now_ms=now_ms())
+        dlog.update_high_watermark(dlog.log_end_offset)
+        b.notifier.notify(target, dp)
 
     async def ensure_state_topic(self) -> None:
         if SHARE_STATE_TOPIC not in self.broker.image.topics:

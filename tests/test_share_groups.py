@@ -354,3 +354,61 @@ def test_share_coordinator_state_apis(sbroker: BrokerProcess) -> None:
         topic_id=tid, partitions=[Del.PartitionData(partition=0)])]), 0)
     assert d.results[0].partitions[0].error_code == 0
     assert read().start_offset == -1
+
+
+def test_dead_letter_topic_extension(sbroker: BrokerProcess) -> None:
+    """kafkawire.share.dead.letter.topic (our group config): a record released until
+    share.delivery.count.limit is archived and copied there with kafkawire.dlq.* headers;
+    a rejected one is not."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    bs = sbroker.bootstrap
+    name, dlq, group = topic(bs), topic(bs), "g-" + uuid.uuid4().hex[:6]
+    admin = AdminClient({"bootstrap.servers": bs})
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.delivery.count.limit", "2",
+                    incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("kafkawire.share.dead.letter.topic", dlq,
+                    incremental_operation=AlterConfigOpType.SET),
+    ])
+    for f in admin.incremental_alter_configs([res]).values():
+        f.result(30)
+    c = consumer(bs, group, name, **{"share.acknowledgement.mode": "explicit"})
+    try:
+        joined(c, bs, group, name)
+        produce(bs, name, [b"poison", b"bad"])
+        for want in (2, 1):
+            got: list[Any] = []
+            poll_until([c], lambda g=got, n=want: len(g) >= n, 30,  # type: ignore[misc]
+                       lambda _i, m, g=got: g.append(m))  # type: ignore[misc]
+            for m in got:
+                kind = AcknowledgeType.REJECT if m.value() == b"bad" else AcknowledgeType.RELEASE
+                c.acknowledge(m, kind)
+            c.commit_sync(30)
+            assert {m.value() for m in got} == ({b"poison", b"bad"} if want == 2 else {b"poison"})
+    finally:
+        c.close()
+    reader = Consumer({"bootstrap.servers": bs, "group.id": "dlq-reader",
+                       "enable.auto.commit": False})
+    reader.assign([TopicPartition(dlq, 0, 0)])
+    try:
+        msgs: list[Any] = []
+        deadline = time.monotonic() + 30
+        while not msgs and time.monotonic() < deadline:
+            m = reader.poll(0.5)
+            if m is not None and m.error() is None:
+                msgs.append(m)
+        assert [m.value() for m in msgs] == [b"poison"]
+        headers = dict(msgs[0].headers())
+        assert headers["kafkawire.dlq.topic"] == name.encode()
+        assert headers["kafkawire.dlq.group"] == group.encode()
+        assert headers["kafkawire.dlq.delivery.count"] == b"2"
+        assert headers["kafkawire.dlq.offset"] == b"0"
+    finally:
+        reader.close()

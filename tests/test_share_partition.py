@@ -66,7 +66,7 @@ def test_lock_timeout_and_delivery_limit() -> None:
     assert sp.state_of(0) == (A, 1)
     assert sp.acquire("n", batches(2), 10, now_ms=100) == [AcquiredRange(0, 1, 2)]
     sp.on_timer(200)
-    assert sp.start_offset == 2 and sp.dead == [(0, 1, 2)]
+    assert sp.start_offset == 2 and sp.exhausted == [(0, 1, 2)] and sp.dead == []
 
 
 def test_release_member_and_reject() -> None:
