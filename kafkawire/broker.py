@@ -92,6 +92,7 @@ class Broker:
         }
         self.txn_coordinator = TxnCoordinator(self)
         self.share = ShareService(self)
+        self.disconnect_hooks.append(self.share.on_disconnect)
 
     # ---- state --------------------------------------------------------------------------
     @property

@@ -478,6 +478,14 @@ class ShareService:
         s_or_none.epoch = epoch + 1 if epoch < 2**31 - 1 else 1
         return s_or_none
 
+    def on_disconnect(self, conn: Any) -> None:
+        """A connection closed: the share sessions opened on it close and their members'
+        acquired records go back at once (Kafka 4.1+, KAFKA-19015), not at lock expiry. A
+        session re-opened (epoch 0) on another connection is not touched."""
+        for s in [s for s in self.sessions.values() if s.conn_id == conn.conn_id]:
+            self.close_session(s)
+        self._rearm.set()  # the timer task writes the released state
+
     def max_sessions(self) -> int:
         v = self.broker.config.values.get("group.share.max.share.sessions", 2000)
         return int(v)

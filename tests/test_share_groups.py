@@ -192,39 +192,55 @@ HOLDER = textwrap.dedent("""
 """)
 
 
-def test_killed_consumer_records_come_back_after_the_lock(sbroker: BrokerProcess,
-                                                          tmp_path: Path) -> None:
+def _held_then(sbroker: BrokerProcess, tmp_path: Path, sig: int) -> tuple[list[Any], float]:
+    """A consumer process acquires 10 records without acknowledging them, then gets ``sig``;
+    returns what another member receives and after how long."""
     bs = sbroker.bootstrap
     name, group = topic(bs), "g-" + uuid.uuid4().hex[:6]
     watcher = consumer(bs, group, name)  # joins first so the share partition starts at 0
+    joined(watcher, bs, group, name)
+    watcher.close()
+    values = [b"k%d" % i for i in range(10)]
+    produce(bs, name, values)
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER)
+    proc = subprocess.Popen([sys.executable, str(script), bs, group, name, "10"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
-        joined(watcher, bs, group, name)
-        watcher.close()
-        values = [b"k%d" % i for i in range(10)]
-        produce(bs, name, values)
-        script = tmp_path / "holder.py"
-        script.write_text(HOLDER)
-        proc = subprocess.Popen([sys.executable, str(script), bs, group, name, "10"],
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         assert proc.stdout is not None
         line = proc.stdout.readline().decode()
         assert line.startswith("HOLDING 10"), line
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(30)
-        killed_at = time.monotonic()
+        os.kill(proc.pid, sig)
+        since = time.monotonic()
         c = consumer(bs, group, name)
         try:
             back: list[Any] = []
             poll_until([c], lambda: len(back) >= 10, 60, lambda _i, m: back.append(m))
-            waited = time.monotonic() - killed_at
+            waited = time.monotonic() - since
             assert sorted(m.value() for m in back) == sorted(values)
-            assert {m.delivery_count() for m in back} == {2}
-            assert waited >= (LOCK_MS / 1000) * 0.5  # not before the lock could expire
+            return back, waited
         finally:
             c.close()
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        proc.kill()
+        proc.wait(30)
+
+
+def test_killed_consumer_records_come_back_with_delivery_count_raised(
+        sbroker: BrokerProcess, tmp_path: Path) -> None:
+    """kill -9: its connection closes, its share session goes and its records are released
+    at once (as Kafka 4.1+ does on a connection drop), delivery count 2."""
+    back, _waited = _held_then(sbroker, tmp_path, signal.SIGKILL)
+    assert {m.delivery_count() for m in back} == {2}
+
+
+def test_stuck_consumer_records_come_back_after_the_lock(sbroker: BrokerProcess,
+                                                         tmp_path: Path) -> None:
+    """SIGSTOP: the connection stays open, so only the acquisition lock expiring
+    (share.record.lock.duration.ms) makes the records available again, delivery count 2."""
+    back, waited = _held_then(sbroker, tmp_path, signal.SIGSTOP)
+    assert {m.delivery_count() for m in back} == {2}
+    assert waited >= (LOCK_MS / 1000) * 0.5
 
 
 def test_state_survives_broker_kill(tmp_path: Path) -> None:
