@@ -150,7 +150,8 @@ class ShareService:
         self.groups = ShareGroups(int(broker.config["group.share.max.size"]))
         self.partitions: dict[SPKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
-        self.groups.on_member_removed.append(self.release_member)
+        # Kafka does not release a member's records when it leaves the group or expires: its
+        # share session closing (epoch -1 or the connection) or the locks expiring do that.
         #: called with (key, partition) after every change of a share partition's state
         self.on_change: list[Callable[[SPKey, SharePartition], None]] = []
         #: share partitions changed since their state was last written
@@ -169,7 +170,8 @@ class ShareService:
         names = ("share.record.lock.duration.ms", "share.delivery.count.limit",
                  "share.partition.max.record.locks", "share.session.timeout.ms",
                  "share.heartbeat.interval.ms", "share.auto.offset.reset",
-                 "share.isolation.level", "kafkawire.share.dead.letter.topic")
+                 "share.isolation.level", "share.assignment.interval.ms",
+                 "kafkawire.share.dead.letter.topic")
         entries = group_config_entries(b.config, b.image, group_id, names=names)
         return {e.name: e.value or "" for e in entries}
 
@@ -182,7 +184,35 @@ class ShareService:
     def settings(self, group_id: str) -> ShareGroupSettings:
         c = self.group_configs(group_id)
         return ShareGroupSettings(int(c["share.session.timeout.ms"]),
-                                  int(c["share.heartbeat.interval.ms"]))
+                                  int(c["share.heartbeat.interval.ms"]),
+                                  int(c["share.assignment.interval.ms"]))
+
+    def assignable(self, group_id: str, name: str) -> tuple[uuid.UUID, list[int]] | None:
+        """The topic's partitions whose share-partition state the group has initialized (the
+        only ones the assignor hands out, as Kafka 4.1+)."""
+        meta = self.topic_meta(name)
+        if meta is None:
+            return None
+        tid, n = meta
+        done = {k[2] for k in self.partitions if k[0] == group_id and k[1] == tid}
+        done |= {k[2] for k in self.persisted_keys(group_id) if k[1] == tid}
+        return tid, sorted(p for p in done if p < n)
+
+    async def initialize_subscribed(self, group_id: str, topics: list[str]) -> None:
+        """Initialize the share partitions of the subscribed topics (Kafka's
+        InitializeShareGroupState at the heartbeat that brings them); the group's next
+        heartbeat sees them assignable. Creates ``__share_group_state`` when needed."""
+        await self.ensure_state_topic()
+        for name in topics:
+            meta = self.topic_meta(name)
+            if meta is None:
+                continue
+            for p in range(meta[1]):
+                try:
+                    self.partition(group_id, meta[0], p)
+                except KafkaError:
+                    pass  # the state topic is being created/loaded: a later heartbeat does it
+        await self.flush()
 
     def read_committed(self, group_id: str) -> bool:
         return self.group_configs(group_id)["share.isolation.level"] == "read_committed"
@@ -194,20 +224,6 @@ class ShareService:
         return t.topic_id, len(t.partitions)
 
     # ---- share partitions -----------------------------------------------------------------
-    async def initialize_assignment(
-        self, group_id: str, assignment: dict[uuid.UUID, list[int]],
-    ) -> None:
-        """Initialize the share partitions of an assignment (as Kafka initializes their state
-        when a group is first assigned them); creates ``__share_group_state`` if needed."""
-        await self.ensure_state_topic()
-        for tid, parts in assignment.items():
-            for p in parts:
-                try:
-                    self.partition(group_id, tid, p)
-                except KafkaError:
-                    pass  # the state topic is being created/loaded: the first fetch does it
-        await self.flush()
-
     def partition(self, group_id: str, topic_id: uuid.UUID, p: int) -> SharePartition | None:
         """The share partition, initialized on first need from its persisted state or
         ``share.auto.offset.reset``; None for an unknown partition. KafkaError (coordinator
@@ -314,13 +330,6 @@ class ShareService:
         t = self.broker.image.topics_by_id.get(topic_id)
         if t is not None:
             self.broker.notifier.notify(t.name, p)
-
-    def release_member(self, group_id: str, member_id: str) -> None:
-        self.sessions.pop((group_id, member_id), None)
-        for key, sp in self.partitions.items():
-            if key[0] == group_id and sp.release_member(member_id):
-                self.changed(key, sp)
-                self.wake(key[1], key[2])
 
     def persisted_keys(self, group_id: str) -> list[SPKey]:
         out: list[SPKey] = []
@@ -432,7 +441,7 @@ class ShareService:
         return min(ds) if ds else None
 
     def on_timer(self, now: int) -> None:
-        self.groups.on_timer(now, self.topic_meta)
+        self.groups.on_timer(now)
         for key, sp in self.partitions.items():
             if sp.on_timer(now):
                 self.changed(key, sp)

@@ -283,7 +283,7 @@ def test_share_group_describe(sbroker: BrokerProcess) -> None:
     try:
         for c in cs:
             joined(c, bs, group, name)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60  # assignments follow at the next heartbeats
         while True:
             for c in cs:
                 c.poll(0.2)
@@ -291,7 +291,8 @@ def test_share_group_describe(sbroker: BrokerProcess) -> None:
             d = rc.request(ShareGroupDescribeRequest(group_ids=[group, "nope"],
                                                      include_authorized_operations=False), 1)
             g = d.groups[0]
-            if len(g.members) == 3 or time.monotonic() > deadline:
+            assigned = all(m.assignment.topic_partitions for m in g.members)
+            if (len(g.members) == 3 and assigned) or time.monotonic() > deadline:
                 break
         assert g.error_code == 0 and g.group_state == "Stable" and g.assignor_name == "simple"
         assert len(g.members) == 3

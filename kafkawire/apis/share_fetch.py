@@ -87,9 +87,10 @@ def read_partition(
     if committed and batches:
         aborted = [(a.producer_id, a.first_offset)
                    for a in plog.aborted_transactions(start, batches[-1].last_offset + 1)]
+    # As Kafka, an acquisition is not written: a restart makes the records available with
+    # the delivery count of their last release (written on release, lock expiry, acks).
     got = sp.acquire(member_id, batches, max_records, now_ms(), strict=strict, aborted=aborted)
-    if got or batches:
-        svc.changed((group_id, tid, p), sp)
+    svc.rearm()  # new acquisition locks to time
     if not got:
         return ErrorCode.NONE, b"", []
     return ErrorCode.NONE, _trim(data, headers, got), got

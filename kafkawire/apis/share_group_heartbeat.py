@@ -4,8 +4,8 @@ Membership of a share group (``groups/share_group.py``): epoch 0 joins with the 
 id and its subscribed topic names, -1 leaves, any other epoch must be the member's. The answer
 carries the member epoch, ``share.heartbeat.interval.ms`` and, whenever it changed, the
 member's assignment (topic ids and partitions; several members may share a partition). The
-share partitions of a newly assigned partition are initialized here
-(``share.auto.offset.reset``). Errors: INVALID_REQUEST, UNKNOWN_MEMBER_ID,
+share partitions of the subscribed topics are initialized here (``share.auto.offset.reset``);
+only initialized ones are assigned, from the next heartbeat on (as Kafka 4.1+). Errors: INVALID_REQUEST, UNKNOWN_MEMBER_ID,
 FENCED_MEMBER_EPOCH, GROUP_MAX_SIZE_REACHED (``group.share.max.size``), GROUP_ID_NOT_FOUND (the
 id belongs to a consumer or classic group), coordinator errors; UNSUPPORTED_VERSION while
 share groups are disabled (``share.version`` 0).
@@ -52,15 +52,18 @@ async def handle(
         reply = svc.groups.heartbeat(
             req.group_id, req.member_id, req.member_epoch, req.rack_id,
             req.subscribed_topic_names, ctx.client_id or "", client_host(ctx),
-            svc.settings(req.group_id), svc.topic_meta, now_ms(),
+            svc.settings(req.group_id), lambda name: svc.assignable(req.group_id, name),
+            now_ms(),
         )
     except (KafkaError, HeartbeatError) as e:
         return Resp(error_code=e.code, error_message=e.message, member_id=None, assignment=None)
-    await svc.flush()  # a member leaving released its records
     svc.rearm()
+    member = svc.groups.group(req.group_id)
+    m = member.members.get(req.member_id) if member is not None else None
+    if m is not None:
+        await svc.initialize_subscribed(req.group_id, m.topics)
     assignment = None
     if reply.assignment is not None:
-        await svc.initialize_assignment(req.group_id, reply.assignment)
         assignment = Resp.Assignment(topic_partitions=[
             Resp.TopicPartitions(topic_id=tid, partitions=sorted(ps))
             for tid, ps in sorted(reply.assignment.items())
