@@ -239,3 +239,57 @@ def share_acquire_ack(bootstrap: str) -> Outcome:
             a.close()
             b.close()
     return out
+
+
+SHARE_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+
+
+def _tool_rows(stdout: str) -> list[list[str]]:
+    """Table output as rows of cells; the coordinator's host:port made neutral."""
+    import re
+
+    rows = []
+    for line in stdout.strip().splitlines():
+        line = re.sub(r"\S+:\d+\s+\(\d+\)", "<coordinator>", line)
+        if line.strip():
+            rows.append(line.split())
+    return rows
+
+
+@scenario
+def java_share_groups(bootstrap: str) -> Outcome:
+    """``kafka-share-groups`` (4.x): reset offsets of a new group, describe offsets and lag,
+    state and members, list, delete offsets, delete; errors for unknown groups."""
+    from compat_tests.scenarios import _java, _last_error_line
+
+    topic = "java_share_groups"
+    g = "java_share_groups-g"
+    out = Steps()
+    with connect(bootstrap) as c:
+        create_topic(c, topic, 2)
+        for p in (0, 1):
+            from compat_tests.scenarios import produce_partition
+
+            produce_partition(c, topic, build_batch(simple_records(3 + p)), partition=p)
+    base = ["--bootstrap-server", bootstrap]
+    runs = {
+        "describe_unknown": ["--describe", "--group", g + "-none"],
+        "reset_dry_run": ["--reset-offsets", "--group", g, "--topic", topic, "--to-earliest",
+                          "--dry-run"],
+        "reset": ["--reset-offsets", "--group", g, "--topic", topic, "--to-earliest",
+                  "--execute"],
+        "reset_to_offset": ["--reset-offsets", "--group", g, "--topic", f"{topic}:1",
+                            "--to-offset", "2", "--execute"],
+        "describe": ["--describe", "--group", g],
+        "describe_state": ["--describe", "--group", g, "--state"],
+        "describe_members": ["--describe", "--group", g, "--members"],
+        "list": ["--list"],
+        "delete_offsets": ["--delete-offsets", "--group", g, "--topic", topic],
+        "describe_after_delete_offsets": ["--describe", "--group", g],
+        "delete": ["--delete", "--group", g],
+        "delete_again": ["--delete", "--group", g],
+    }
+    for name, args in runs.items():
+        rc, so, se = _java(SHARE_GROUP_COMMAND, base + args)
+        out.step(name, lambda: [rc, _tool_rows(so), _last_error_line(se)])
+    return out

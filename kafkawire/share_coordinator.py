@@ -372,6 +372,7 @@ class ShareService:
     async def alter_offset(self, group_id: str, topic_id: uuid.UUID, p: int, start: int) -> None:
         """AlterShareGroupOffsets: the share partition restarts at ``start`` (nothing in
         flight), persisted with a new state epoch."""
+        self.groups.ensure(group_id)  # as Kafka, altering offsets creates the share group
         key = (group_id, topic_id, p)
         sp = self.partitions.get(key)
         if sp is None:
