@@ -429,3 +429,46 @@ def test_dead_letter_topic_extension(sbroker: BrokerProcess) -> None:
         assert headers["kafkawire.dlq.offset"] == b"0"
     finally:
         reader.close()
+
+
+def test_read_committed_share_group_skips_aborted_records(sbroker: BrokerProcess) -> None:
+    """share.isolation.level=read_committed: records of an aborted transaction are archived,
+    never delivered; committed and non-transactional ones are; nothing past the LSO."""
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    bs = sbroker.bootstrap
+    name, group = topic(bs), "g-" + uuid.uuid4().hex[:6]
+    admin = AdminClient({"bootstrap.servers": bs})
+    res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.isolation.level", "read_committed",
+                    incremental_operation=AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([res]).values():
+        f.result(30)
+    c = consumer(bs, group, name)
+    tp = Producer({"bootstrap.servers": bs, "transactional.id": "tx-" + group})
+    try:
+        joined(c, bs, group, name)
+        tp.init_transactions(30)
+        tp.begin_transaction()
+        for v in (b"aborted-1", b"aborted-2"):
+            tp.produce(name, value=v)
+        tp.abort_transaction(30)
+        produce(bs, name, [b"plain"])
+        tp.begin_transaction()
+        tp.produce(name, value=b"committed")
+        tp.commit_transaction(30)
+        tp.begin_transaction()
+        tp.produce(name, value=b"open")  # never committed while we look: past the LSO
+        tp.flush(30)
+        got: list[bytes] = []
+        poll_until([c], lambda: len(got) >= 2, 30, lambda _i, m: got.append(m.value()))
+        poll_until([c], lambda: False, 2, lambda _i, m: got.append(m.value()))
+        assert sorted(got) == [b"committed", b"plain"]
+        tp.abort_transaction(30)
+    finally:
+        c.close()
