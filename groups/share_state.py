@@ -9,11 +9,13 @@ changes ``states``.
 Writes are ShareSnapshot records (the whole state, snapshot epoch + 1), so a compacted topic
 keeps exactly the latest state per key; ShareUpdate records (deltas, which Kafka writes between
 snapshots) are read back correctly: their batches overlay the snapshot's and a start offset
-other than -1 moves it. A tombstone deletes the key (DeleteShareGroupState, DeleteGroups).
+other than -1 moves it. A tombstone deletes the key (DeleteShareGroupState, DeleteGroups, the
+topic deleted: ``on_metadata``).
 """
 
 from __future__ import annotations
 
+from kraft.image import MetadataImage
 from protocol.coordinator import CoordinatorRecord
 from protocol.errors import ErrorCode, KafkaError
 from protocol.share_state import (
@@ -89,6 +91,15 @@ class ShareStateShard:
 
     def next_deadline_ms(self) -> int | None:
         return None
+
+    def on_metadata(self, image: MetadataImage, now_ms: int) -> list[CoordinatorRecord]:
+        """The state of share partitions whose topic is gone is deleted (as Kafka deletes it
+        when a topic is deleted); also once after loading."""
+        records: list[CoordinatorRecord] = []
+        for key in sorted(self.states, key=lambda k: (k.group_id, str(k.topic_id), k.partition)):
+            if key.topic_id not in image.topics_by_id:
+                records += self.delete(key)
+        return records
 
     def on_timer(self, now_ms: int) -> list[CoordinatorRecord]:
         return []

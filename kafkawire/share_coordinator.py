@@ -266,7 +266,10 @@ class ShareService:
                 sp.exhausted = []
             sp.dead = []
             t = self.broker.image.topics_by_id.get(key[1])
-            pimg = t.partitions.get(key[2]) if t is not None else None
+            if t is None:  # the topic was deleted: its state goes with it (on_metadata)
+                self.partitions.pop(key, None)
+                continue
+            pimg = t.partitions.get(key[2])
             epoch = pimg.leader_epoch if pimg is not None else -1
             batches = [tuple(b) for b in sp.state_batches()]
             skey = ShareStateKey(*key)
@@ -443,6 +446,9 @@ class ShareService:
 
     def on_timer(self, now: int) -> None:
         self.groups.on_timer(now)
+        topics = self.broker.image.topics_by_id
+        for key in [k for k in self.partitions if k[1] not in topics]:
+            del self.partitions[key]  # topic deleted
         for key, sp in self.partitions.items():
             if sp.on_timer(now):
                 self.changed(key, sp)

@@ -472,3 +472,36 @@ def test_read_committed_share_group_skips_aborted_records(sbroker: BrokerProcess
         tp.abort_transaction(30)
     finally:
         c.close()
+
+
+def test_deleting_the_topic_deletes_share_state(sbroker: BrokerProcess) -> None:
+    from protocol._generated.read_share_group_state_request import (
+        ReadShareGroupStateRequest as Read,
+    )
+
+    bs = sbroker.bootstrap
+    name, group = topic(bs), "g-" + uuid.uuid4().hex[:6]
+    c = consumer(bs, group, name)
+    try:
+        joined(c, bs, group, name)
+    finally:
+        c.close()
+    from protocol._generated.metadata_request import MetadataRequest
+
+    admin = AdminClient({"bootstrap.servers": bs})
+    rc = RawClient(bs)
+    md = rc.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)],
+                                    allow_auto_topic_creation=False), 12)
+    tid = md.topics[0].topic_id
+
+    def start() -> int:
+        r = rc.request(Read(group_id=group, topics=[Read.ReadStateData(
+            topic_id=tid, partitions=[Read.PartitionData(partition=0, leader_epoch=-1)])]), 0)
+        return int(r.results[0].partitions[0].start_offset)
+
+    assert start() == 0
+    admin.delete_topics([name])[name].result(30)
+    deadline = time.monotonic() + 30
+    while start() != -1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert start() == -1
