@@ -293,3 +293,79 @@ def java_share_groups(bootstrap: str) -> Outcome:
         rc, so, se = _java(SHARE_GROUP_COMMAND, base + args)
         out.step(name, lambda: [rc, _tool_rows(so), _last_error_line(se)])
     return out
+
+
+def _txn_log(bootstrap: str, topic: str) -> None:
+    """Offsets 0-2 committed txn (+ marker 3), 4-5 aborted txn (+ marker 6), 7-8 plain."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": topic + "-tx",
+                  "linger.ms": 0})
+    p.init_transactions(60)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, value=f"c{i}")
+    p.commit_transaction(60)
+    p.begin_transaction()
+    for i in range(2):
+        p.produce(topic, value=f"a{i}")
+    p.flush(30)
+    p.abort_transaction(60)
+    with connect(bootstrap) as c:
+        produce(c, topic, build_batch(simple_records(2)))
+
+
+@scenario
+def share_limits_and_transactions(bootstrap: str) -> Outcome:
+    """share.delivery.count.limit 2: a record released twice is archived and the start offset
+    passes it; GAP and RENEW acknowledgements; closing a share session releases; transactional
+    data at read_uncommitted and read_committed (control batches, aborted records)."""
+    out = Steps()
+    topic, g = "share_limits_txn", "share_limits_txn-g"
+    with connect(bootstrap) as c:
+        create_topic(c, topic, 1)
+        wait_coordinator(c, g)
+        for name, value in (("share.auto.offset.reset", "earliest"),
+                            ("share.delivery.count.limit", "2")):
+            out.step(f"config_{name}", lambda: set_group_config(c, g, name, value))
+        for n in (2, 1):
+            produce(c, topic, build_batch(simple_records(n)))
+        tid = _topic_id(c, topic)
+        a = ShareMember(bootstrap, g, "limits-a", [topic])
+        try:
+            out.step("join", a.join)
+            out.step("fetch_1", lambda: fetched(a.fetch(tid, max_records=1)))
+            out.step("release_1", lambda: fetched(a.fetch(tid, [(0, 1, [2])], max_records=1)))
+            out.step("release_2_gap", lambda: fetched(a.fetch(tid, [(0, 0, [2]), (1, 1, [0])],
+                                                              max_records=1, wait_ms=500)))
+            out.step("offsets", lambda: offsets(c, g, topic))
+            out.step("renew_v1", lambda: acked(a.ack(tid, [(2, 2, [4])])))
+            out.step("close_session", lambda: acked(a.ack(tid, [], epoch=-1)))
+            b = ShareMember(bootstrap, g, "limits-b", [topic])
+            try:
+                time.sleep(1.1)  # past share.assignment.interval.ms: b is assigned at once
+                out.step("b_join", b.join)
+                out.step("b_gets_released", lambda: fetched(b.fetch(tid, wait_ms=2000)))
+            finally:
+                b.close()
+        finally:
+            a.close()
+    for iso in ("read_uncommitted", "read_committed"):
+        t2, g2 = f"share_txn_{iso}", f"share_txn_{iso}-g"
+        with connect(bootstrap) as c:
+            create_topic(c, t2, 1)
+            wait_coordinator(c, g2)
+            set_group_config(c, g2, "share.auto.offset.reset", "earliest")
+            out.step(f"{iso}_config",
+                     lambda: set_group_config(c, g2, "share.isolation.level", iso))
+            _txn_log(bootstrap, t2)
+            tid2 = _topic_id(c, t2)
+            m = ShareMember(bootstrap, g2, f"txn-{iso}", [t2])
+            try:
+                out.step(f"{iso}_join", m.join)
+                out.step(f"{iso}_fetch", lambda: fetched(m.fetch(tid2, max_records=20)))
+                out.step(f"{iso}_fetch_more",
+                         lambda: fetched(m.fetch(tid2, max_records=20, wait_ms=500)))
+            finally:
+                m.close()
+    return out

@@ -33,8 +33,13 @@ Kafka's batch-optimized mode does) unless ``strict`` (ShareFetch v2 record-limit
 
 read_committed: the caller passes the batches' producer ids, transactional and control bits
 and the aborted transactions of the range read (``BatchInfo``, ``aborted``); records of aborted
-transactions and control batches are archived instead of being acquired. Control batches are
-archived at any isolation level (they are not records for a consumer).
+transactions are archived instead of being acquired. Control batches are acquired like data,
+at both isolation levels, as Kafka 4.3.1 does (their offsets are inside the acquired ranges;
+clients skip control records and acknowledge their offsets).
+
+``hold``: ranges an acquisition must leave alone (records released by acknowledgements of the
+same ShareFetch: Kafka applies those while the fetch runs, so the fetch does not see them
+available).
 
 Persisted form: ``state_batches()`` are Kafka's ShareSnapshot/ShareUpdate ``StateBatches``
 (acquired records are persisted as AVAILABLE with their delivery count); ``SharePartition.load``
@@ -221,6 +226,7 @@ class SharePartition:
     def acquire(
         self, member_id: str, batches: list[BatchInfo], max_records: int, now_ms: int, *,
         strict: bool = False, aborted: list[tuple[int, int]] | None = None,
+        hold: list[tuple[int, int]] | None = None,
     ) -> list[AcquiredRange]:
         """Acquire what is available in ``batches`` (in offset order, from a log read) for
         ``member_id``: in-flight AVAILABLE records first, then new records past SPEO while
@@ -237,9 +243,9 @@ class SharePartition:
                 continue
             if b.base_offset < self.end_offset:
                 left -= self._acquire_in_flight(
-                    member_id, b, left, deadline, strict, dead or b.control, out)
+                    member_id, b, left, deadline, strict, dead, hold or [], out)
             if b.last_offset >= self.end_offset and left > 0:
-                if dead or b.control:
+                if dead:
                     self._append_new(b.last_offset, RecordState.ARCHIVED, 0)
                     continue
                 if self.in_flight >= self.limits.max_record_locks:
@@ -250,13 +256,19 @@ class SharePartition:
 
     def _acquire_in_flight(
         self, member_id: str, b: BatchInfo, left: int, deadline: int, strict: bool,
-        archive: bool, out: list[AcquiredRange],
+        archive: bool, hold: list[tuple[int, int]], out: list[AcquiredRange],
     ) -> int:
         taken = 0
         hi = min(b.last_offset, self.end_offset - 1)
         lo = max(b.base_offset, self.start_offset)
+        for h_lo, h_hi in hold:
+            if h_lo <= hi and h_hi >= lo:
+                self._split_at(max(h_lo, lo))
+                self._split_at(min(h_hi, hi) + 1)
         for r in self._split_between(lo, hi):
             if r.state != RecordState.AVAILABLE or taken >= left:
+                continue
+            if any(h_lo <= r.first and r.last <= h_hi for h_lo, h_hi in hold):
                 continue
             if strict and r.last - r.first + 1 > left - taken:
                 self._split_at(r.first + (left - taken))

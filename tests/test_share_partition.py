@@ -88,7 +88,9 @@ def test_bad_ack_shapes() -> None:
     assert sp.acknowledge("a", 0, 5, [1], 0) == ErrorCode.INVALID_RECORD_STATE
 
 
-def test_read_committed_archives_aborted_and_control() -> None:
+def test_read_committed_archives_aborted_records() -> None:
+    """As Kafka 4.3.1 (compat scenario share_limits_and_transactions): aborted data archived,
+    control batches acquired like data."""
     sp = SharePartition(0)
     log = [
         BatchInfo(0, 1, producer_id=7, transactional=True),
@@ -98,9 +100,17 @@ def test_read_committed_archives_aborted_and_control() -> None:
         BatchInfo(6, 6, producer_id=9, transactional=True, control=True),
     ]
     got = sp.acquire("m", log, 100, 0, aborted=[(7, 0)])
-    assert got == [AcquiredRange(2, 2, 1), AcquiredRange(4, 5, 1)]
+    assert got == [AcquiredRange(2, 6, 1)]
     assert sp.state_of(0) is None and sp.start_offset == 2  # aborted, archived, passed
-    assert sp.state_of(3) == (X, 0) and sp.state_of(6) == (X, 0)
+    assert sp.acquire("n", log, 100, 0) == []  # read_uncommitted: nothing left
+
+
+def test_hold_keeps_released_records_out_of_the_same_fetch() -> None:
+    sp = SharePartition(0)
+    sp.acquire("m", batches(2, 1), 1, 0)
+    assert sp.acknowledge("m", 0, 1, [2], 0) == ErrorCode.NONE
+    assert sp.acquire("m", batches(2, 1), 1, 0, hold=[(0, 1)]) == [AcquiredRange(2, 2, 1)]
+    assert sp.acquire("m", batches(2, 1), 1, 0) == [AcquiredRange(0, 1, 2)]
 
 
 def test_max_record_locks() -> None:
@@ -173,23 +183,29 @@ class SharePartitionMachine(RuleBasedStateMachine):
         self.log.append(BatchInfo(leo, leo + n - 1, pid, True))
         self.log.append(BatchInfo(leo + n, leo + n, pid, True, control=True))
         self.aborted.append((pid, leo))
-        self.dead_offsets.update(range(leo, leo + n + 1))
+        self.dead_offsets.update(range(leo, leo + n))  # the marker itself is delivered
 
     @rule(member=st.sampled_from(MEMBERS), max_records=st.integers(1, 8),
-          nbatches=st.integers(1, 4), strict=st.booleans())
-    def fetch(self, member: str, max_records: int, nbatches: int, strict: bool) -> None:
+          nbatches=st.integers(1, 4), strict=st.booleans(), data=st.data())
+    def fetch(self, member: str, max_records: int, nbatches: int, strict: bool,
+              data: st.DataObject) -> None:
         start = self.sp.next_fetch_offset()
         read = [b for b in self.log if b.last_offset >= start][:nbatches]
         old_end = self.m.end
         before = {o: list(r) for o, r in self.m.recs.items()}
+        hold: list[tuple[int, int]] = []
+        if self.m.end > self.m.start and data.draw(st.booleans()):
+            lo = data.draw(st.integers(self.m.start, self.m.end - 1))
+            hold = [(lo, data.draw(st.integers(lo, self.m.end - 1)))]
         got = self.sp.acquire(member, read, max_records, self.now, strict=strict,
-                              aborted=self.aborted)
+                              aborted=self.aborted, hold=hold)
         total = sum(a.last_offset - a.first_offset + 1 for a in got)
         if strict:
             assert total <= max_records
         for a in got:
             for o in range(a.first_offset, a.last_offset + 1):
                 assert o not in self.dead_offsets
+                assert not any(h[0] <= o <= h[1] for h in hold) or o >= old_end
                 prev = before.get(o)
                 if o < old_end:
                     assert prev is not None and prev[0] == A, (o, prev)
@@ -205,7 +221,7 @@ class SharePartitionMachine(RuleBasedStateMachine):
         if not got and read:
             # liveness: nothing acquired only when nothing could be
             avail = [o for o in range(start, self.m.end) if before.get(o, [None])[0] == A
-                     and o not in self.dead_offsets]
+                     and o not in self.dead_offsets and not any(h[0] <= o <= h[1] for h in hold)]
             assert not avail or avail[0] > read[-1].last_offset, (avail, read)
         self.m.advance()
 

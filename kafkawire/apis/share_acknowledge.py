@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kafkawire.apis.share_fetch import ack_error_message
 from protocol._generated.share_acknowledge_request import ShareAcknowledgeRequest
 from protocol._generated.share_acknowledge_response import ShareAcknowledgeResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -55,16 +56,21 @@ async def handle(
     for t in req.topics:
         parts = []
         for ap in t.partitions:
+            if not ap.acknowledgement_batches:
+                continue  # as Kafka: only partitions with acknowledgements are answered
             code = svc.acknowledge(gid, mid, t.topic_id, ap.partition_index,
                                    ap.acknowledgement_batches, renew)
             if t.topic_id not in broker.image.topics_by_id:
                 code = ErrorCode.UNKNOWN_TOPIC_ID
             parts.append(Resp.PartitionData(
                 partition_index=ap.partition_index, error_code=code,
+                error_message=ack_error_message(code),
                 current_leader=Resp.LeaderIdAndEpoch(
                     leader_id=broker.node_id,
                     leader_epoch=epochs.get((t.topic_id, ap.partition_index), -1))))
-        topics.append(Resp.ShareAcknowledgeTopicResponse(topic_id=t.topic_id, partitions=parts))
+        if parts:
+            topics.append(Resp.ShareAcknowledgeTopicResponse(topic_id=t.topic_id,
+                                                             partitions=parts))
     if req.share_session_epoch == -1:
         svc.close_session(s)
     await svc.flush()

@@ -6,10 +6,13 @@ session** (``kafkawire.share_coordinator``): epoch 0 opens the session with the 
 named, later requests add partitions and drop ``ForgottenTopicsData``, -1 closes it
 (acknowledgements only; the member's other acquired records of the session go back).
 
+Acknowledgements are applied first; records they release are not acquired again by the same
+request's first attempt (as in Kafka, where the fetch runs while they are written).
+
 Per partition the share partition (``groups/share_partition.py``) says where to read from
 (its first available record); whole batches are read from the log up to the high watermark
 (``share.isolation.level=read_committed``: the last stable offset, with aborted transactions
-archived), records are acquired for the member (``MaxRecords``, batch-aligned; v2
+archived; control batches are acquired like data, as Kafka does), records are acquired for the member (``MaxRecords``, batch-aligned; v2
 ``ShareAcquireMode`` 1 = exact record limit) and answered as ``AcquiredRecords`` ranges with
 their delivery counts beside the batches that hold them. ``AcquisitionLockTimeoutMs`` is the
 group's ``share.record.lock.duration.ms``.
@@ -50,6 +53,13 @@ Part = ShareFetchResponse.PartitionData
 RECORD_LIMIT_MODE = 1
 
 
+def ack_error_message(code: int) -> str | None:
+    """Kafka's message for an acknowledgement of records not acquired by the member."""
+    if code == ErrorCode.INVALID_RECORD_STATE:
+        return "The batch cannot be acknowledged. The batch is not in the acquired state."
+    return None
+
+
 def _error(code: ErrorCode, message: str | None = None) -> Resp:
     return Resp(error_code=code, error_message=message, acquisition_lock_timeout_ms=0,
                 responses=[], node_endpoints=[])
@@ -57,7 +67,7 @@ def _error(code: ErrorCode, message: str | None = None) -> Resp:
 
 def read_partition(
     broker: Broker, svc: ShareService, group_id: str, member_id: str, tid: uuid.UUID, p: int,
-    max_bytes: int, max_records: int, strict: bool,
+    max_bytes: int, max_records: int, strict: bool, hold: list[tuple[int, int]] | None = None,
 ) -> tuple[int, bytes, list[AcquiredRange]]:
     """(error, record bytes, acquired ranges) of one partition."""
     t = broker.image.topics_by_id.get(tid)
@@ -89,7 +99,8 @@ def read_partition(
                    for a in plog.aborted_transactions(start, batches[-1].last_offset + 1)]
     # As Kafka, an acquisition is not written: a restart makes the records available with
     # the delivery count of their last release (written on release, lock expiry, acks).
-    got = sp.acquire(member_id, batches, max_records, now_ms(), strict=strict, aborted=aborted)
+    got = sp.acquire(member_id, batches, max_records, now_ms(), strict=strict, aborted=aborted,
+                     hold=hold)
     svc.rearm()  # new acquisition locks to time
     if not got:
         return ErrorCode.NONE, b"", []
@@ -141,17 +152,25 @@ async def handle(broker: Broker, ctx: RequestContext, req: ShareFetchRequest) ->
                     leader_id=broker.node_id, leader_epoch=leader_epochs.get((tid, p), -1)))
         return parts[(tid, p)]
 
+    hold: dict[tuple[uuid.UUID, int], list[tuple[int, int]]] = {}
     for t in req.topics:
         for fp in t.partitions:
             if fp.acknowledgement_batches:
-                part(t.topic_id, fp.partition_index).acknowledge_error_code = svc.acknowledge(
-                    gid, mid, t.topic_id, fp.partition_index, fp.acknowledgement_batches, renew)
+                code = svc.acknowledge(gid, mid, t.topic_id, fp.partition_index,
+                                       fp.acknowledgement_batches, renew)
+                pd = part(t.topic_id, fp.partition_index)
+                pd.acknowledge_error_code = code
+                pd.acknowledge_error_message = ack_error_message(code)
+                if code == ErrorCode.NONE:
+                    hold[(t.topic_id, fp.partition_index)] = [
+                        (b.first_offset, b.last_offset) for b in fp.acknowledgement_batches
+                        if 2 in b.acknowledge_types]
     if req.share_session_epoch == -1:
         svc.close_session(s)
     else:
         _session_partitions(s, req)
         await svc.ensure_state_topic()
-        await _fetch(broker, svc, req, ctx.api_version, s.partitions, part)
+        await _fetch(broker, svc, req, ctx.api_version, s.partitions, part, hold)
     await svc.flush()
     lock_ms = svc.limits(gid).record_lock_duration_ms
     by_topic: dict[uuid.UUID, list[Part]] = {}
@@ -172,7 +191,11 @@ def _leader_epochs(broker: Broker) -> dict[tuple[uuid.UUID, int], int]:
 async def _fetch(
     broker: Broker, svc: ShareService, req: ShareFetchRequest, v: int,
     partitions: list[tuple[uuid.UUID, int]], part: Any,
+    hold: dict[tuple[uuid.UUID, int], list[tuple[int, int]]],
 ) -> None:
+    """Acquire for the session's partitions, long-polling while nothing could be. Records
+    released by this request's acknowledgements are left out of the first attempt (Kafka
+    applies acknowledgements while the fetch runs: it does not see them available yet)."""
     gid, mid = req.group_id or "", req.member_id or ""
     strict = v >= 2 and req.share_acquire_mode == RECORD_LIMIT_MODE
     max_records = req.max_records if req.max_records > 0 else 500
@@ -185,7 +208,8 @@ async def _fetch(
             if left <= 0 or total >= req.max_bytes:
                 break
             code, data, got = read_partition(broker, svc, gid, mid, tid, p,
-                                             req.max_bytes - total, left, strict)
+                                             req.max_bytes - total, left, strict,
+                                             hold.get((tid, p)))
             if code or got:
                 pd: Part = part(tid, p)
                 pd.error_code = code
@@ -199,6 +223,7 @@ async def _fetch(
             return
         if trio.current_time() >= deadline:
             return
+        hold = {}
         await broker.notifier.wait_any(keys, deadline)
 
 
