@@ -369,3 +369,36 @@ def share_limits_and_transactions(bootstrap: str) -> Outcome:
             finally:
                 m.close()
     return out
+
+
+@scenario
+def share_locks_and_empty_fetches(bootstrap: str) -> Outcome:
+    """share.partition.max.record.locks (100) against batches of 60, a long poll that finds
+    nothing, an acquisition lock expiring (share.record.lock.duration.ms at its 15 s minimum)
+    and the records coming back with delivery count 2."""
+    out = Steps()
+    topic, g = "share_locks", "share_locks-g"
+    with connect(bootstrap) as c:
+        create_topic(c, topic, 1)
+        wait_coordinator(c, g)
+        for name, value in (("share.auto.offset.reset", "earliest"),
+                            ("share.partition.max.record.locks", "100"),
+                            ("share.record.lock.duration.ms", "15000")):
+            out.step(f"config_{name}", lambda: set_group_config(c, g, name, value))
+        for _ in range(3):
+            produce(c, topic, build_batch(simple_records(60)))
+        tid = _topic_id(c, topic)
+        a = ShareMember(bootstrap, g, "locks-a", [topic])
+        try:
+            out.step("join", a.join)
+            out.step("fetch_all", lambda: fetched(a.fetch(tid, max_records=500)))
+            t0 = time.monotonic()
+            out.step("fetch_nothing", lambda: fetched(a.fetch(tid, max_records=500,
+                                                              wait_ms=300)))
+            out.step("long_poll_waited", lambda: time.monotonic() - t0 >= 0.25)
+            time.sleep(16)
+            out.step("after_lock_expiry", lambda: fetched(a.fetch(tid, max_records=500)))
+            out.step("offsets", lambda: offsets(c, g, topic))
+        finally:
+            a.close()
+    return out
