@@ -261,6 +261,19 @@ def test_state_survives_broker_kill(tmp_path: Path) -> None:
         bp.kill()
         c.close()
         bp.start()
+        # the group is known again from its persisted state (membership is not kept)
+        from protocol._generated.list_groups_request import ListGroupsRequest
+
+        deadline = time.monotonic() + 60
+        while True:
+            listed = RawClient(bs).request(ListGroupsRequest(states_filter=[],
+                                                             types_filter=["share"]), 5)
+            if any(g.group_id == group for g in listed.groups) or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert [(g.group_id, g.group_state) for g in listed.groups
+                if g.group_id == group] == [(group, "Empty")]
+        assert start_offset(bs, group, name) == 10  # d00-d09 accepted, d10.. released
         c2 = consumer(bs, group, name)
         try:
             back: list[Any] = []
