@@ -389,6 +389,20 @@ class SharePartition:
             self._advance()
         return n
 
+    def move_start(self, offset: int) -> bool:
+        """The log start offset passed the SPSO (retention, DeleteRecords): records below it
+        are gone, whatever their state; the SPSO moves to ``offset``. True if it moved."""
+        if offset <= self.start_offset:
+            return False
+        if offset >= self.end_offset:
+            self.reset(offset)
+            return True
+        self._split_at(offset)
+        self._ranges = [r for r in self._ranges if r.first >= offset]
+        self.start_offset = offset
+        self._advance()
+        return True
+
     def reset(self, start_offset: int) -> None:
         """AlterShareGroupOffsets / initialization: forget everything in flight."""
         self.start_offset = self.end_offset = start_offset

@@ -518,3 +518,27 @@ def test_deleting_the_topic_deletes_share_state(sbroker: BrokerProcess) -> None:
     while start() != -1 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert start() == -1
+
+
+def test_delete_records_past_the_share_start_offset(sbroker: BrokerProcess) -> None:
+    """Records deleted below the share-partition start offset (DeleteRecords, retention) are
+    gone for the group: the start offset moves to the log start offset."""
+    from confluent_kafka import TopicPartition
+
+    bs = sbroker.bootstrap
+    name, group = topic(bs), "g-" + uuid.uuid4().hex[:6]
+    c = consumer(bs, group, name, **{"share.acknowledgement.mode": "explicit"})
+    try:
+        joined(c, bs, group, name)  # starts at 0 (latest on an empty topic)
+        produce(bs, name, [b"e%d" % i for i in range(10)], batches=10)
+        admin = AdminClient({"bootstrap.servers": bs})
+        admin.delete_records([TopicPartition(name, 0, 6)])[TopicPartition(name, 0, 6)].result(30)
+        got: list[Any] = []
+        poll_until([c], lambda: len(got) >= 4, 30, lambda _i, m: got.append(m))
+        assert [m.value() for m in got] == [b"e6", b"e7", b"e8", b"e9"]
+        for m in got:
+            c.acknowledge(m, AcknowledgeType.ACCEPT)
+        c.commit_sync(30)
+        assert start_offset(bs, group, name) == 10
+    finally:
+        c.close()

@@ -113,6 +113,15 @@ def test_hold_keeps_released_records_out_of_the_same_fetch() -> None:
     assert sp.acquire("m", batches(2, 1), 1, 0) == [AcquiredRange(0, 1, 2)]
 
 
+def test_log_start_passing_the_start_offset() -> None:
+    sp = SharePartition(0)
+    sp.acquire("m", batches(3, 3), 10, 0)
+    assert sp.move_start(4) and sp.start_offset == 4 and sp.end_offset == 6
+    assert sp.state_of(4) == (Q, 1) and sp.state_of(3) is None
+    assert not sp.move_start(2)
+    assert sp.move_start(9) and (sp.start_offset, sp.end_offset, sp.ranges()) == (9, 9, [])
+
+
 def test_max_record_locks() -> None:
     sp = SharePartition(0, ShareLimits(max_record_locks=4))
     assert sp.acquire("m", batches(3, 3, 3), 100, 0) == [AcquiredRange(0, 5, 1)]

@@ -80,11 +80,13 @@ def read_partition(
     plog = broker.partition_log(t.name, p)
     if sp is None or plog is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, b"", []
+    if sp.move_start(plog.log_start_offset):  # retention or DeleteRecords passed the SPSO
+        svc.changed((group_id, tid, p), sp)
     committed = svc.read_committed(group_id)
     upper = plog.last_stable_offset if committed else plog.high_watermark
     if not sp.has_available(upper):
         return ErrorCode.NONE, b"", []
-    start = max(sp.next_fetch_offset(), plog.log_start_offset)
+    start = sp.next_fetch_offset()
     try:
         res = plog.read(start, max(max_bytes, 1), max_offset=upper, min_one_message=True)
     except KafkaError:
