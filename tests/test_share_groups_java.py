@@ -138,3 +138,26 @@ def test_kafka_share_groups_describe_reset_delete(tools: JavaTools, jbroker: Bro
     tools.run("share-groups", "--bootstrap-server", bs, "--delete", "--group", group)
     out = tools.run("share-groups", "--bootstrap-server", bs, "--list").output
     assert group not in out.split()
+
+
+def test_console_share_consumer_release_then_reject(tools: JavaTools, jbroker: BrokerProcess) -> None:
+    """KafkaShareConsumer (kafka-console-share-consumer --release / --reject, printing the
+    delivery count): released records come back with delivery count 2, rejected ones never."""
+    bs = jbroker.bootstrap
+    name, group = "jq-" + uuid.uuid4().hex[:6], "jg-" + uuid.uuid4().hex[:6]
+    values = _produce(bs, name, 3)
+    _reset_earliest(tools, bs, group, name)
+
+    def run(*extra: str, messages: int = 3, timeout_ms: int = 30000) -> list[str]:
+        args = ["--bootstrap-server", bs, "--topic", name, "--group", group,
+                "--max-messages", str(messages), "--timeout-ms", str(timeout_ms),
+                "--formatter-property", "print.delivery=true", *extra]
+        r = subprocess.run(java_command(tools.main_class("console-share-consumer"), args, "4.x"),
+                           capture_output=True, text=True, timeout=240)
+        return [ln for ln in r.stdout.splitlines() if ln.strip().endswith(tuple(values))]
+
+    first = run("--release")
+    assert sorted(first) == sorted(f"Delivery:1\t{v}" for v in values), first
+    second = run("--reject")
+    assert sorted(second) == sorted(f"Delivery:2\t{v}" for v in values), second
+    assert run(messages=1, timeout_ms=5000) == []
