@@ -2553,6 +2553,7 @@ from compat_tests import (  # noqa: E402, F401
     scenarios_groups,
     scenarios_java,
     scenarios_quotas,
+    scenarios_share,
 )
 
 if __name__ == "__main__":

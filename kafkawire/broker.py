@@ -16,12 +16,13 @@ from typing import Any
 
 import trio
 
+from groups.share_state import ShareStateShard
 from kafkawire.apis import REGISTRY
 from kafkawire.bootstrap import first_start_records, read_bootstrap
 from kafkawire.config import TOPIC_CONFIGS, BrokerConfig
 from kafkawire.config_entries import connection_limits, effective_topic_values
 from kafkawire.config_resources import group_consumer_settings
-from kafkawire.coordinator_runtime import GROUP_TOPIC, TXN_TOPIC, CoordinatorRuntime
+from kafkawire.coordinator_runtime import GROUP_TOPIC, SHARE_TOPIC, TXN_TOPIC, CoordinatorRuntime
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
 from kafkawire.log_cleaner import LogCleanerService
 from kafkawire.log_flusher import LogFlusher
@@ -32,6 +33,7 @@ from kafkawire.quorum_config import parse_voters
 from kafkawire.replica_manager import ReplicaManager
 from kafkawire.retention import run_producer_expiration, run_retention
 from kafkawire.server import Connection, FrameMemory, RequestContext, Server
+from kafkawire.share_coordinator import ShareService, share_version_records
 from kafkawire.storage import StorageError, format_or_check
 from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_records
 from kraft import controller
@@ -51,13 +53,13 @@ SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL":
 
 # feature name -> (min, max) we support. transaction.version 2 = KIP-890 part 2 (finalized at
 # start, kafkawire/txn_coordinator.py); group.version 1 = KIP-848 consumer groups
-# (groups/consumer.py).
+# (groups/consumer.py); share.version 1 = KIP-932 share groups (kafkawire/share_coordinator.py).
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     "metadata.version": (7, controller.METADATA_VERSION_LEVEL),
     "kraft.version": (0, 0),
     "eligible.leader.replicas.version": (0, controller.ELR_VERSION_LEVEL),
     "group.version": (0, 1),
-    "share.version": (0, 0),
+    "share.version": (0, 1),
     "streams.version": (0, 0),
     "transaction.version": (0, 2),
 }
@@ -117,10 +119,14 @@ class Broker:
         self.group_runtime = CoordinatorRuntime(self, GROUP_TOPIC, make_shard_factory(
             config, lambda gid: group_consumer_settings(self.config, self.image, gid)))
         self.txn_runtime = CoordinatorRuntime(self, TXN_TOPIC)
+        self.share_runtime = CoordinatorRuntime(self, SHARE_TOPIC, ShareStateShard)
         self.coordinators_by_key_type = {
-            GROUP_TOPIC.key_type: self.group_runtime, TXN_TOPIC.key_type: self.txn_runtime
+            GROUP_TOPIC.key_type: self.group_runtime, TXN_TOPIC.key_type: self.txn_runtime,
+            SHARE_TOPIC.key_type: self.share_runtime,
         }
         self.txn_coordinator = TxnCoordinator(self)
+        self.share = ShareService(self)
+        self.disconnect_hooks.append(self.share.on_disconnect)
 
     # ---- state --------------------------------------------------------------------------
     @property
@@ -327,6 +333,7 @@ class Broker:
             )
         features = group_version_records(self.config, self.image)
         features += transaction_version_records(self.image)
+        features += share_version_records(self.image)
         if features:
             self.quorum.append_sync(features)
         for topic in self.image.topics:
@@ -417,6 +424,7 @@ class Broker:
                 await nursery.start(self.txn_coordinator.serve)
                 assert self.quorum is not None
                 await nursery.start(self.quorum.run_snapshots)
+                await nursery.start(self.share.serve)
                 assert self.flusher is not None and self.cleaner is not None
                 await nursery.start(self.flusher.run)
                 nursery.start_soon(run_retention, self)

@@ -192,6 +192,8 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "internal.metadata.log.segment.bytes": ("int", None),
     "group.share.enable": ("boolean", False),
     "share.coordinator.state.topic.replication.factor": ("short", 1),
+    "share.coordinator.state.topic.num.partitions": ("int", 50),
+    "share.coordinator.state.topic.segment.bytes": ("int", 104857600),
     "share.coordinator.state.topic.min.isr": ("int", 1),
     "connections.max.idle.ms": ("long", 600000),
     # kafkawire's own (not a Kafka key): segment and index files kept open between uses, over
@@ -237,6 +239,8 @@ BROKER_CONFIGS.update({
     "group.consumer.max.heartbeat.interval.ms": ("int", 15000),
     "group.consumer.min.assignment.interval.ms": ("int", 0),
     "group.consumer.max.assignment.interval.ms": ("int", 15000),
+    "group.share.max.size": ("int", 200),
+    "group.share.max.share.sessions": ("int", 2000),
     "group.share.session.timeout.ms": ("int", 45000),
     "group.share.min.session.timeout.ms": ("int", 45000),
     "group.share.max.session.timeout.ms": ("int", 60000),

@@ -67,6 +67,9 @@ GROUP_CONFIGS: dict[str, tuple[str, Any, int | None, str | None]] = {
     "share.record.lock.duration.ms": ("int", 30000, 1000, "group.share.record.lock.duration.ms"),
     "share.renew.acknowledge.enable": ("boolean", True, None, None),
     "share.session.timeout.ms": ("int", 45000, 1, "group.share.session.timeout.ms"),
+    # kafkawire extension (docs/SHARE_GROUPS.md): where records archived at the delivery limit
+    # are copied; empty = nowhere (Kafka 4.3 has no dead-letter queue)
+    "kafkawire.share.dead.letter.topic": ("string", "", None, None),
     "streams.assignment.interval.ms": ("int", 1000, 0, "group.streams.assignment.interval.ms"),
     "streams.heartbeat.interval.ms": ("int", 5000, 1, "group.streams.heartbeat.interval.ms"),
     "streams.initial.rebalance.delay.ms": ("int", 3000, 0,
@@ -90,6 +93,9 @@ _GROUP_BOUNDS.update({
                                          "group.share.max.partition.max.record.locks"),
     "streams.num.standby.replicas": (None, "group.streams.max.standby.replicas"),
 })
+
+#: our own group configs: listed by a describe-all only when set (Kafka has no such keys)
+EXTENSION_PREFIX = "kafkawire."
 
 _CHOICES = {"share.isolation.level": ("read_committed", "read_uncommitted")}
 _DURATION = re.compile(
@@ -175,7 +181,9 @@ def group_config_entries(
     overrides = image.configs.get((RESOURCE_GROUP, group), {})
     layers = broker_layers(config, image)
     effective = effective_broker_config(config, image).values
-    wanted = sorted(GROUP_CONFIGS) if names is None else [n for n in names if n in GROUP_CONFIGS]
+    wanted = sorted(n for n in GROUP_CONFIGS if not n.startswith(EXTENSION_PREFIX)
+                    or n in overrides) if names is None else [
+        n for n in names if n in GROUP_CONFIGS]
     out: list[ConfigEntry] = []
     for name in wanted:
         kind, default, _low, syn = GROUP_CONFIGS[name]

@@ -108,6 +108,13 @@ TXN_TOPIC = CoordinatorTopic(
     "transaction.state.log.replication.factor", "transaction.state.log.segment.bytes", None,
 )
 
+#: KIP-932's share coordinator (``groups/share_state.py``); FindCoordinator key type 2
+SHARE_TOPIC = CoordinatorTopic(
+    "__share_group_state", 2, "share.coordinator.state.topic.num.partitions",
+    "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.segment.bytes", None,
+)
+
 
 class Shard(Protocol):
     """What a coordinator's per-partition state implements (see docs/COORDINATORS.md)."""

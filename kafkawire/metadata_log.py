@@ -122,7 +122,8 @@ class MetadataQuorum:
             sid = self.latest_snapshot = snap.snapshot_id
             self.kraft_version, self.voters = snap.kraft_version, snap.voters
             if sid.offset > self.log.log_end_offset:
-                self.log.truncate_fully_and_start_at(sid.offset)
+                replica = self.replicas.adopt_metadata_log(self.log)
+                replica.truncate_fully_and_start_at(sid.offset)
             base = apply(base, snap.records, sid.offset - 1, sid.epoch)
             start = sid.offset
             self.last_epoch, self.last_timestamp = sid.epoch, snap.last_contained_log_timestamp
@@ -245,12 +246,13 @@ class MetadataQuorum:
     def clean(self) -> None:
         """Drop old snapshots and the log segments before them (Kafka's retention rules)."""
         assert self.log is not None and self.snapshots is not None
+        assert self.partition is not None
         while True:
             start = clean_step(self.snapshots, self.snapshot_settings,
                                self.log.size_bytes, self.clock())
             if start is None or start.offset > self.log.high_watermark:
                 return
-            self.log.delete_records_before(start.offset)
+            self.partition.delete_records(start.offset)  # the log start moves, via the layer
             for sid in self.snapshots.snapshot_ids():
                 if sid < start:
                     self.snapshots.delete(sid)

@@ -63,11 +63,17 @@ class ReplicaManager:
         self.notifier.notify(p.topic, p.partition)
 
     # ---- following the metadata image ----------------------------------------------------
-    def host_metadata_log(self, plog: PartitionLog, leader_epoch: int, now_ms: int) -> Partition:
-        """The single-voter ``__cluster_metadata`` log: led here, committed once flushed."""
+    def adopt_metadata_log(self, plog: PartitionLog) -> Partition:
+        """Host ``__cluster_metadata`` with no role yet: at start-up, while it is loaded (a
+        snapshot may restart the log) and before its epoch is known."""
         p = self.partitions.get((plog.topic, plog.partition))
         if p is None:
             p = self._host(plog, hw_requires_flush=True)
+        return p
+
+    def host_metadata_log(self, plog: PartitionLog, leader_epoch: int, now_ms: int) -> Partition:
+        """The single-voter ``__cluster_metadata`` log: led here, committed once flushed."""
+        p = self.adopt_metadata_log(plog)
         p.become_leader(leader_epoch, frozenset({self.node_id}), (self.node_id,), now_ms)
         return p
 

@@ -62,6 +62,9 @@ TOOLS: dict[str, dict[str, str]] = {
     "client-metrics": {"*": "org.apache.kafka.tools.ClientMetricsCommand"},
     "reassign-partitions": {"*": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"},
     "transactions": {"*": "org.apache.kafka.tools.TransactionsCommand"},
+    # KIP-932 share groups: Kafka 4.x only
+    "share-groups": {"4.x": "org.apache.kafka.tools.consumer.group.ShareGroupCommand"},
+    "console-share-consumer": {"4.x": "org.apache.kafka.tools.consumer.ConsoleShareConsumer"},
 }
 
 # Option spellings that differ between the lines.

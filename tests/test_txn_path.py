@@ -246,5 +246,6 @@ def test_the_machine_finds_the_issue_11_merge() -> None:
 
     with pytest.raises(AssertionError):
         run_state_machine_as_test(Broken, settings=settings(
-            max_examples=300, derandomize=True, stateful_step_count=40, deadline=None, database=None,
+            max_examples=1000, derandomize=True, stateful_step_count=40, deadline=None,
+            database=None,
             suppress_health_check=list(HealthCheck), print_blob=False))

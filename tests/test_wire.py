@@ -73,11 +73,12 @@ def test_api_versions_lists_what_we_serve_with_kafka_quirks(raw: RawClient) -> N
     assert ranges[0][0] == 0  # Produce advertised from v0 (librdkafka compression quirk)
     assert ranges[1] == (4, 18)
     assert 4 not in ranges  # LeaderAndIsr was removed in Kafka 4
-    # as Kafka 4.3's bootstrap: ELR finalized; group.version=1: KIP-848 consumer groups work
-    # (transaction.version stays unfinalized)
+    # as Kafka 4.3's bootstrap: ELR finalized; group.version=1: KIP-848 consumer groups work;
+    # share.version=1: KIP-932 share groups (keys 76-79, 83-87, 90-92)
     assert {f.name for f in resp.finalized_features} == {
         "metadata.version", "eligible.leader.replicas.version", "group.version",
-        "transaction.version"}
+        "transaction.version", "share.version"}
+    assert ranges[78] == (1, 2) and ranges[85] == (0, 1) and ranges[92] == (0, 0)
 
 
 def test_api_versions_unsupported_version_gets_v0_fallback(raw: RawClient) -> None:

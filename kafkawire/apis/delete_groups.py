@@ -2,7 +2,9 @@
 
 An Empty group (or a simple one) is deleted: tombstones for its offsets and its group
 metadata are written to ``__consumer_offsets``; it then describes as Dead. Errors per group:
-NON_EMPTY_GROUP (members), GROUP_ID_NOT_FOUND (unknown), coordinator errors.
+NON_EMPTY_GROUP (members), GROUP_ID_NOT_FOUND (unknown), coordinator errors. A share group
+(KIP-932) without members is deleted with its share-partition state in
+``__share_group_state``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,12 @@ VERSIONS = (0, 2)
 async def handle(broker: Broker, ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
     out = []
     for group_id in req.groups_names:
+        if broker.share.group_known(group_id):
+            share_code = await broker.share.delete_group(group_id)
+            out.append(DeleteGroupsResponse.DeletableGroupResult(group_id=group_id,
+                                                                 error_code=share_code))
+            continue
+
         def op(shard: GroupShard, now: int, g: str = group_id) -> tuple[list[Any], ErrorCode]:
             return shard.delete_group(g, now)
 

@@ -1,6 +1,7 @@
 """FindCoordinator (key 10), versions 0-6.
 
-Key types 0 (group -> ``__consumer_offsets``) and 1 (transaction -> ``__transaction_state``);
+Key types 0 (group -> ``__consumer_offsets``), 1 (transaction -> ``__transaction_state``) and,
+from v6, 2 (share: a ``group:topicId:partition`` key -> ``__share_group_state``, KIP-932);
 any other type fails the whole request with INVALID_REQUEST (v0-3: top-level error, node -1;
 v4+: every coordinator key carries the error), as Kafka's ``CoordinatorType.forId`` does.
 v4+ batches keys (``coordinator_keys``); v0-3 ask for one ``key``.
@@ -37,11 +38,14 @@ MESSAGES = {
 NO_NODE = (-1, "", -1)
 
 
+SHARE_KEY_TYPE = 2
+
+
 async def coordinator_of(
     broker: Broker, ctx: RequestContext, key_type: int, key: str
 ) -> tuple[ErrorCode, tuple[int, str, int]]:
     runtime = broker.coordinators_by_key_type.get(key_type)
-    if runtime is None:
+    if runtime is None or (key_type == SHARE_KEY_TYPE and ctx.api_version < 6):
         return ErrorCode.INVALID_REQUEST, NO_NODE
     code = await runtime.ensure_topic()
     if code != ErrorCode.NONE:

@@ -3,7 +3,8 @@
 Every group of every loaded ``__consumer_offsets`` shard of this node (simple groups created by
 commits included, protocol type ""). v4+ ``states_filter`` and v5+ ``types_filter`` are
 case-insensitive, as Kafka's; v0-3 have no state/type in the answer. A shard still loading
-makes the answer COORDINATOR_LOAD_IN_PROGRESS (with the groups that are known).
+makes the answer COORDINATOR_LOAD_IN_PROGRESS (with the groups that are known). Share groups
+(KIP-932, ``kafkawire.share_coordinator``) are listed with type and protocol type ``share``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ async def handle(broker: Broker, ctx: RequestContext, req: ListGroupsRequest) ->
     groups = []
     for _p, shard in runtime.loaded_shards():
         groups += shard.list_groups(states, types)  # type: ignore[attr-defined]
+    groups += broker.share.list_groups(states, types)
     loading = any(not s.loaded for s in runtime.slots.values())
     code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE
     return ListGroupsResponse(error_code=code, groups=groups)

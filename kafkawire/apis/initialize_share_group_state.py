@@ -1,0 +1,46 @@
+"""InitializeShareGroupState (key 83), version 0 (KIP-932 share coordinator; flexible).
+
+Sets a share partition's state epoch and start offset with no state batches (a ShareSnapshot
+in ``__share_group_state``). Per partition: FENCED_STATE_EPOCH for an epoch older than the
+stored one, INVALID_REQUEST without a group id, coordinator errors.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from groups.share_state import ShareStateShard
+from kafkawire.share_state_apis import Op, on_key
+from protocol._generated.initialize_share_group_state_request import (
+    InitializeShareGroupStateRequest,
+)
+from protocol._generated.initialize_share_group_state_response import (
+    InitializeShareGroupStateResponse as Resp,
+)
+from protocol.share_state import ShareStateKey
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+    from kafkawire.server import RequestContext
+
+API_KEY = 83
+VERSIONS = (0, 0)
+
+
+def _op(state_epoch: int, start: int) -> Op:
+    def op(shard: ShareStateShard, key: ShareStateKey, now: int) -> tuple[list[Any], None]:
+        return shard.initialize(key, state_epoch, start, now), None
+    return op
+
+
+async def handle(broker: Broker, ctx: RequestContext, req: InitializeShareGroupStateRequest) -> Resp:
+    results = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            code, _ = await on_key(
+                broker, req.group_id, t.topic_id, p.partition,
+                _op(p.state_epoch, p.start_offset), mutates=True)
+            parts.append(Resp.PartitionResult(partition=p.partition, error_code=code))
+        results.append(Resp.InitializeStateResult(topic_id=t.topic_id, partitions=parts))
+    return Resp(results=results)
