@@ -21,24 +21,26 @@ from kafkawire.config_entries import connection_limits, effective_topic_values
 from kafkawire.config_resources import group_consumer_settings
 from kafkawire.coordinator_runtime import GROUP_TOPIC, TXN_TOPIC, CoordinatorRuntime
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
+from kafkawire.listener_security import ListenerSecurity
 from kafkawire.log_cleaner import LogCleanerService
 from kafkawire.log_flusher import LogFlusher
 from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum
 from kafkawire.purgatory import AppendNotifier
 from kafkawire.retention import run_producer_expiration, run_retention
+from kafkawire.sasl import SaslFailure
+from kafkawire.security_config import SECURITY_PROTOCOL_IDS, listener_protocol
 from kafkawire.server import Connection, RequestContext, Server
 from kafkawire.storage import format_or_check
 from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_records
 from kraft import controller
-from kraft.image import MetadataImage
+from kraft.image import RESOURCE_BROKER, MetadataImage, ScramCredential
 from log.config import LogConfig
 from log.manager import LogManager
 from log.partition_log import PartitionLog
 from protocol.errors import ErrorCode, KafkaError
+from protocol.primitives import RemoteProtocolError
 
 log = logging.getLogger("kafkawire.broker")
-
-SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 # feature name -> (min, max) we support. transaction.version 2 = KIP-890 part 2 (finalized at
 # start, kafkawire/txn_coordinator.py); group.version 1 = KIP-848 consumer groups
@@ -71,6 +73,10 @@ class Broker:
         self.notifier = AppendNotifier()
         self.server = Server(self.dispatch, config.socket_request_max_bytes, self.on_disconnect)
         self.server.connection_limits = lambda: connection_limits(self.config, self.image)
+        self.server.security = ListenerSecurity(config, self.dynamic_broker_config)
+        self.server.raw_token = self.raw_sasl_token
+        self.server.idle_timeout_ms = int(config["connections.max.idle.ms"])
+        self.server.now_ms = self.clock_ms
         self.bound_ports: dict[str, int] = {}
         self.started = trio.Event()
         self.start_time_ms = now_ms()
@@ -93,6 +99,29 @@ class Broker:
     def image(self) -> MetadataImage:
         assert self.quorum is not None
         return self.quorum.image
+
+    def clock_ms(self) -> int:
+        return now_ms()
+
+    def dynamic_broker_config(self) -> dict[str, str]:
+        """This broker's dynamic config (AlterConfigs on BROKER <node id>)."""
+        if self.quorum is None:
+            return {}
+        return self.image.configs.get((RESOURCE_BROKER, str(self.node_id)), {})
+
+    def scram_credential(self, user: str, mechanism: int) -> ScramCredential | None:
+        return self.image.scram.get(user, {}).get(mechanism)
+
+    async def raw_sasl_token(self, conn: Connection, token: bytes) -> bytes | None:
+        """A bare SASL token after SaslHandshake v0; a failure closes the connection."""
+        from kafkawire.apis.sasl_authenticate import evaluate
+
+        try:
+            challenge, _lifetime = await evaluate(self, conn, token)
+        except SaslFailure as e:
+            raise RemoteProtocolError(f"SASL authentication failed: {e}") from None
+        conn.sasl_raw_tokens = conn.sasl is not None
+        return challenge
 
     def supported_features(self) -> dict[str, tuple[int, int]]:
         return SUPPORTED_FEATURES
@@ -249,7 +278,7 @@ class Broker:
         endpoints = []
         for lst in cfg.advertised_listeners:
             port = self.bound_ports.get(lst.name, lst.port) if lst.port == 0 else lst.port
-            proto = SECURITY_PROTOCOLS.get(lst.name, 0)
+            proto = SECURITY_PROTOCOL_IDS[listener_protocol(cfg, lst.name)]
             endpoints.append((lst.name, lst.host, port, proto))
         assert self.quorum is not None
         epoch = self.quorum.log_end_offset()
@@ -258,6 +287,8 @@ class Broker:
         )
 
     async def run(self, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
+        assert self.server.security is not None
+        self.server.security.check([lst.name for lst in self.config.broker_listeners])
         self.open_storage()
         try:
             async with trio.open_nursery() as nursery:

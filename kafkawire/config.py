@@ -262,7 +262,15 @@ INTERNAL_BROKER_CONFIGS = frozenset({"log.initial.task.delay.ms"})
 NO_KAFKA_DEFAULT: frozenset[str] = frozenset({"node.id", "process.roles"})
 
 # Keys accepted and reported but with no effect in kafkawire (logged once at start).
-IGNORED_PREFIXES = ("ssl.", "sasl.", "listener.name.", "confluent.", "metric.", "metrics.")
+IGNORED_PREFIXES = ("confluent.", "metric.", "metrics.")
+# Security keys (kafkawire.security_config, kafkawire.authorizer, kafkawire.quota_manager):
+# kept as given in ``explicit`` and read there, per listener.
+SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.")
+SECURITY_KEYS = frozenset({
+    "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
+    "connections.max.reauth.ms", "connection.failed.authentication.delay.ms",
+    "quota.window.num", "quota.window.size.seconds",
+})
 
 
 class ConfigError(Exception):
@@ -357,6 +365,8 @@ class BrokerConfig:
         for key, value in raw.items():
             if key in BROKER_CONFIGS:
                 cfg.values[key] = parse_value(BROKER_CONFIGS[key][0], value, key)
+                cfg.explicit[key] = value
+            elif key.startswith(SECURITY_PREFIXES) or key in SECURITY_KEYS:
                 cfg.explicit[key] = value
             elif key.startswith(IGNORED_PREFIXES):
                 cfg.ignored.append(key)

@@ -24,6 +24,7 @@ import logging
 import os
 import socket
 import struct
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ from typing import Any
 import trio
 
 from kafkawire.apis import REGISTRY, ApiHandler
+from kafkawire.listener_security import ListenerSecurity
 from protocol._generated.api_versions_response import ApiVersionsResponse
 from protocol._generated.request_header import RequestHeader
 from protocol.errors import ErrorCode
@@ -44,6 +46,8 @@ TRACE_SKIPPED_KEYS = frozenset({0, 1})
 _SIZE = struct.Struct(">i")
 _HDR = struct.Struct(">hhi")
 API_VERSIONS_KEY = 18
+#: SaslHandshake, ApiVersions, SaslAuthenticate: served before authentication
+SASL_EXCHANGE_KEYS = frozenset({17, 18, 36})
 RECV_CHUNK_BYTES = 256 * 1024
 
 
@@ -59,7 +63,7 @@ class RequestContext:
 
 @dataclass(eq=False)
 class Connection:
-    stream: trio.SocketStream
+    stream: trio.abc.Stream
     peer: str
     listener: str
     conn_id: int
@@ -67,6 +71,24 @@ class Connection:
     closed: bool = False
     client_software: tuple[str, str] | None = None
     state: dict[str, Any] = field(default_factory=dict)
+    #: Kafka principal ("User:name"); ANONYMOUS on PLAINTEXT and SSL without a certificate
+    principal: str = "User:ANONYMOUS"
+    #: False on a SASL listener until SaslAuthenticate succeeds
+    authenticated: bool = True
+    #: the SASL exchange in progress (mechanism server), if any
+    sasl: Any = None
+    #: SaslHandshake v0: the next frames are bare SASL tokens (no Kafka request header)
+    sasl_raw_tokens: bool = False
+    #: KIP-368: requests after this time (ms) close the connection until re-authentication
+    session_expiry_ms: int | None = None
+    #: set by a handler: close the connection this many ms after sending the response
+    close_after_ms: int | None = None
+    #: set by a handler: mute (read nothing more) for this many ms after the response
+    throttle_ms: int = 0
+
+    @property
+    def host(self) -> str:
+        return self.peer.rsplit(":", 1)[0]
 
 
 class FrameTooLarge(RemoteProtocolError):
@@ -103,8 +125,13 @@ async def read_frame(conn: Connection, max_bytes: int) -> bytearray | None:
     return frame
 
 
-async def send_chunks(stream: trio.SocketStream, chunks: list[Any]) -> None:
-    """Send bytes chunks with the stream and External file ranges with sendfile."""
+#: TLS cannot use sendfile: file ranges are read and sent in pieces of this size
+TLS_READ_CHUNK_BYTES = 1024 * 1024
+
+
+async def send_chunks(stream: trio.abc.SendStream, chunks: list[Any]) -> None:
+    """Send bytes chunks with the stream and External file ranges with sendfile (plaintext)
+    or read from the file and sent through the stream (TLS)."""
     pending: list[bytes | bytearray | memoryview] = []
     for ch in chunks:
         if isinstance(ch, (bytes, bytearray, memoryview)):
@@ -114,7 +141,10 @@ async def send_chunks(stream: trio.SocketStream, chunks: list[Any]) -> None:
             await stream.send_all(b"".join(pending) if len(pending) > 1 else pending[0])
             pending = []
         for rng in ch.ranges:  # file ranges (fd, position, length), kept alive by ch
-            await sendfile_all(stream, rng.fd, rng.position, rng.length)
+            if isinstance(stream, trio.SocketStream):
+                await sendfile_all(stream, rng.fd, rng.position, rng.length)
+            else:
+                await send_file_range(stream, rng.fd, rng.position, rng.length)
     if pending:
         await stream.send_all(b"".join(pending) if len(pending) > 1 else pending[0])
 
@@ -140,6 +170,17 @@ async def sendfile_all(stream: trio.SocketStream, fd: int, offset: int, count: i
             raise OSError(errno.EIO, "segment file shorter than the promised fetch range")
         offset += sent
         await trio.lowlevel.checkpoint()
+
+
+async def send_file_range(stream: trio.abc.SendStream, fd: int, offset: int,
+                          count: int) -> None:
+    end = offset + count
+    while offset < end:
+        data = os.pread(fd, min(TLS_READ_CHUNK_BYTES, end - offset), offset)
+        if not data:
+            raise OSError(errno.EIO, "segment file shorter than the promised fetch range")
+        await stream.send_all(data)
+        offset += len(data)
 
 
 def response_header_version(api_key: int, api_version: int, handler: ApiHandler) -> int:
@@ -196,6 +237,13 @@ class Server:
         #: at each new connection so that dynamic broker configs apply at once
         self.connection_limits: Callable[[], ConnectionLimits] | None = None
         self._slot_freed = trio.Event()
+        #: listener protocols, TLS contexts and SASL settings (None: everything PLAINTEXT)
+        self.security: ListenerSecurity | None = None
+        #: answers a bare SASL token after SaslHandshake v0 (None: unsupported)
+        self.raw_token: Callable[[Connection, bytes], Awaitable[bytes | None]] | None = None
+        #: connections.max.idle.ms (also bounds the TLS handshake)
+        self.idle_timeout_ms = 600_000
+        self.now_ms: Callable[[], int] = lambda: int(time.time() * 1000)
 
     async def serve_listener(
         self,
@@ -236,6 +284,38 @@ class Server:
             await self._slot_freed.wait()
         return True
 
+    async def _secure(self, stream: trio.SocketStream, conn: Connection) -> bool:
+        """TLS handshake (SSL, SASL_SSL) and the starting principal; False: close."""
+        sec = self.security
+        if sec is None:
+            return True
+        listener = conn.listener
+        conn.authenticated = not sec.uses_sasl(listener)
+        if not sec.uses_tls(listener):
+            return True
+        tls = trio.SSLStream(stream, sec.ssl_context(listener), server_side=True)
+        conn.stream = tls
+        # Kafka closes a connection idle this long, handshake included
+        with trio.move_on_after(self.idle_timeout_ms / 1000):
+            try:
+                await tls.do_handshake()
+            except trio.BrokenResourceError as e:
+                log.info("connection %s from %s: TLS handshake failed: %s",
+                         conn.conn_id, conn.peer, e.__cause__ or e)
+                return False
+            if sec.protocol(listener) == "SSL":
+                der = tls.getpeercert(binary_form=True)
+                conn.principal = sec.certificate_principal(listener, der)
+            return True
+        log.info("connection %s from %s: TLS handshake timed out", conn.conn_id, conn.peer)
+        return False
+
+    def frame_limit(self, conn: Connection) -> int:
+        """Before authentication Kafka reads at most sasl.server.max.receive.size bytes."""
+        if conn.authenticated or self.security is None:
+            return self.request_max_bytes
+        return self.security.sasl(conn.listener).max_receive_bytes
+
     async def _serve_connection(self, stream: trio.SocketStream, listener: str) -> None:
         try:
             stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -250,11 +330,22 @@ class Server:
         self.connections.add(conn)
         correlation = -1
         try:
+            if not await self._secure(stream, conn):
+                return
             while True:
-                frame = await read_frame(conn, self.request_max_bytes)
+                frame = await read_frame(conn, self.frame_limit(conn))
                 if frame is None:
                     return
-                correlation = await self.handle_frame(conn, frame)
+                if conn.sasl_raw_tokens:
+                    await self.handle_raw_token(conn, bytes(frame))
+                else:
+                    correlation = await self.handle_frame(conn, frame)
+                if conn.close_after_ms is not None:
+                    await trio.sleep(conn.close_after_ms / 1000)
+                    return
+                if conn.throttle_ms > 0:  # muted: Kafka reads nothing more meanwhile
+                    await trio.sleep(conn.throttle_ms / 1000)
+                    conn.throttle_ms = 0
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             log.debug("connection %s from %s closed by peer", conn.conn_id, peer)
         except RemoteProtocolError as e:
@@ -280,9 +371,30 @@ class Server:
             with trio.move_on_after(1) as cs:
                 cs.shield = True
                 try:
-                    await stream.aclose()
+                    await conn.stream.aclose()
                 except Exception:
                     pass
+
+    async def handle_raw_token(self, conn: Connection, token: bytes) -> None:
+        """SaslHandshake v0: a bare token in, a bare (size-prefixed) token out."""
+        if self.raw_token is None:
+            raise RemoteProtocolError("SASL token without an authenticator")
+        challenge = await self.raw_token(conn, token)
+        if challenge is not None:
+            await conn.stream.send_all(_SIZE.pack(len(challenge)) + challenge)
+
+    def check_session(self, conn: Connection, api_key: int, name: str) -> None:
+        """Before (re-)authentication only ApiVersions, SaslHandshake and SaslAuthenticate
+        pass; anything else closes the connection, as Kafka's SaslServerAuthenticator."""
+        if api_key in SASL_EXCHANGE_KEYS:
+            return
+        if not conn.authenticated:
+            raise RemoteProtocolError(
+                f"Unexpected Kafka request of type {name} during SASL handshake")
+        expiry = conn.session_expiry_ms
+        if expiry is not None and self.now_ms() >= expiry:
+            raise RemoteProtocolError(
+                f"{name} request after the SASL session expired (connections.max.reauth.ms)")
 
     async def handle_frame(self, conn: Connection, frame: bytearray) -> int:
         if len(frame) < 8:
@@ -297,9 +409,13 @@ class Server:
                 w = encode_response(correlation_id, 0, body, 0)
                 await send_chunks(conn.stream, w.chunks())
                 return correlation_id
+            if not conn.authenticated:  # Kafka: an illegal SASL state, the connection closes
+                raise RemoteProtocolError(
+                    f"unsupported version {api_version} of {handler.name} before authentication")
             raise RemoteProtocolError(
                 f"unsupported version {api_version} of API {handler.name} ({api_key})"
             )
+        self.check_session(conn, api_key, handler.name)
         r = Reader(memoryview(frame))
         header = RequestHeader.read(r, 2 if handler.flexible(api_version) else 1)
         request = handler.request_cls.read(r, api_version)
