@@ -55,7 +55,7 @@ _CA: dict[Path, tuple[x509.Certificate, ec.EllipticCurvePrivateKey]] = {}
 def _issue(pki: Pki, cn: str, server: bool) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     ca_cert, ca_key = _CA[pki.dir]
     key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     builder = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(ca_cert.subject)
                .public_key(key.public_key()).serial_number(x509.random_serial_number())
                .not_valid_before(now - datetime.timedelta(hours=1))
@@ -70,7 +70,7 @@ def _issue(pki: Pki, cn: str, server: bool) -> tuple[x509.Certificate, ec.Ellipt
 def make_pki(directory: Path, server_cn: str = "localhost") -> Pki:
     directory.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     ca_cert = (x509.CertificateBuilder().subject_name(_name("test CA"))
                .issuer_name(_name("test CA")).public_key(ca_key.public_key())
                .serial_number(x509.random_serial_number())
