@@ -16,6 +16,7 @@ from typing import Any
 import trio
 
 from kafkawire.apis import REGISTRY
+from kafkawire.authorizer import Authorizer
 from kafkawire.config import TOPIC_CONFIGS, BrokerConfig
 from kafkawire.config_entries import connection_limits, effective_topic_values
 from kafkawire.config_resources import group_consumer_settings
@@ -77,6 +78,7 @@ class Broker:
         self.server.raw_token = self.raw_sasl_token
         self.server.idle_timeout_ms = int(config["connections.max.idle.ms"])
         self.server.now_ms = self.clock_ms
+        self.authorizer = Authorizer(config, lambda: self.image)
         self.bound_ports: dict[str, int] = {}
         self.started = trio.Event()
         self.start_time_ms = now_ms()
@@ -228,6 +230,8 @@ class Broker:
             # nothing sees a cluster without brokers (CreateTopics: "0 broker(s) registered").
             await self.started.wait()
         handler = REGISTRY[ctx.api_key]
+        if self.authorizer.enabled:
+            ctx.authorizer = self.authorizer
         return await handler.handle(self, ctx, request)
 
     def on_disconnect(self, conn: Connection) -> None:

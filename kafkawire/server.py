@@ -32,6 +32,7 @@ from typing import Any
 import trio
 
 from kafkawire.apis import REGISTRY, ApiHandler
+from kafkawire.authorizer import Authorizer
 from kafkawire.listener_security import ListenerSecurity
 from protocol._generated.api_versions_response import ApiVersionsResponse
 from protocol._generated.request_header import RequestHeader
@@ -59,6 +60,23 @@ class RequestContext:
     client_id: str | None
     connection: Connection
     header: RequestHeader
+    #: None: no authorizer (everything allowed)
+    authorizer: Authorizer | None = None
+
+    def allowed(self, operation: int, resource_type: int, name: str) -> bool:
+        """May this request's principal do ``operation`` on the resource (kraft.acls)?"""
+        a = self.authorizer
+        return a is None or a.allowed(self.connection.principal, self.connection.host,
+                                      operation, resource_type, name)
+
+    def operations(self, resource_type: int, name: str) -> int:
+        """The authorized-operations bit field of a resource for this principal."""
+        a = self.authorizer
+        if a is None:
+            from kraft.acls import SUPPORTED_OPERATIONS
+            return sum(1 << op for op in SUPPORTED_OPERATIONS.get(resource_type, ()))
+        return a.operations(self.connection.principal, self.connection.host, resource_type,
+                            name)
 
 
 @dataclass(eq=False)

@@ -53,6 +53,6 @@ async def handle(
     resp: ConsumerGroupHeartbeatResponse = await on_group(
         broker, req.group_id,
         lambda shard, now: shard.consumer_heartbeat(req, v, ctx.client_id or "", host, topics, now, version),
-        lambda e: ConsumerGroupHeartbeatResponse(error_code=e.code, error_message=e.message),
+        lambda e: ConsumerGroupHeartbeatResponse(error_code=e.code, error_message=e.message), ctx=ctx,
     )
     return resp

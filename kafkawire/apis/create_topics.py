@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from kafkawire.config_entries import topic_config_entries, validate_topic_overrides
 from kafkawire.metadata_log import METADATA_TOPIC
 from kraft import controller
+from kraft.acls import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE_CONFIGS, TOPIC
 from kraft.image import MetadataImage
 from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.create_topics_response import CreateTopicsResponse
@@ -146,11 +147,16 @@ async def handle(
     tail: list[Result] = [
         error_result(n, ErrorCode.INVALID_REQUEST, "Duplicate topic name.") for n in duplicates
     ]
+    cluster_create = ctx.allowed(CREATE, CLUSTER, CLUSTER_NAME)
     async with broker.metadata_lock:
         image = broker.image
         all_records: list[Any] = []
         for t in req.topics:
             if counts[t.name] > 1:
+                continue
+            if not cluster_create and not ctx.allowed(CREATE, TOPIC, t.name):
+                results.append(error_result(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                            "Authorization failed."))
                 continue
             if t.name == METADATA_TOPIC:
                 tail.append(
@@ -165,7 +171,11 @@ async def handle(
             except KafkaError as e:
                 results.append(error_result(t.name, e.code, e.message))
                 continue
-            results.append(success_result(broker.config, image, t.name, records, configs, v))
+            result = success_result(broker.config, image, t.name, records, configs, v)
+            if v >= 5 and not ctx.allowed(DESCRIBE_CONFIGS, TOPIC, t.name):
+                result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                result.configs = []
+            results.append(result)
             all_records.extend(records)
         if all_records and not req.validate_only:
             await broker.commit_metadata(all_records)

@@ -23,6 +23,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from kraft import controller
+from kraft.acls import DELETE, DESCRIBE, TOPIC
 from protocol._generated.delete_topics_request import DeleteTopicsRequest
 from protocol._generated.delete_topics_response import DeleteTopicsResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -91,16 +92,23 @@ async def handle(
             if topic_id in dup_ids:
                 continue
             topic = image.topics_by_id.get(topic_id)
-            if topic is None:
+            # Kafka: a topic id the principal may not DESCRIBE is unknown to it
+            if topic is None or not ctx.allowed(DESCRIBE, TOPIC, topic.name):
                 results.append(_result(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID,
                                        UNKNOWN_TOPIC_ID_MESSAGE))
+            elif not ctx.allowed(DELETE, TOPIC, topic.name):
+                results.append(_result(topic.name, topic_id,
+                                       ErrorCode.TOPIC_AUTHORIZATION_FAILED, None))
             else:
                 to_delete[topic_id] = topic.name
         for name in dict.fromkeys(names):
             if name in dup_names:
                 continue
             found = image.topics.get(name)
-            if found is None:
+            if not ctx.allowed(DELETE, TOPIC, name):  # before revealing whether it exists
+                results.append(_result(name, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                       None))
+            elif found is None:
                 results.append(_result(name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                        UNKNOWN_TOPIC_MESSAGE))
             elif found.topic_id in to_delete or found.topic_id in dup_ids:

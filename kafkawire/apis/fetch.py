@@ -20,6 +20,8 @@
 - Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (v13+: UNKNOWN_TOPIC_ID by id),
   OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a current leader epoch
   older / newer than ours.
+- Authorization (``kafkawire.authorizer``): READ on each topic, else its partitions answer
+  TOPIC_AUTHORIZATION_FAILED with no data.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from kraft.acls import READ, TOPIC
 from protocol._generated.fetch_request import FetchRequest
 from protocol._generated.fetch_response import FetchResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -140,6 +143,9 @@ async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Fetc
             name = topic_img.name if topic_img is not None else None
         else:
             name = ft.topic
+        denied = name is not None and not ctx.allowed(READ, TOPIC, name)
+        if denied:
+            name = None
         parts: list[Part] = []
         out.append(
             FetchResponse.FetchableTopicResponse(
@@ -159,6 +165,8 @@ async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Fetc
             )
             if name is None and v >= 13:
                 resp.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+            if denied:
+                resp.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             parts.append(resp)
             slots.append(
                 _Slot(name, ft.topic_id, fp.partition, fp.fetch_offset, fp.partition_max_bytes,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from groups.shard import GroupShard
 from kafkawire.group_coordinator import on_group, partition_error
+from kraft.acls import DELETE
 from protocol._generated.offset_delete_request import OffsetDeleteRequest
 from protocol._generated.offset_delete_response import OffsetDeleteResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -49,5 +50,6 @@ async def handle(broker: Broker, ctx: RequestContext, req: OffsetDeleteRequest) 
     def on_error(e: KafkaError) -> OffsetDeleteResponse:
         return OffsetDeleteResponse(error_code=e.code, topics=[])
 
-    resp: OffsetDeleteResponse = await on_group(broker, req.group_id, op, on_error)
+    resp: OffsetDeleteResponse = await on_group(broker, req.group_id, op, on_error, ctx=ctx,
+                                                  operation=DELETE)
     return resp

@@ -25,6 +25,9 @@ frame and writes the client's bytes verbatim. No Python loop ever visits a recor
   it (one attribute test).
 - ``flush.messages``: the append that leaves that many offsets unflushed is answered after an
   fsync covering it (group commit off the event loop, ``kafkawire.log_flusher``).
+- Authorization (``kafkawire.authorizer``): WRITE on the transactional id (else every
+  partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and WRITE on each topic (else
+  TOPIC_AUTHORIZATION_FAILED, before the topic's existence is revealed).
 - v0-2 are advertised (librdkafka disables compression otherwise, KAFKA-18659) but refused,
   as Kafka 4 does. v13 names topics by id.
 """
@@ -34,6 +37,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from kraft.acls import TOPIC, TRANSACTIONAL_ID, WRITE
 from log.cleaner import keyless_records
 from protocol._generated.produce_request import ProduceRequest
 from protocol._generated.produce_response import ProduceResponse
@@ -120,6 +124,15 @@ def _keyless_error(
     return resp
 
 
+def _denied(ctx: RequestContext, txn_denied: bool, name: str) -> ErrorCode | None:
+    """Kafka's checks: WRITE on the transactional id, then WRITE on each topic."""
+    if txn_denied:
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if name and not ctx.allowed(WRITE, TOPIC, name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return None
+
+
 async def handle(
     broker: Broker, ctx: RequestContext, req: ProduceRequest
 ) -> ProduceResponse | None:
@@ -129,6 +142,8 @@ async def handle(
     now_ms = int(time.time() * 1000)
     out: list[ProduceResponse.TopicProduceResponse] = []
     to_flush: list[tuple[PartResp, PartitionLog]] = []  # flush.messages reached
+    txn_denied = req.transactional_id is not None and not ctx.allowed(
+        WRITE, TRANSACTIONAL_ID, req.transactional_id)
     for td in req.topic_data:
         if v >= 13:
             topic = img.topics_by_id.get(td.topic_id)
@@ -143,6 +158,10 @@ async def handle(
         out.append(tresp)
         if acks not in (-1, 0, 1):
             parts += [_error(p.index, ErrorCode.INVALID_REQUIRED_ACKS) for p in td.partition_data]
+            continue
+        denied = _denied(ctx, txn_denied, topic.name if topic is not None else td.name)
+        if denied is not None:
+            parts += [_error(p.index, denied) for p in td.partition_data]
             continue
         if topic is None:
             parts += [_error(p.index, missing) for p in td.partition_data]
