@@ -15,18 +15,29 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kafkawire.config import BrokerConfig, ConfigError
 from kraft.acls import (
+    ALLOW,
+    CLUSTER,
+    CLUSTER_NAME,
+    GROUP,
+    IMPLIED,
     OPERATIONS,
     RESOURCE_TYPES,
     SUPPORTED_OPERATIONS,
+    TOPIC,
     Acl,
     AuthorizerConfig,
     authorize,
     authorized_operations,
 )
 from kraft.image import MetadataImage
+from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from kafkawire.server import RequestContext
 
 log = logging.getLogger("kafkawire.authorizer")
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -69,8 +80,45 @@ class Authorizer:
                      RESOURCE_TYPES.get(resource_type, resource_type), name)
         return ok
 
+    def allowed_somewhere(self, ctx: RequestContext, operation: int, resource_type: int) -> bool:
+        """Kafka's ``authorizeByResourceType``, simplified: a super user, no authorizer, or an
+        ALLOW ACL for the operation on some resource of the type that names the principal
+        (or ``User:*``) and its host; DENY ACLs on other patterns are not weighed."""
+        if not self.enabled:
+            return True
+        principal, host = ctx.connection.principal, ctx.connection.host
+        if principal in self.config.super_users:
+            return True
+        return any(acl.permission_type == ALLOW and acl.principal in (principal, "User:*")
+                   and acl.host in (host, "*")
+                   and operation in IMPLIED.get(acl.operation, frozenset({acl.operation}))
+                   for acl in self._acls(resource_type))
+
     def operations(self, principal: str, host: str, resource_type: int, name: str) -> int:
         if not self.enabled:
             return sum(1 << op for op in SUPPORTED_OPERATIONS.get(resource_type, ()))
         return authorized_operations(self._acls(resource_type), self.config, principal, host,
                                      resource_type, name)
+
+
+# config resource type (DescribeConfigs/AlterConfigs) -> (ACL resource type, error when denied)
+_CONFIG_RESOURCES: dict[int, tuple[int, ErrorCode, str]] = {
+    2: (TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."),
+    4: (CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
+    8: (CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
+    16: (CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."),
+    32: (GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."),
+}
+
+
+def check_config_resource(ctx: RequestContext, operation: int, config_type: int,
+                          name: str) -> KafkaError | None:
+    """Kafka's check for a config resource: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, the
+    group, or the cluster (brokers, broker loggers, client metrics)."""
+    entry = _CONFIG_RESOURCES.get(config_type)
+    if entry is None:
+        return None
+    rtype, code, message = entry
+    if ctx.allowed(operation, rtype, CLUSTER_NAME if rtype == CLUSTER else name):
+        return None
+    return KafkaError(code, message)

@@ -34,6 +34,7 @@ from kafkawire.server import Connection, RequestContext, Server
 from kafkawire.storage import format_or_check
 from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_records
 from kraft import controller
+from kraft.acls import ALTER, CLUSTER, CLUSTER_NAME, DESCRIBE, DESCRIBE_CONFIGS
 from kraft.image import RESOURCE_BROKER, MetadataImage, ScramCredential
 from log.config import LogConfig
 from log.manager import LogManager
@@ -55,6 +56,28 @@ SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     "streams.version": (0, 0),
     "transaction.version": (0, 2),
 }
+
+
+# APIs that need one operation on the cluster and answer a denial with a top-level
+# CLUSTER_AUTHORIZATION_FAILED (Kafka's checks; the others check in their handlers)
+CLUSTER_GATED: dict[int, int] = {
+    35: DESCRIBE,  # DescribeLogDirs
+    43: ALTER,  # ElectLeaders
+    45: ALTER,  # AlterPartitionReassignments
+    46: DESCRIBE,  # ListPartitionReassignments
+    48: DESCRIBE_CONFIGS,  # DescribeClientQuotas
+    50: DESCRIBE,  # DescribeUserScramCredentials
+    55: DESCRIBE,  # DescribeQuorum
+    57: ALTER,  # UpdateFeatures
+}
+
+
+def cluster_denied(response_cls: Any) -> Any:
+    resp = response_cls()
+    resp.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if hasattr(resp, "error_message"):
+        resp.error_message = "Cluster authorization failed."
+    return resp
 
 
 def now_ms() -> int:
@@ -232,6 +255,9 @@ class Broker:
         handler = REGISTRY[ctx.api_key]
         if self.authorizer.enabled:
             ctx.authorizer = self.authorizer
+            gate = CLUSTER_GATED.get(ctx.api_key)
+            if gate is not None and not ctx.allowed(gate, CLUSTER, CLUSTER_NAME):
+                return cluster_denied(handler.response_cls)
         return await handler.handle(self, ctx, request)
 
     def on_disconnect(self, conn: Connection) -> None:

@@ -314,3 +314,46 @@ def test_confluent_kafka_consumer_needs_group_and_topic_read(cluster: Cluster) -
             got = m.value()
     c.close()
     assert got == b"v1"
+
+
+def test_configs_transactions_and_cluster_apis(cluster: Cluster) -> None:
+    from protocol._generated.describe_cluster_request import DescribeClusterRequest
+    from protocol._generated.describe_configs_request import DescribeConfigsRequest
+    from protocol._generated.describe_user_scram_credentials_request import (
+        DescribeUserScramCredentialsRequest,
+    )
+    from protocol._generated.init_producer_id_request import InitProducerIdRequest
+
+    topic = f"cfg-{uuid.uuid4().hex[:8]}"
+    _create_topic(cluster, topic)
+    bob = cluster.user("bob")
+    try:
+        Res = DescribeConfigsRequest.DescribeConfigsResource
+        r = bob.request(DescribeConfigsRequest(resources=[
+            Res(resource_type=2, resource_name=topic, configuration_keys=None),
+            Res(resource_type=4, resource_name="1", configuration_keys=None)]), 4)
+        assert [x.error_code for x in r.results] == [TOPIC_AUTH, CLUSTER_AUTH]
+        # idempotence needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+        ip = bob.request(InitProducerIdRequest(transactional_id=None,
+                                               transaction_timeout_ms=60000), 4)
+        assert ip.error_code == CLUSTER_AUTH
+        ip = bob.request(InitProducerIdRequest(transactional_id="bob-txn",
+                                               transaction_timeout_ms=60000), 4)
+        assert ip.error_code == TXN_AUTH
+        dc = bob.request(DescribeClusterRequest(), 1)
+        assert dc.error_code == CLUSTER_AUTH
+        scram = bob.request(DescribeUserScramCredentialsRequest(users=None), 0)
+        assert scram.error_code == CLUSTER_AUTH
+        _grant(cluster, _acl(K.TOPIC, topic, "User:bob", K.WRITE),
+               _acl(K.TOPIC, topic, "User:bob", K.DESCRIBE_CONFIGS),
+               _acl(K.CLUSTER, K.CLUSTER_NAME, "User:bob", K.DESCRIBE))
+        ip = bob.request(InitProducerIdRequest(transactional_id=None,
+                                               transaction_timeout_ms=60000), 4)
+        assert ip.error_code == 0 and ip.producer_id >= 0
+        r = bob.request(DescribeConfigsRequest(resources=[
+            Res(resource_type=2, resource_name=topic, configuration_keys=None)]), 4)
+        assert r.results[0].error_code == 0 and r.results[0].configs
+        dc = bob.request(DescribeClusterRequest(include_cluster_authorized_operations=True), 1)
+        assert dc.error_code == 0 and dc.cluster_authorized_operations == 1 << K.DESCRIBE
+    finally:
+        bob.close()

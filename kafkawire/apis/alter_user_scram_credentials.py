@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kraft.acls import ALTER, CLUSTER, CLUSTER_NAME
 from kraft.scram import alter_scram
 from protocol._generated.alter_user_scram_credentials_request import (
     AlterUserScramCredentialsRequest,
@@ -18,6 +19,7 @@ from protocol._generated.alter_user_scram_credentials_request import (
 from protocol._generated.alter_user_scram_credentials_response import (
     AlterUserScramCredentialsResponse,
 )
+from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
@@ -37,9 +39,14 @@ async def handle(
         (u.name, u.mechanism, u.iterations, bytes(u.salt), bytes(u.salted_password))
         for u in req.upsertions
     ]
-    async with broker.metadata_lock:
-        records, results = alter_scram(broker.image, deletions, upsertions)
-        await broker.commit_metadata(records)
+    if not ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME):  # Kafka: ALTER on the cluster
+        users = list(dict.fromkeys([d[0] for d in deletions] + [u[0] for u in upsertions]))
+        results: list[tuple[str, ErrorCode, str | None]] = [
+            (u, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None) for u in users]
+    else:
+        async with broker.metadata_lock:
+            records, results = alter_scram(broker.image, deletions, upsertions)
+            await broker.commit_metadata(records)
     return R(
         throttle_time_ms=0,
         results=[

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkawire.apis.metadata import AUTH_OPS_NOT_REQUESTED, CLUSTER_ALL_OPS
+from kafkawire.apis.metadata import AUTH_OPS_NOT_REQUESTED
+from kraft.acls import CLUSTER, CLUSTER_NAME, DESCRIBE
 from protocol._generated.describe_cluster_request import DescribeClusterRequest
 from protocol._generated.describe_cluster_response import DescribeClusterResponse
 from protocol.errors import ErrorCode
@@ -57,6 +58,11 @@ async def handle(
     failed = endpoint_error(v, endpoint_type)
     if failed is not None:
         return failed
+    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):  # Kafka: DESCRIBE on the cluster
+        return DescribeClusterResponse(
+            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            error_message=None, endpoint_type=endpoint_type, cluster_id="", controller_id=-1,
+            brokers=[], cluster_authorized_operations=-2147483648)
     include_fenced = v >= 2 and req.include_fenced_brokers
     listener = ctx.connection.listener
     brokers = []
@@ -79,7 +85,7 @@ async def handle(
         controller_id=controller_id,
         brokers=brokers,
         cluster_authorized_operations=(
-            CLUSTER_ALL_OPS if req.include_cluster_authorized_operations
+            ctx.operations(CLUSTER, CLUSTER_NAME) if req.include_cluster_authorized_operations
             else AUTH_OPS_NOT_REQUESTED
         ),
     )

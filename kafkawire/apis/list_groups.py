@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kraft.acls import CLUSTER, CLUSTER_NAME, DESCRIBE, GROUP
 from protocol._generated.list_groups_request import ListGroupsRequest
 from protocol._generated.list_groups_response import ListGroupsResponse
 from protocol.errors import ErrorCode
@@ -30,6 +31,9 @@ async def handle(broker: Broker, ctx: RequestContext, req: ListGroupsRequest) ->
     groups = []
     for _p, shard in runtime.loaded_shards():
         groups += shard.list_groups(states, types)  # type: ignore[attr-defined]
+    # Kafka: DESCRIBE on the cluster lists every group, else those the principal may DESCRIBE
+    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):
+        groups = [g for g in groups if ctx.allowed(DESCRIBE, GROUP, g.group_id)]
     loading = any(not s.loaded for s in runtime.slots.values())
     code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE
     return ListGroupsResponse(error_code=code, groups=groups)
