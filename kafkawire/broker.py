@@ -27,6 +27,13 @@ from kafkawire.log_cleaner import LogCleanerService
 from kafkawire.log_flusher import LogFlusher
 from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum
 from kafkawire.purgatory import AppendNotifier
+from kafkawire.quota_manager import (
+    FETCH,
+    PRODUCE,
+    REQUEST,
+    QuotaManager,
+    ip_connection_rate,
+)
 from kafkawire.retention import run_producer_expiration, run_retention
 from kafkawire.sasl import SaslFailure
 from kafkawire.security_config import SECURITY_PROTOCOL_IDS, listener_protocol
@@ -80,6 +87,22 @@ def cluster_denied(response_cls: Any) -> Any:
     return resp
 
 
+PRODUCE_KEY, FETCH_KEY = 0, 1
+#: requests that wait in purgatory: their wall time is not handler time (request_percentage)
+LONG_POLL_KEYS = frozenset({1, 11, 14, 68})
+
+
+def fetch_response_bytes(response: Any) -> int:
+    total = 0
+    for t in response.responses:
+        for p in t.partitions:
+            recs = p.records
+            if recs is None:
+                continue
+            total += recs.size if hasattr(recs, "size") else len(recs)
+    return total
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -101,7 +124,11 @@ class Broker:
         self.server.raw_token = self.raw_sasl_token
         self.server.idle_timeout_ms = int(config["connections.max.idle.ms"])
         self.server.now_ms = self.clock_ms
+        self.server.creation_limits = self.connection_creation_limits
         self.authorizer = Authorizer(config, lambda: self.image)
+        self.quotas = QuotaManager(
+            lambda: self.image, int(config.explicit.get("quota.window.num", "11")),
+            int(config.explicit.get("quota.window.size.seconds", "1")) * 1000)
         self.bound_ports: dict[str, int] = {}
         self.started = trio.Event()
         self.start_time_ms = now_ms()
@@ -127,6 +154,15 @@ class Broker:
 
     def clock_ms(self) -> int:
         return now_ms()
+
+    def connection_creation_limits(self, host: str) -> tuple[float, float | None]:
+        """(max.connection.creation.rate, the address's connection_creation_rate quota)."""
+        if self.quorum is None:
+            return float(self.config["max.connection.creation.rate"]), None
+        dynamic = self.dynamic_broker_config().get("max.connection.creation.rate") or \
+            self.image.configs.get((RESOURCE_BROKER, ""), {}).get("max.connection.creation.rate")
+        rate = float(dynamic) if dynamic else float(self.config["max.connection.creation.rate"])
+        return rate, ip_connection_rate(self.image, host)
 
     def dynamic_broker_config(self) -> dict[str, str]:
         """This broker's dynamic config (AlterConfigs on BROKER <node id>)."""
@@ -258,7 +294,35 @@ class Broker:
             gate = CLUSTER_GATED.get(ctx.api_key)
             if gate is not None and not ctx.allowed(gate, CLUSTER, CLUSTER_NAME):
                 return cluster_denied(handler.response_cls)
-        return await handler.handle(self, ctx, request)
+        if not self.image.client_quotas:
+            return await handler.handle(self, ctx, request)
+        started = time.perf_counter()
+        response = await handler.handle(self, ctx, request)
+        return self.enforce_quotas(ctx, response, time.perf_counter() - started)
+
+    def enforce_quotas(self, ctx: RequestContext, response: Any, elapsed_s: float) -> Any:
+        """Record the request against the client's quotas (kafkawire.quota_manager); set
+        throttle_time_ms and mute the connection for it. A throttled Fetch answers empty."""
+        q = self.quotas
+        now = now_ms()
+        user = ctx.connection.principal.partition(":")[2]
+        client = ctx.client_id or ""
+        throttle = 0
+        if ctx.api_key == PRODUCE_KEY:
+            throttle = q.record(PRODUCE, user, client, ctx.size_bytes, now)
+        elif ctx.api_key == FETCH_KEY and response is not None:
+            size = fetch_response_bytes(response)
+            throttle = q.record(FETCH, user, client, size, now)
+            if throttle > 0:  # as Kafka: unrecord, answer an empty response
+                q.record(FETCH, user, client, -size, now)
+                response.responses = []
+        if ctx.api_key not in LONG_POLL_KEYS:
+            throttle = max(throttle, q.record(REQUEST, user, client, elapsed_s * 100, now))
+        if throttle > 0:
+            if response is not None and hasattr(response, "throttle_time_ms"):
+                response.throttle_time_ms = max(response.throttle_time_ms, throttle)
+            ctx.connection.throttle_ms = max(ctx.connection.throttle_ms, throttle)
+        return response
 
     def on_disconnect(self, conn: Connection) -> None:
         for hook in self.disconnect_hooks:

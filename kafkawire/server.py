@@ -34,6 +34,7 @@ import trio
 from kafkawire.apis import REGISTRY, ApiHandler
 from kafkawire.authorizer import Authorizer
 from kafkawire.listener_security import ListenerSecurity
+from kafkawire.quota_manager import ConnectionRate
 from protocol._generated.api_versions_response import ApiVersionsResponse
 from protocol._generated.request_header import RequestHeader
 from protocol.errors import ErrorCode
@@ -62,6 +63,8 @@ class RequestContext:
     header: RequestHeader
     #: None: no authorizer (everything allowed)
     authorizer: Authorizer | None = None
+    #: the request's size on the wire (produce byte-rate quotas)
+    size_bytes: int = 0
 
     def allowed(self, operation: int, resource_type: int, name: str) -> bool:
         """May this request's principal do ``operation`` on the resource (kraft.acls)?"""
@@ -259,6 +262,9 @@ class Server:
         self.security: ListenerSecurity | None = None
         #: answers a bare SASL token after SaslHandshake v0 (None: unsupported)
         self.raw_token: Callable[[Connection, bytes], Awaitable[bytes | None]] | None = None
+        #: (max.connection.creation.rate, the address's connection_creation_rate or None)
+        self.creation_limits: Callable[[str], tuple[float, float | None]] | None = None
+        self.connection_rate = ConnectionRate()
         #: connections.max.idle.ms (also bounds the TLS handshake)
         self.idle_timeout_ms = 600_000
         self.now_ms: Callable[[], int] = lambda: int(time.time() * 1000)
@@ -283,10 +289,31 @@ class Server:
         except BaseException:  # pragma: no cover - last line of defence
             log.exception("unexpected error around a connection; the broker goes on")
 
+    async def _creation_rate_ok(self, stream: trio.SocketStream, host: str) -> bool:
+        """``connection_creation_rate`` of the address (beyond it: closed, as Kafka) and
+        ``max.connection.creation.rate`` (beyond it: accepting waits)."""
+        if self.creation_limits is None:
+            return True
+        broker_rate, ip_rate = self.creation_limits(host)
+        now = self.now_ms()
+        if self.connection_rate.ip_exceeded(host, ip_rate, now):
+            log.info("closing connection from %s: connection_creation_rate (%s/s) exceeded",
+                     host, ip_rate)
+            with trio.move_on_after(1) as cs:
+                cs.shield = True
+                await stream.aclose()
+            return False
+        delay = self.connection_rate.accept_delay_ms(broker_rate, now)
+        if delay > 0:
+            await trio.sleep(delay / 1000)
+        return True
+
     async def _admit(self, stream: trio.SocketStream, host: str) -> bool:
         """Kafka's connection quotas: a connection beyond ``max.connections.per.ip`` (or its
         override for the address) is closed at once; beyond ``max.connections`` it waits
         until another connection closes (Kafka's acceptor stops accepting meanwhile)."""
+        if not await self._creation_rate_ok(stream, host):
+            return False
         if self.connection_limits is None:
             return True
         total, per_ip, overrides = self.connection_limits()
@@ -438,7 +465,8 @@ class Server:
         header = RequestHeader.read(r, 2 if handler.flexible(api_version) else 1)
         request = handler.request_cls.read(r, api_version)
         ctx = RequestContext(
-            api_key, api_version, correlation_id, header.client_id, conn, header
+            api_key, api_version, correlation_id, header.client_id, conn, header,
+            size_bytes=len(frame) + 4,
         )
         response = await self.dispatch(ctx, request)
         if api_key not in TRACE_SKIPPED_KEYS and trace.isEnabledFor(logging.DEBUG):
