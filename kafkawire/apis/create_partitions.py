@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kraft import controller
+from kraft.acls import ALTER, TOPIC
 from protocol._generated.create_partitions_request import CreatePartitionsRequest
 from protocol._generated.create_partitions_response import CreatePartitionsResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -47,6 +48,10 @@ async def handle(
         records: list[Any] = []
         for t in req.topics:
             if t.name in duplicates:
+                continue
+            if not ctx.allowed(ALTER, TOPIC, t.name):  # Kafka: ALTER on the topic
+                results.append(Result(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                      error_message=None))
                 continue
             assignments = (
                 None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from kraft.acls import READ, TOPIC
+from kraft.acls import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, READ, TOPIC
 from protocol._generated.fetch_request import FetchRequest
 from protocol._generated.fetch_response import FetchResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -137,13 +137,17 @@ async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Fetc
     img = broker.image
     slots: list[_Slot] = []
     out: list[FetchResponse.FetchableTopicResponse] = []
+    replica = req.replica_state.replica_id if v >= 15 and req.replica_state else req.replica_id
+    # Kafka: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic
+    follower_ok = replica >= 0 and ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
     for ft in req.topics:
         if v >= 13:
             topic_img = img.topics_by_id.get(ft.topic_id)
             name = topic_img.name if topic_img is not None else None
         else:
             name = ft.topic
-        denied = name is not None and not ctx.allowed(READ, TOPIC, name)
+        denied = name is not None and not (
+            follower_ok if replica >= 0 else ctx.allowed(READ, TOPIC, name))
         if denied:
             name = None
         parts: list[Part] = []
