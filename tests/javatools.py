@@ -62,6 +62,7 @@ TOOLS: dict[str, dict[str, str]] = {
     "client-metrics": {"*": "org.apache.kafka.tools.ClientMetricsCommand"},
     "reassign-partitions": {"*": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"},
     "transactions": {"*": "org.apache.kafka.tools.TransactionsCommand"},
+    "acls": {"4.x": "org.apache.kafka.tools.AclCommand", "3.9": "kafka.admin.AclCommand"},
 }
 
 # Option spellings that differ between the lines.
