@@ -46,6 +46,7 @@ class ListenerSecurity:
         self.cfg = cfg
         self.dynamic = dynamic
         self._contexts: dict[str, tuple[tuple[object, ...], ssl.SSLContext]] = {}
+        self.listeners: list[str] = []
 
     def protocol(self, listener: str) -> str:
         return listener_protocol(self.cfg, listener)
@@ -58,6 +59,7 @@ class ListenerSecurity:
 
     def check(self, listeners: list[str]) -> None:
         """Refuse a configuration that cannot serve (ConfigError)."""
+        self.listeners = list(listeners)
         for name in listeners:
             proto = self.protocol(name)
             if proto in ("SSL", "SASL_SSL"):
@@ -73,6 +75,17 @@ class ListenerSecurity:
                     raise ConfigError(f"listener {name}: PLAIN needs a JAAS config "
                                       f"(listener.name.{name.lower()}.plain.sasl.jaas.config)")
             parse_mapping_rules(self.setting(name, "ssl.principal.mapping.rules") or "DEFAULT")
+
+    def validate_dynamic(self, dynamic: Mapping[str, str]) -> str | None:
+        """Kafka's check of a dynamic TLS change: every TLS listener's context must build."""
+        for name in self.listeners:
+            if self.protocol(name) not in ("SSL", "SASL_SSL"):
+                continue
+            try:
+                server_context(ssl_settings(self.cfg, dynamic, name))
+            except ConfigError as e:
+                return f"Validation of dynamic config update of SSLFactory failed: {e}"
+        return None
 
     def setting(self, listener: str, key: str) -> str | None:
         return lookup(self.cfg, self.dynamic(), listener, key)

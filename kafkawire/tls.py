@@ -22,6 +22,7 @@ TLS 1.3 keeps OpenSSL's default suites.
 from __future__ import annotations
 
 import os
+import re
 import ssl
 import tempfile
 from collections.abc import Mapping
@@ -48,6 +49,23 @@ _CIPHERS = {
 }
 _TLS13_SUITES = {"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384",
                  "TLS_CHACHA20_POLY1305_SHA256", "TLS_AES_128_CCM_SHA256"}
+
+
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
+
+
+def normalize_pem(text: str) -> bytes:
+    """PEM blocks as OpenSSL reads them. Kafka accepts inline PEM whose lines are joined by
+    spaces (a properties value continued with ``\\``) or written as ``\\n``: the base64 body
+    is re-wrapped."""
+    out = []
+    for m in _PEM_BLOCK.finditer(text):
+        body = re.sub(r"\\n|\s", "", m.group(2))
+        lines = "\n".join(body[i:i + 64] for i in range(0, len(body), 64))
+        out.append(f"-----BEGIN {m.group(1)}-----\n{lines}\n-----END {m.group(1)}-----\n")
+    if not out:
+        raise ConfigError("no PEM block in an inline ssl.* value")
+    return "".join(out).encode()
 
 
 def _read(path: str, key: str) -> bytes:
@@ -86,7 +104,7 @@ def _store(settings: Mapping[str, str | None], prefix: str) -> tuple[bytes | Non
                                 else "ssl.truststore.certificates")
     if inline_certs:
         key = settings.get("ssl.keystore.key") if prefix == "keystore" else None
-        return (key.encode() if key else None), inline_certs.encode()
+        return (normalize_pem(key) if key else None), normalize_pem(inline_certs)
     if not location:
         return None, b""
     data = _read(location, f"ssl.{prefix}.location")

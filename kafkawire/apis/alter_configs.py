@@ -185,13 +185,27 @@ def dedupe(
 Plan = Callable[[MetadataImage, int, str, Any], Outcome]
 
 
-def guarded(ctx: RequestContext, plan: Plan) -> Plan:
-    """``plan`` behind Kafka's ALTER_CONFIGS check of the resource."""
+def guarded(broker: Broker, ctx: RequestContext, plan: Plan) -> Plan:
+    """``plan`` behind Kafka's ALTER_CONFIGS check of the resource; a change of this broker's
+    TLS settings must give usable contexts (else INVALID_CONFIG, as Kafka's SslFactory
+    validation), and is then applied to new connections."""
     def check(image: MetadataImage, rtype: int, rname: str, body: Any) -> Outcome:
         denied = check_config_resource(ctx, ALTER_CONFIGS, rtype, rname)
         if denied is not None:
             raise denied
-        return plan(image, rtype, rname, body)
+        outcome = plan(image, rtype, rname, body)
+        if rtype == RESOURCE_BROKER and rname == str(broker.node_id) and outcome.records:
+            new = dict(image.configs.get((RESOURCE_BROKER, rname), {}))
+            for rec in outcome.records:
+                if rec.value is None:
+                    new.pop(rec.name, None)
+                else:
+                    new[rec.name] = rec.value
+            assert broker.server.security is not None
+            problem = broker.server.security.validate_dynamic(new)
+            if problem is not None:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, problem)
+        return outcome
     return check
 
 
@@ -248,7 +262,7 @@ async def handle(
     broker: Broker, ctx: RequestContext, req: AlterConfigsRequest
 ) -> AlterConfigsResponse:
     resources = [(r.resource_type, r.resource_name, r.configs) for r in req.resources]
-    outcomes = await apply_outcomes(broker, resources, guarded(ctx, plan_legacy(broker)),
+    outcomes = await apply_outcomes(broker, resources, guarded(broker, ctx, plan_legacy(broker)),
                                     req.validate_only)
     return AlterConfigsResponse(
         throttle_time_ms=0,

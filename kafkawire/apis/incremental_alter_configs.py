@@ -169,7 +169,7 @@ async def handle(
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}.")
 
     resources = [(r.resource_type, r.resource_name, r.configs) for r in req.resources]
-    outcomes = await apply_outcomes(broker, resources, guarded(ctx, plan), req.validate_only)
+    outcomes = await apply_outcomes(broker, resources, guarded(broker, ctx, plan), req.validate_only)
     return IncrementalAlterConfigsResponse(
         throttle_time_ms=0,
         responses=[
