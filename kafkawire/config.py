@@ -185,7 +185,8 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "request.timeout.ms": ("int", 30000),
     "replica.lag.time.max.ms": ("long", 30000),
     "cluster.id": ("string", None),
-    # Accepted and reported like Kafka (a PASSWORD: sensitive, value hidden); no SASL here.
+    # Reported like Kafka (a PASSWORD: sensitive, value hidden); read per listener by
+    # kafkawire.security_config.
     "sasl.jaas.config": ("password", None),
 }
 

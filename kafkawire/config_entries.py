@@ -35,9 +35,10 @@ Applied at once: the topic-config synonyms (every partition's log config),
 mechanism in kafkawire** (stored, validated, reported; they change nothing): the thread pool
 sizes (``num.io.threads``, ``num.network.threads``, ``num.recovery.threads.per.data.dir``,
 ``background.threads``, ``num.replica.fetchers``, ``log.cleaner.threads``), cleaner buffer sizes,
-``max.connection.creation.rate``, coordinator buffer sizes, the share/streams assignment
+coordinator buffer sizes, the share/streams assignment
 intervals, the ``remote.*`` keys, ``follower.fetch.last.tiered.offset.enable``, ``metric.reporters``, ``config.providers``,
-``cordoned.log.dirs``, the listener keys (listeners stay those bound at start) and SSL/SASL.
+``cordoned.log.dirs``, the listener keys (listeners stay those bound at start). The SSL/SASL
+keys apply to new connections (docs/SECURITY.md).
 
 Group and client-metrics resources are in ``kafkawire.config_resources``.
 

@@ -3,8 +3,9 @@
 Upserts and deletes SCRAM-SHA-256 / SCRAM-SHA-512 credentials (``kraft/scram.py`` has the checks
 and Kafka's messages): the broker derives StoredKey/ServerKey from the client's salted password
 and commits UserScramCredentialRecord / RemoveUserScramCredentialRecord through the metadata
-quorum, so credentials survive restarts. One result per user, in request order. Credentials are
-stored and described only: this broker does not authenticate with SASL/SCRAM.
+quorum, so credentials survive restarts. One result per user, in request order. The
+credentials authenticate SASL/SCRAM clients (docs/SECURITY.md). With an authorizer: ALTER on
+the cluster, else CLUSTER_AUTHORIZATION_FAILED for every user.
 """
 
 from __future__ import annotations
