@@ -109,9 +109,12 @@ def _create_topic(c: Cluster, name: str) -> None:
 
 
 def _produce(c: RawClient, topic: str, txn: str | None = None) -> int:
+    now = int(time.time() * 1000)
+    batch = build_batch([now]) if txn is None else build_batch(
+        [now], producer_id=1, producer_epoch=0, base_sequence=0, transactional=True)
     r = c.request(ProduceRequest(transactional_id=txn, acks=1, timeout_ms=10000, topic_data=[
         ProduceRequest.TopicProduceData(name=topic, partition_data=[
-            ProduceRequest.PartitionProduceData(index=0, records=build_batch([int(time.time() * 1000)]))])]), 9)
+            ProduceRequest.PartitionProduceData(index=0, records=batch)])]), 9)
     return int(r.responses[0].partition_responses[0].error_code)
 
 
@@ -125,9 +128,11 @@ def _fetch(c: RawClient, topic: str) -> int:
 
 
 def _metadata(c: RawClient, topics: list[str] | None) -> Any:
-    req = MetadataRequest(topics=None if topics is None else [
-        MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
-        allow_auto_topic_creation=False, include_topic_authorized_operations=True)
+    req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=t)
+                                  for t in topics or []],
+                          allow_auto_topic_creation=False, include_topic_authorized_operations=True)
+    if topics is None:
+        req.topics = None  # all topics (the constructor turns None into [])
     return c.request(req, 12)
 
 
@@ -137,6 +142,9 @@ def test_acl_apis_and_the_data_path(cluster: Cluster) -> None:
     alice = cluster.user("alice")
     try:
         # nothing granted: hidden from the topic list, TOPIC_AUTHORIZATION_FAILED by name
+        admin = cluster.admin()
+        assert topic in {t.name for t in _metadata(admin, None).topics}
+        admin.close()
         assert topic not in {t.name for t in _metadata(alice, None).topics}
         assert _metadata(alice, [topic]).topics[0].error_code == TOPIC_AUTH
         assert _produce(alice, topic) == TOPIC_AUTH
@@ -157,6 +165,7 @@ def test_acl_apis_and_the_data_path(cluster: Cluster) -> None:
         assert _produce(alice, topic) == 0
         md = _metadata(alice, [topic]).topics[0]
         assert md.error_code == 0
+        assert topic in {t.name for t in _metadata(alice, None).topics}
         assert md.topic_authorized_operations == (1 << K.WRITE) | (1 << K.DESCRIBE)
         assert _fetch(alice, topic) == TOPIC_AUTH
         _grant(cluster, _acl(K.TOPIC, topic[:6], "User:alice", K.READ, pattern=K.PREFIXED))
@@ -340,8 +349,9 @@ def test_configs_transactions_and_cluster_apis(cluster: Cluster) -> None:
         ip = bob.request(InitProducerIdRequest(transactional_id="bob-txn",
                                                transaction_timeout_ms=60000), 4)
         assert ip.error_code == TXN_AUTH
-        dc = bob.request(DescribeClusterRequest(), 1)
-        assert dc.error_code == CLUSTER_AUTH
+        # DescribeCluster is open to all, with the principal's operations (none here)
+        dc = bob.request(DescribeClusterRequest(include_cluster_authorized_operations=True), 1)
+        assert dc.error_code == 0 and dc.cluster_authorized_operations == 0
         scram = bob.request(DescribeUserScramCredentialsRequest(users=None), 0)
         assert scram.error_code == CLUSTER_AUTH
         _grant(cluster, _acl(K.TOPIC, topic, "User:bob", K.WRITE),

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kafkawire.apis.metadata import AUTH_OPS_NOT_REQUESTED
-from kraft.acls import CLUSTER, CLUSTER_NAME, DESCRIBE
+from kraft.acls import CLUSTER, CLUSTER_NAME
 from protocol._generated.describe_cluster_request import DescribeClusterRequest
 from protocol._generated.describe_cluster_response import DescribeClusterResponse
 from protocol.errors import ErrorCode
@@ -58,11 +58,6 @@ async def handle(
     failed = endpoint_error(v, endpoint_type)
     if failed is not None:
         return failed
-    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):  # Kafka: DESCRIBE on the cluster
-        return DescribeClusterResponse(
-            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-            error_message=None, endpoint_type=endpoint_type, cluster_id="", controller_id=-1,
-            brokers=[], cluster_authorized_operations=-2147483648)
     include_fenced = v >= 2 and req.include_fenced_brokers
     listener = ctx.connection.listener
     brokers = []

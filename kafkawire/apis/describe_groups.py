@@ -49,4 +49,6 @@ async def handle(broker: Broker, ctx: RequestContext, req: DescribeGroupsRequest
         if v >= 3 and req.include_authorized_operations:
             d.authorized_operations = ctx.operations(GROUP, group_id)
         out.append(d)
+    # Kafka answers the groups the principal may not DESCRIBE first
+    out.sort(key=lambda d: d.error_code != ErrorCode.GROUP_AUTHORIZATION_FAILED)
     return DescribeGroupsResponse(groups=out)

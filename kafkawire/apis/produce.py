@@ -124,6 +124,16 @@ def _keyless_error(
     return resp
 
 
+def _transactional(req: ProduceRequest) -> bool:
+    """Does a partition's first batch have the transactional attribute (bit 4)?"""
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            records = pd.records
+            if records is not None and len(records) >= 23 and records[22] & 0x10:
+                return True
+    return False
+
+
 def _denied(ctx: RequestContext, txn_denied: bool, name: str) -> ErrorCode | None:
     """Kafka's checks: WRITE on the transactional id, then WRITE on each topic."""
     if txn_denied:
@@ -142,8 +152,10 @@ async def handle(
     now_ms = int(time.time() * 1000)
     out: list[ProduceResponse.TopicProduceResponse] = []
     to_flush: list[tuple[PartResp, PartitionLog]] = []  # flush.messages reached
-    txn_denied = req.transactional_id is not None and not ctx.allowed(
-        WRITE, TRANSACTIONAL_ID, req.transactional_id)
+    # Kafka checks the transactional id only when the request carries transactional batches
+    txn_denied = ctx.authorizer is not None and _transactional(req) and (
+        req.transactional_id is None
+        or not ctx.allowed(WRITE, TRANSACTIONAL_ID, req.transactional_id))
     for td in req.topic_data:
         if v >= 13:
             topic = img.topics_by_id.get(td.topic_id)
