@@ -26,12 +26,15 @@ import binascii
 import hashlib
 import hmac
 import json
+import logging
 import re
 import secrets
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from kraft.image import ScramCredential
+
+log = logging.getLogger("kafkawire.sasl")
 
 
 class SaslFailure(Exception):
@@ -154,7 +157,11 @@ class ScramServer:
         assert self._cred is not None
         without_proof, sep, proof_b64 = text.rpartition(",p=")
         attrs = dict(a.split("=", 1) for a in without_proof.split(",") if "=" in a)
-        if not sep or attrs.get("r") != self._nonce:
+        # Kafka's check is "ends with" the server nonce: librdkafka before 2.1 sends the client
+        # nonce twice (client nonce + the whole server nonce)
+        if not sep or not attrs.get("r", "").endswith(self._nonce):
+            log.debug("%s client final message %r does not continue nonce %r",
+                      self.mechanism, without_proof, self._nonce)
             raise SaslFailure(f"Invalid {self.mechanism} client final message")
         try:
             proof = base64.b64decode(proof_b64, validate=True)

@@ -403,3 +403,23 @@ def test_oauthbearer_expired_token_fails(secured: Secured) -> None:
         assert r.error_code == 58
     finally:
         c.close()
+
+
+@pytest.mark.parametrize("listener,mech", [("SSL", None), ("SASL", "SCRAM-SHA-512"),
+                                           ("SASLSSL", "PLAIN")])
+def test_kcat(secured: Secured, listener: str, mech: str | None) -> None:
+    import shutil
+    import subprocess
+
+    exe = shutil.which("kcat") or shutil.which("kafkacat")
+    if exe is None:
+        pytest.skip("kcat is not installed")
+    conf = _ck_conf(secured, listener, mech)
+    opts = [x for k, v in conf.items() if k != "bootstrap.servers"
+            for x in ("-X", f"{k}={v}")]
+    topic = f"kcat-{uuid.uuid4().hex[:8]}"
+    base = [exe, "-b", conf["bootstrap.servers"], "-t", topic, *opts]
+    subprocess.run([*base, "-P"], input=b"k1\nk2\nk3\n", check=True, timeout=60)
+    out = subprocess.run([*base, "-C", "-o", "beginning", "-c", "3", "-e", "-q"],
+                         capture_output=True, check=True, timeout=60).stdout
+    assert out.split() == [b"k1", b"k2", b"k3"]
