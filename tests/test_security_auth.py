@@ -423,3 +423,53 @@ def test_kcat(secured: Secured, listener: str, mech: str | None) -> None:
     out = subprocess.run([*base, "-C", "-o", "beginning", "-c", "3", "-e", "-q"],
                          capture_output=True, check=True, timeout=60).stdout
     assert out.split() == [b"k1", b"k2", b"k3"]
+
+
+def test_ten_thousand_wrong_passwords(secured: Secured) -> None:
+    """10,000 PLAIN attempts with wrong passwords, 100 at a time: each gets
+    SASL_AUTHENTICATION_FAILED and its connection closed; nobody gets in; the broker keeps
+    serving the others meanwhile."""
+    from protocol._generated.request_header import RequestHeader
+
+    def frame(req: Any, version: int, corr: int) -> bytes:
+        hdr = RequestHeader(request_api_key=req.API_KEY, request_api_version=version,
+                            correlation_id=corr, client_id="guesser")
+        body = hdr.encode(1 if req.API_KEY == 17 else 2) + req.encode(version)
+        return struct.pack(">i", len(body)) + body
+
+    handshake = frame(SaslHandshakeRequest(mechanism="PLAIN"), 1, 1)
+    host, port = "127.0.0.1", secured.ports["SASL"]
+
+    async def attempt(i: int) -> tuple[int, bool]:
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            auth = frame(SaslAuthenticateRequest(
+                auth_bytes=f"\x00alice\x00guess-{i}".encode()), 2, 2)
+            writer.write(handshake + auth)
+            await writer.drain()
+            for _ in range(2):
+                size = struct.unpack(">i", await reader.readexactly(4))[0]
+                payload = await reader.readexactly(size)
+            # SaslAuthenticate v2 response: correlation id, tagged fields, error code
+            code = struct.unpack_from(">h", payload, 5)[0]
+            closed = await reader.read(1) == b""
+            return code, closed
+        finally:
+            writer.close()
+
+    async def main() -> list[tuple[int, bool]]:
+        sem = asyncio.Semaphore(100)
+
+        async def bounded(i: int) -> tuple[int, bool]:
+            async with sem:
+                return await attempt(i)
+
+        return await asyncio.gather(*(bounded(i) for i in range(10_000)))
+
+    start = time.monotonic()
+    results = asyncio.run(main())
+    elapsed = time.monotonic() - start
+    assert results.count((58, True)) == 10_000, set(results)
+    print(f"10,000 wrong passwords refused in {elapsed:.1f} s")
+    _plain_ok(secured)
+    _ck_roundtrip(_ck_conf(secured, "SASL", "PLAIN"), 2)
