@@ -35,6 +35,7 @@ from kafkawire.apis import REGISTRY, ApiHandler
 from kafkawire.authorizer import Authorizer
 from kafkawire.listener_security import ListenerSecurity
 from kafkawire.quota_manager import ConnectionRate
+from kafkawire.tls_stream import TLSStream
 from protocol._generated.api_versions_response import ApiVersionsResponse
 from protocol._generated.request_header import RequestHeader
 from protocol.errors import ErrorCode
@@ -338,7 +339,7 @@ class Server:
         conn.authenticated = not sec.uses_sasl(listener)
         if not sec.uses_tls(listener):
             return True
-        tls = trio.SSLStream(stream, sec.ssl_context(listener), server_side=True)
+        tls = TLSStream(stream, sec.ssl_context(listener))
         conn.stream = tls
         # Kafka closes a connection idle this long, handshake included
         with trio.move_on_after(self.idle_timeout_ms / 1000):
