@@ -183,3 +183,30 @@ def test_connection_creation_rate_per_ip(broker: BrokerProcess) -> None:
         c.close()
     finally:
         set_quota(broker.bootstrap, [("ip", "127.0.0.2")], "connection_creation_rate", None)
+
+
+def test_request_percentage(broker: BrokerProcess) -> None:
+    """A client id limited to 0.01 % of a thread is throttled after a few requests, the
+    response carries throttle_time_ms and the connection is muted that long."""
+    from protocol._generated.metadata_request import MetadataRequest
+
+    client = f"busy-{uuid.uuid4().hex[:6]}"
+    set_quota(broker.bootstrap, [("client-id", client)], "request_percentage", 0.01)
+    c = RawClient(broker.bootstrap, client_id=client)
+    try:
+        throttle = 0
+        for _ in range(200):
+            throttle = c.request(MetadataRequest(topics=[]), 12).throttle_time_ms
+            if throttle > 0:
+                break
+        assert throttle > 0
+        start = time.monotonic()
+        c.request(MetadataRequest(topics=[]), 12)  # read only after the mute
+        assert time.monotonic() - start >= min(throttle, 11_000) / 1000 * 0.9
+    finally:
+        c.close()
+    other = RawClient(broker.bootstrap, client_id="not-limited")
+    try:
+        assert other.request(MetadataRequest(topics=[]), 12).throttle_time_ms == 0
+    finally:
+        other.close()
