@@ -473,3 +473,26 @@ def test_ten_thousand_wrong_passwords(secured: Secured) -> None:
     print(f"10,000 wrong passwords refused in {elapsed:.1f} s")
     _plain_ok(secured)
     _ck_roundtrip(_ck_conf(secured, "SASL", "PLAIN"), 2)
+
+
+def test_delegation_tokens_disabled_on_authenticated_connections(secured: Secured) -> None:
+    """No token support: Kafka without delegation.token.secret.key answers an authenticated
+    client DELEGATION_TOKEN_AUTH_DISABLED (PLAINTEXT: DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)."""
+    from protocol._generated.create_delegation_token_request import (
+        CreateDelegationTokenRequest,
+    )
+
+    c = RawClient(secured.addr("SASL"))
+    try:
+        assert _scram_exchange(c, SCRAM_PASSWORD).error_code == 0
+        r = c.request(CreateDelegationTokenRequest(renewers=[], max_lifetime_ms=-1), 3)
+        assert r.error_code == 61
+        assert (r.principal_type, r.principal_name) == ("User", SCRAM_USER)
+    finally:
+        c.close()
+    c = RawClient(secured.broker.bootstrap)
+    try:
+        r = c.request(CreateDelegationTokenRequest(renewers=[], max_lifetime_ms=-1), 3)
+        assert r.error_code == 64
+    finally:
+        c.close()

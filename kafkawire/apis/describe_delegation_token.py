@@ -1,15 +1,15 @@
-"""DescribeDelegationToken (key 41), versions 1-3: DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, no
-tokens, as Kafka answers on a PLAINTEXT listener (see ``create_delegation_token``)."""
+"""DescribeDelegationToken (key 41), versions 1-3: no tokens; DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+or DELEGATION_TOKEN_AUTH_DISABLED as Kafka (see ``create_delegation_token``)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kafkawire.apis.create_delegation_token import token_request_error
 from protocol._generated.describe_delegation_token_request import DescribeDelegationTokenRequest
 from protocol._generated.describe_delegation_token_response import (
     DescribeDelegationTokenResponse,
 )
-from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
@@ -23,5 +23,5 @@ async def handle(
     broker: Broker, ctx: RequestContext, req: DescribeDelegationTokenRequest
 ) -> DescribeDelegationTokenResponse:
     return DescribeDelegationTokenResponse(
-        error_code=ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, tokens=[], throttle_time_ms=0
+        error_code=token_request_error(broker, ctx), tokens=[], throttle_time_ms=0
     )

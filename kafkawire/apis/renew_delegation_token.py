@@ -1,10 +1,12 @@
-"""RenewDelegationToken (key 39), versions 1-2: DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, expiry -1,
-as Kafka answers on a PLAINTEXT listener (see ``create_delegation_token``)."""
+"""RenewDelegationToken (key 39), versions 1-2: DELEGATION_TOKEN_REQUEST_NOT_ALLOWED on a
+PLAINTEXT listener or from an anonymous SSL client, else DELEGATION_TOKEN_AUTH_DISABLED (no
+token support), expiry -1, as Kafka (see ``create_delegation_token``)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeVar
 
+from kafkawire.apis.create_delegation_token import token_request_error
 from protocol._generated.expire_delegation_token_response import ExpireDelegationTokenResponse
 from protocol._generated.renew_delegation_token_request import RenewDelegationTokenRequest
 from protocol._generated.renew_delegation_token_response import RenewDelegationTokenResponse
@@ -20,10 +22,11 @@ VERSIONS = (1, 2)
 T = TypeVar("T", RenewDelegationTokenResponse, ExpireDelegationTokenResponse)
 
 
-def not_allowed(response_cls: type[T]) -> T:
-    """Renew and Expire share their answer's shape: an error and an expiry time."""
+def not_allowed(response_cls: type[T], code: ErrorCode) -> T:
+    """Renew and Expire share their answer's shape: an error and an expiry time
+    (``create_delegation_token.token_request_error``)."""
     return response_cls(
-        error_code=ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,
+        error_code=code,
         expiry_timestamp_ms=-1,
         throttle_time_ms=0,
     )
@@ -32,4 +35,4 @@ def not_allowed(response_cls: type[T]) -> T:
 async def handle(
     broker: Broker, ctx: RequestContext, req: RenewDelegationTokenRequest
 ) -> RenewDelegationTokenResponse:
-    return not_allowed(RenewDelegationTokenResponse)
+    return not_allowed(RenewDelegationTokenResponse, token_request_error(broker, ctx))
