@@ -32,6 +32,7 @@ from kafkawire.quota_manager import (
     PRODUCE,
     REQUEST,
     QuotaManager,
+    TokenBucket,
     ip_connection_rate,
 )
 from kafkawire.retention import run_producer_expiration, run_retention
@@ -88,6 +89,8 @@ def cluster_denied(response_cls: Any) -> Any:
 
 
 PRODUCE_KEY, FETCH_KEY = 0, 1
+#: CreateTopics, DeleteTopics, CreatePartitions (controller_mutation_rate)
+MUTATION_KEYS = frozenset({19, 20, 37})
 #: requests that wait in purgatory: their wall time is not handler time (request_percentage)
 LONG_POLL_KEYS = frozenset({1, 11, 14, 68})
 
@@ -300,6 +303,23 @@ class Broker:
         response = await handler.handle(self, ctx, request)
         return self.enforce_quotas(ctx, response, time.perf_counter() - started)
 
+    def _mutation_bucket(self, ctx: RequestContext) -> TokenBucket | None:
+        if not self.image.client_quotas:
+            return None
+        user = ctx.connection.principal.partition(":")[2]
+        return self.quotas.mutation_bucket(user, ctx.client_id or "", now_ms())
+
+    def mutation_exceeded(self, ctx: RequestContext, strict: bool) -> bool:
+        """KIP-599: refuse a topic of a strict request while the client's
+        controller_mutation_rate bucket is negative (THROTTLING_QUOTA_EXCEEDED)."""
+        bucket = self._mutation_bucket(ctx)
+        return strict and bucket is not None and bucket.tokens < 0
+
+    def record_mutation(self, ctx: RequestContext, partitions: int) -> None:
+        bucket = self._mutation_bucket(ctx)
+        if bucket is not None:
+            bucket.tokens -= partitions
+
     def enforce_quotas(self, ctx: RequestContext, response: Any, elapsed_s: float) -> Any:
         """Record the request against the client's quotas (kafkawire.quota_manager); set
         throttle_time_ms and mute the connection for it. A throttled Fetch answers empty."""
@@ -318,6 +338,10 @@ class Broker:
                 response.responses = []
         if ctx.api_key not in LONG_POLL_KEYS:
             throttle = max(throttle, q.record(REQUEST, user, client, elapsed_s * 100, now))
+        if ctx.api_key in MUTATION_KEYS:
+            bucket = q.mutation_bucket(user, client, now)
+            if bucket is not None:
+                throttle = max(throttle, bucket.throttle_ms())
         if throttle > 0:
             if response is not None and hasattr(response, "throttle_time_ms"):
                 response.throttle_time_ms = max(response.throttle_time_ms, throttle)

@@ -21,6 +21,14 @@ value takes the rate over the quota, the throttle time is Kafka's
 ``throttle_time_ms`` and the connection is muted for that long after the response (KIP-219:
 the broker answers at once and reads nothing more from that client meanwhile).
 
+``controller_mutation_rate`` (KIP-599: partitions created or deleted per second by
+CreateTopics, CreatePartitions, DeleteTopics) is a token bucket of ``quota * samples * window``
+tokens, as Kafka's ControllerMutationQuota: while the bucket is negative, a topic of a strict
+request (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+) is refused with
+THROTTLING_QUOTA_EXCEEDED; otherwise its partitions are taken (the bucket may go negative) and
+the throttle time is the time to refill to zero. Older versions are never refused, only
+throttled.
+
 ``max.connection.creation.rate`` (connections per second accepted by the broker, on the same
 windows) delays accepting; an ``ip`` entity's ``connection_creation_rate`` closes connections
 from that address beyond its rate, as Kafka.
@@ -38,6 +46,7 @@ from kraft.image import MetadataImage, QuotaEntity
 PRODUCE = "producer_byte_rate"
 FETCH = "consumer_byte_rate"
 REQUEST = "request_percentage"
+MUTATION = "controller_mutation_rate"
 DEFAULT_SAMPLES = 11
 DEFAULT_SAMPLE_MS = 1000
 
@@ -84,6 +93,26 @@ class Rate:
         return int(min((rate - bound) / bound * window, self.samples * self.sample_ms))
 
 
+@dataclass
+class TokenBucket:
+    """Kafka's TokenBucket stat: ``rate`` tokens per second up to ``burst``."""
+
+    rate: float
+    burst: float
+    tokens: float = 0.0
+    last_ms: int = -1
+
+    def refill(self, now_ms: int) -> None:
+        if self.last_ms < 0:
+            self.tokens = self.burst
+        else:
+            self.tokens = min(self.burst, self.tokens + (now_ms - self.last_ms) * self.rate / 1000)
+        self.last_ms = now_ms
+
+    def throttle_ms(self) -> int:
+        return 0 if self.tokens >= 0 else int(-self.tokens / self.rate * 1000)
+
+
 def quota_entity(image: MetadataImage, key: str, user: str,
                  client_id: str) -> tuple[QuotaEntity, float] | None:
     """The entity whose ``key`` quota applies, and the quota, in Kafka's precedence."""
@@ -114,6 +143,7 @@ class QuotaManager:
         self.samples = samples
         self.sample_ms = sample_ms
         self.sensors: dict[tuple[str, QuotaEntity], Rate] = {}
+        self.buckets: dict[QuotaEntity, TokenBucket] = {}
 
     def record(self, key: str, user: str, client_id: str, value: float, now_ms: int) -> int:
         """Record ``value`` against the quota ``key`` applying to the client; throttle ms."""
@@ -126,6 +156,20 @@ class QuotaManager:
             rate = self.sensors[(key, entity)] = Rate(self.samples, self.sample_ms)
         rate.record(value, now_ms)
         return rate.throttle_ms(bound, now_ms)
+
+    def mutation_bucket(self, user: str, client_id: str, now_ms: int) -> TokenBucket | None:
+        """The client's controller_mutation_rate bucket, refilled to ``now_ms`` (None: no
+        quota)."""
+        found = quota_entity(self.image(), MUTATION, user, client_id)
+        if found is None:
+            return None
+        entity, rate = found
+        burst = rate * self.samples * self.sample_ms / 1000
+        bucket = self.buckets.get(entity)
+        if bucket is None or bucket.rate != rate:
+            bucket = self.buckets[entity] = TokenBucket(rate, burst)
+        bucket.refill(now_ms)
+        return bucket
 
     def would_throttle(self, key: str, user: str, client_id: str, value: float,
                        now_ms: int) -> bool:

@@ -210,3 +210,26 @@ def test_request_percentage(broker: BrokerProcess) -> None:
         assert other.request(MetadataRequest(topics=[]), 12).throttle_time_ms == 0
     finally:
         other.close()
+
+
+def test_controller_mutation_rate(broker: BrokerProcess) -> None:
+    """KIP-599: 1 partition/s with an 11-partition burst: two 10-partition topics go through
+    (the second one throttled), the third is refused with THROTTLING_QUOTA_EXCEEDED."""
+    from protocol._generated.create_topics_request import CreateTopicsRequest
+
+    client = f"mutator-{uuid.uuid4().hex[:6]}"
+    set_quota(broker.bootstrap, [("client-id", client)], "controller_mutation_rate", 1)
+    # a fresh connection per request: the throttled one stays muted until the bucket refills
+    answers = []
+    for i in range(3):
+        c = RawClient(broker.bootstrap, client_id=client)
+        try:
+            r = c.request(CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+                name=f"{client}-{i}", num_partitions=10, replication_factor=1)],
+                timeout_ms=30000), 7)
+            answers.append((r.topics[0].error_code, r.throttle_time_ms > 0))
+        finally:
+            c.close()
+    assert answers[0] == (0, False)
+    assert answers[1] == (0, True)
+    assert answers[2] == (89, True)  # THROTTLING_QUOTA_EXCEEDED

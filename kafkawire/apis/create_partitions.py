@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kafkawire.apis.create_topics import THROTTLED_MESSAGE
 from kraft import controller
 from kraft.acls import ALTER, TOPIC
 from protocol._generated.create_partitions_request import CreatePartitionsRequest
@@ -53,14 +54,21 @@ async def handle(
                 results.append(Result(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                       error_message=None))
                 continue
+            if broker.mutation_exceeded(ctx, strict=ctx.api_version >= 3):  # KIP-599
+                results.append(Result(name=t.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                      error_message=THROTTLED_MESSAGE))
+                continue
             assignments = (
                 None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
             )
             try:
-                records.extend(controller.create_partitions(image, t.name, t.count, assignments))
+                added = controller.create_partitions(image, t.name, t.count, assignments)
             except KafkaError as e:
                 results.append(Result(name=t.name, error_code=e.code, error_message=e.message))
                 continue
+            records.extend(added)
+            if not req.validate_only:
+                broker.record_mutation(ctx, t.count - len(image.topics[t.name].partitions))
             results.append(Result(name=t.name, error_code=ErrorCode.NONE, error_message=None))
         if records and not req.validate_only:
             await broker.commit_metadata(records)

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from kafkawire.server import RequestContext
 
 API_KEY = 19
+THROTTLED_MESSAGE = "The throttling quota has been exceeded."
 VERSIONS = (2, 7)
 
 Result = CreateTopicsResponse.CreatableTopicResult
@@ -158,6 +159,10 @@ async def handle(
                 results.append(error_result(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                             "Authorization failed."))
                 continue
+            if broker.mutation_exceeded(ctx, strict=v >= 6):  # KIP-599
+                results.append(error_result(t.name, ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                            THROTTLED_MESSAGE))
+                continue
             if t.name == METADATA_TOPIC:
                 tail.append(
                     error_result(
@@ -171,6 +176,9 @@ async def handle(
             except KafkaError as e:
                 results.append(error_result(t.name, e.code, e.message))
                 continue
+            if not req.validate_only:
+                broker.record_mutation(ctx, sum(1 for r in records
+                                                if isinstance(r, PartitionRecord)))
             result = success_result(broker.config, image, t.name, records, configs, v)
             if v >= 5 and not ctx.allowed(DESCRIBE_CONFIGS, TOPIC, t.name):
                 result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED

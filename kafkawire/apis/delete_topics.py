@@ -22,6 +22,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from kafkawire.apis.create_topics import THROTTLED_MESSAGE
 from kraft import controller
 from kraft.acls import DELETE, DESCRIBE, TOPIC
 from protocol._generated.delete_topics_request import DeleteTopicsRequest
@@ -122,11 +123,16 @@ async def handle(
                 to_delete[found.topic_id] = name
         records: list[Any] = []
         for topic_id, name in to_delete.items():
+            if broker.mutation_exceeded(ctx, strict=v >= 5):  # KIP-599
+                results.append(_result(name, topic_id, ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                       THROTTLED_MESSAGE))
+                continue
             try:
                 records.extend(controller.delete_topic(image, name))
             except KafkaError as e:
                 results.append(_result(name, topic_id, e.code, e.message))
                 continue
+            broker.record_mutation(ctx, len(image.topics[name].partitions))
             results.append(_result(name, topic_id, ErrorCode.NONE, None))
         if records:
             await broker.commit_metadata(records)
