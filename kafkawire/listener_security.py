@@ -13,8 +13,10 @@ from __future__ import annotations
 import logging
 import ssl
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from kafkawire.config import BrokerConfig, ConfigError
+from kafkawire.jwt import VALIDATOR_CLASSES, fetch_jwks, validate
 from kafkawire.sasl import (
     MechanismServer,
     OAuthBearerUnsecuredServer,
@@ -47,6 +49,7 @@ class ListenerSecurity:
         self.dynamic = dynamic
         self._contexts: dict[str, tuple[tuple[object, ...], ssl.SSLContext]] = {}
         self.listeners: list[str] = []
+        self._jwks: dict[str, tuple[int, dict[str, Any]]] = {}
 
     def protocol(self, listener: str) -> str:
         return listener_protocol(self.cfg, listener)
@@ -118,6 +121,21 @@ class ListenerSecurity:
             self.setting(listener, "ssl.principal.mapping.rules") or "DEFAULT")
         return "User:" + map_principal(rules, subject_dn(der))
 
+    def _jwk(self, url: str, kid: str, now_ms: int) -> Any:
+        """A JWKS key by kid: read when first needed, after the refresh interval, or when a
+        token names a kid the cached set lacks (at most once a second)."""
+        refresh_ms = int(lookup(self.cfg, self.dynamic(), "",
+                                "sasl.oauthbearer.jwks.endpoint.refresh.ms") or 3600000)
+        fetched_ms, keys = self._jwks.get(url, (-1, {}))
+        stale = fetched_ms < 0 or now_ms - fetched_ms >= refresh_ms
+        if stale or (kid not in keys and now_ms - fetched_ms >= 1000):
+            try:
+                keys = fetch_jwks(url)
+            except (OSError, ValueError) as e:
+                log.error("cannot read the JWKS at %s: %s", url, e)
+            self._jwks[url] = (now_ms, keys)
+        return keys.get(kid)
+
     def sasl(self, listener: str) -> SaslSettings:
         return sasl_settings(self.cfg, self.dynamic(), listener)
 
@@ -129,6 +147,13 @@ class ListenerSecurity:
         if mechanism == "PLAIN":
             return PlainServer.from_jaas(settings.jaas.get("PLAIN", ""))
         if mechanism == "OAUTHBEARER":
+            handler = self.setting(listener, "oauthbearer.sasl.server.callback.handler.class")
+            if handler in VALIDATOR_CLASSES:
+                url = settings.oauth.get("sasl.oauthbearer.jwks.endpoint.url") or ""
+                return OAuthBearerUnsecuredServer(
+                    settings.oauth,
+                    lambda token, now: validate(token, lambda kid: self._jwk(url, kid, now),
+                                                settings.oauth, now))
             return OAuthBearerUnsecuredServer(settings.oauth)
         for mech_id, (name, digest) in MECHANISMS.items():
             if name == mechanism:

@@ -187,7 +187,13 @@ def _b64url_json(part: str) -> Any:
 
 
 class OAuthBearerUnsecuredServer:
-    def __init__(self, options: Mapping[str, str]) -> None:
+    """OAUTHBEARER; ``verify`` (a signed-JWT validator, ``kafkawire.jwt``) replaces Kafka's
+    unsecured validator when given: ``verify(jwt, now_ms) -> (principal, expiry ms)``, raising
+    ValueError for a bad token."""
+
+    def __init__(self, options: Mapping[str, str],
+                 verify: Callable[[str, int], tuple[str, int]] | None = None) -> None:
+        self.verify = verify
         self.sub_claim = options.get("sasl.oauthbearer.sub.claim.name") or "sub"
         self.skew_ms = int(options.get("sasl.oauthbearer.clock.skew.seconds") or 30) * 1000
         self.complete = False
@@ -214,6 +220,13 @@ class OAuthBearerUnsecuredServer:
         return b""
 
     def _validate(self, jwt: str, now_ms: int) -> str | None:
+        if self.verify is not None:
+            try:
+                self.principal, self.expiry_ms = self.verify(jwt, now_ms)
+            except ValueError as e:
+                log.info("OAUTHBEARER token refused: %s", e)
+                return str(e)
+            return None
         parts = jwt.split(".")
         if len(parts) != 3:
             return "not a JWT"

@@ -41,6 +41,8 @@ DEFAULTS: dict[str, str] = {
     "sasl.oauthbearer.expected.audience": "",
     "sasl.oauthbearer.expected.issuer": "",
     "sasl.oauthbearer.clock.skew.seconds": "30",
+    "sasl.oauthbearer.jwks.endpoint.url": "",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": "3600000",
 }
 SSL_KEYS = (
     "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.type", "ssl.key.password",
