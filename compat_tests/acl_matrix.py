@@ -146,6 +146,9 @@ class Session:
         self.conn = login(self.bootstrap)
 
 
+Step = Callable[[str, Callable[[], Any]], None]
+
+
 def matrix(c: Session) -> dict[str, Any]:
     """One pass over the APIs as the session's principal."""
     out: dict[str, Any] = {}
@@ -157,6 +160,13 @@ def matrix(c: Session) -> dict[str, Any]:
             out[name] = {"raised": type(e).__name__}
             c.relogin()
 
+    _topic_steps(c, step)
+    _group_steps(c, step)
+    _txn_and_cluster_steps(c, step)
+    return out
+
+
+def _topic_steps(c: Session, step: Step) -> None:
     md = MetadataRequest.MetadataRequestTopic
     every = MetadataRequest()
     every.topics = None  # the constructor makes None an empty list; null = all topics
@@ -207,6 +217,9 @@ def matrix(c: Session) -> dict[str, Any]:
         resource_type=2, resource_name=TOPIC, configs=[IAC.AlterableConfig(
             name="retention.ms", config_operation=0, value="100000")])],
         validate_only=True), 1)))
+
+
+def _group_steps(c: Session, step: Step) -> None:
     step("find_coordinator", lambda: [
         c.request(FindCoordinatorRequest(key_type=kt, coordinator_keys=[k]), 4)
         .coordinators[0].error_code
@@ -234,6 +247,9 @@ def matrix(c: Session) -> dict[str, Any]:
     step("list_groups", lambda: c.request(ListGroupsRequest(), 4).error_code)
     step("delete_groups", lambda: _codes(c.request(DeleteGroupsRequest(
         groups_names=["other-group"]), 2)))
+
+
+def _txn_and_cluster_steps(c: Session, step: Step) -> None:
     step("init_producer_id", lambda: c.request(InitProducerIdRequest(
         transactional_id=None, transaction_timeout_ms=60000), 4).error_code)
     step("init_producer_id_txn", lambda: [c.request(InitProducerIdRequest(
@@ -272,4 +288,3 @@ def matrix(c: Session) -> dict[str, Any]:
     all_dirs = DescribeLogDirsRequest()
     all_dirs.topics = None
     step("describe_log_dirs", lambda: c.request(all_dirs, 4).error_code)
-    return out
