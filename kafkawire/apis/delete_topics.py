@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from kafkawire.apis.create_topics import THROTTLED_MESSAGE
 from kraft import controller
 from kraft.acls import DELETE, DESCRIBE, TOPIC
+from kraft.image import MetadataImage
 from protocol._generated.delete_topics_request import DeleteTopicsRequest
 from protocol._generated.delete_topics_response import DeleteTopicsResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -52,6 +53,26 @@ def requested(req: DeleteTopicsRequest, version: int) -> list[tuple[str | None, 
 
 def _result(name: str | None, topic_id: uuid.UUID, code: ErrorCode, msg: str | None) -> Result:
     return Result(name=name, topic_id=topic_id, error_code=code, error_message=msg)
+
+
+def _delete_records(broker: Broker, ctx: RequestContext, image: MetadataImage,
+                    to_delete: dict[uuid.UUID, str], results: list[Result]) -> list[Any]:
+    """The records deleting each topic; KIP-599 refusals and errors go to ``results``."""
+    v = ctx.api_version
+    records: list[Any] = []
+    for topic_id, name in to_delete.items():
+        if broker.mutation_exceeded(ctx, strict=v >= 5):
+            results.append(_result(name, topic_id, ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                   THROTTLED_MESSAGE))
+            continue
+        try:
+            records.extend(controller.delete_topic(image, name))
+        except KafkaError as e:
+            results.append(_result(name, topic_id, e.code, e.message))
+            continue
+        broker.record_mutation(ctx, len(image.topics[name].partitions))
+        results.append(_result(name, topic_id, ErrorCode.NONE, None))
+    return records
 
 
 async def handle(
@@ -121,19 +142,7 @@ async def handle(
                     "The provided topic name maps to an ID that was already supplied."))
             else:
                 to_delete[found.topic_id] = name
-        records: list[Any] = []
-        for topic_id, name in to_delete.items():
-            if broker.mutation_exceeded(ctx, strict=v >= 5):  # KIP-599
-                results.append(_result(name, topic_id, ErrorCode.THROTTLING_QUOTA_EXCEEDED,
-                                       THROTTLED_MESSAGE))
-                continue
-            try:
-                records.extend(controller.delete_topic(image, name))
-            except KafkaError as e:
-                results.append(_result(name, topic_id, e.code, e.message))
-                continue
-            broker.record_mutation(ctx, len(image.topics[name].partitions))
-            results.append(_result(name, topic_id, ErrorCode.NONE, None))
+        records = _delete_records(broker, ctx, image, to_delete, results)
         if records:
             await broker.commit_metadata(records)
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
