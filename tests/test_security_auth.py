@@ -496,3 +496,22 @@ def test_delegation_tokens_disabled_on_authenticated_connections(secured: Secure
         assert r.error_code == 64
     finally:
         c.close()
+
+
+def test_handshake_after_authentication_without_reauth(tmp_path: Path) -> None:
+    """connections.max.reauth.ms=0 (Kafka's default): a second SaslHandshake is
+    ILLEGAL_SASL_STATE and the connection goes on."""
+    ov, ports = listeners(PLAIN="PLAINTEXT", SASL="SASL_PLAINTEXT")
+    ov.update({"sasl.enabled.mechanisms": "PLAIN",
+               "listener.name.sasl.plain.sasl.jaas.config": JAAS})
+    with BrokerProcess(tmp_path / "data", port=ports["PLAIN"], overrides=ov):
+        c = RawClient(f"127.0.0.1:{ports['SASL']}")
+        try:
+            assert c.request(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+            r = c.request(SaslAuthenticateRequest(auth_bytes=b"\x00alice\x00alice-secret"), 1)
+            assert r.error_code == 0 and r.session_lifetime_ms == 0
+            again = c.request(SaslHandshakeRequest(mechanism="PLAIN"), 1)
+            assert again.error_code == 34 and again.mechanisms == []
+            assert c.request(MetadataRequest(topics=[]), 12).brokers
+        finally:
+            c.close()

@@ -4,7 +4,8 @@ On a SASL_PLAINTEXT or SASL_SSL listener: the mechanism must be one of the liste
 ``sasl.enabled.mechanisms``; the answer lists them. Otherwise UNSUPPORTED_SASL_MECHANISM and the
 connection closes after the response (as Kafka). v0: the client then sends bare SASL tokens
 (no Kafka header) and gets bare tokens back; v1: the tokens travel in SaslAuthenticate. A
-handshake on an authenticated connection starts a KIP-368 re-authentication.
+handshake on an authenticated connection starts a KIP-368 re-authentication when the session
+has a lifetime (``connections.max.reauth.ms`` or a token's expiry), else ILLEGAL_SASL_STATE.
 
 On PLAINTEXT and SSL listeners Kafka answers ILLEGAL_SASL_STATE with no mechanisms; so do we.
 """
@@ -30,7 +31,10 @@ async def handle(
 ) -> SaslHandshakeResponse:
     conn = ctx.connection
     security = broker.server.security
-    if security is None or not security.uses_sasl(conn.listener):
+    if security is None or not security.uses_sasl(conn.listener) or (
+            conn.authenticated and conn.session_expiry_ms is None):
+        # PLAINTEXT/SSL, or an authenticated session that is not re-authenticatable
+        # (connections.max.reauth.ms = 0): Kafka's request handler answers so
         return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
     enabled = list(security.sasl(conn.listener).mechanisms)
     if req.mechanism not in enabled:
