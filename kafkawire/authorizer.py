@@ -69,12 +69,12 @@ class Authorizer:
         return self._by_type.get(resource_type, [])
 
     def allowed(self, principal: str, host: str, operation: int, resource_type: int,
-                name: str) -> bool:
+                name: str, log_denied: bool = True) -> bool:
         if not self.enabled:
             return True
         ok = authorize(self._acls(resource_type), self.config, principal, host, operation,
                        resource_type, name)
-        if not ok:
+        if not ok and log_denied:
             log.info("Principal = %s is Denied operation = %s from host = %s on resource = "
                      "%s:LITERAL:%s", principal, OPERATIONS.get(operation, operation), host,
                      RESOURCE_TYPES.get(resource_type, resource_type), name)

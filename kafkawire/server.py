@@ -67,11 +67,13 @@ class RequestContext:
     #: the request's size on the wire (produce byte-rate quotas)
     size_bytes: int = 0
 
-    def allowed(self, operation: int, resource_type: int, name: str) -> bool:
-        """May this request's principal do ``operation`` on the resource (kraft.acls)?"""
+    def allowed(self, operation: int, resource_type: int, name: str,
+                log_denied: bool = True) -> bool:
+        """May this request's principal do ``operation`` on the resource (kraft.acls)?
+        ``log_denied=False`` where a denial only filters a listing (as Kafka)."""
         a = self.authorizer
         return a is None or a.allowed(self.connection.principal, self.connection.host,
-                                      operation, resource_type, name)
+                                      operation, resource_type, name, log_denied)
 
     def operations(self, resource_type: int, name: str) -> int:
         """The authorized-operations bit field of a resource for this principal."""

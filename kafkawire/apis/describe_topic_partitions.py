@@ -91,17 +91,23 @@ def missing_topic(name: str) -> Topic:
                  topic_authorized_operations=TOPIC_ALL_OPS)
 
 
+def _everything(_name: str, _log_denied: bool) -> bool:
+    return True
+
+
 def describe(
     image: MetadataImage, req: DescribeTopicPartitionsRequest, listener: str,
-    allowed: Callable[[str], bool] = lambda _name: True,
+    allowed: Callable[[str, bool], bool] | None = None,
     operations: Callable[[str], int] = lambda _name: TOPIC_ALL_OPS,
 ) -> DescribeTopicPartitionsResponse:
     """``allowed``: may the principal DESCRIBE the topic (all topics: the others are left out;
     named: TOPIC_AUTHORIZATION_FAILED); ``operations``: its authorized-operations bits."""
+    if allowed is None:
+        allowed = _everything
     cursor = req.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     fetch_all = not req.topics
-    candidates = [n for n in image.topics if allowed(n)] if fetch_all else [
+    candidates = [n for n in image.topics if allowed(n, False)] if fetch_all else [
         t.name for t in req.topics]
     names = sorted({n for n in candidates if n >= cursor_topic})
     if cursor is not None and not fetch_all and cursor.topic_name not in names:
@@ -115,7 +121,7 @@ def describe(
             resp.next_cursor = Cursor(topic_name=name, partition_index=0)
             break
         topic = image.topics.get(name)
-        if not allowed(name):
+        if not allowed(name, True):
             resp.topics.append(Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
                                      topic_id=ZERO_UUID, is_internal=False, partitions=[],
                                      topic_authorized_operations=AUTH_OPS_NOT_REQUESTED))
@@ -154,5 +160,5 @@ async def handle(
     broker: Broker, ctx: RequestContext, req: DescribeTopicPartitionsRequest
 ) -> DescribeTopicPartitionsResponse:
     return describe(broker.image, req, ctx.connection.listener,
-                    lambda name: ctx.allowed(DESCRIBE, TOPIC, name),
+                    lambda name, log: ctx.allowed(DESCRIBE, TOPIC, name, log),
                     lambda name: ctx.operations(TOPIC, name))

@@ -32,8 +32,9 @@ async def handle(broker: Broker, ctx: RequestContext, req: ListGroupsRequest) ->
     for _p, shard in runtime.loaded_shards():
         groups += shard.list_groups(states, types)  # type: ignore[attr-defined]
     # Kafka: DESCRIBE on the cluster lists every group, else those the principal may DESCRIBE
-    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):
-        groups = [g for g in groups if ctx.allowed(DESCRIBE, GROUP, g.group_id)]
+    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME, log_denied=False):
+        groups = [g for g in groups
+                  if ctx.allowed(DESCRIBE, GROUP, g.group_id, log_denied=False)]
     loading = any(not s.loaded for s in runtime.slots.values())
     code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE
     return ListGroupsResponse(error_code=code, groups=groups)

@@ -57,7 +57,7 @@ async def handle(
             known, req.producer_id_filters, now, duration, pattern,
             any_state_filter=bool(req.state_filters),
         ):
-            if not ctx.allowed(DESCRIBE, TRANSACTIONAL_ID, tid):  # Kafka lists only these
+            if not ctx.allowed(DESCRIBE, TRANSACTIONAL_ID, tid, log_denied=False):  # Kafka lists only these
                 continue
             resp.transaction_states.append(
                 ListTransactionsResponse.TransactionState(
