@@ -158,14 +158,25 @@ class Broker:
     def clock_ms(self) -> int:
         return now_ms()
 
-    def connection_creation_limits(self, host: str) -> tuple[float, float | None]:
-        """(max.connection.creation.rate, the address's connection_creation_rate quota)."""
+    def connection_creation_limits(
+        self, host: str, listener: str,
+    ) -> tuple[float, float | None, float | None]:
+        """(max.connection.creation.rate, listener.name.<l>.max.connection.creation.rate or
+        None, the address's connection_creation_rate quota or None)."""
+        key = "max.connection.creation.rate"
+        prefixed = f"listener.name.{listener.lower()}.{key}"
         if self.quorum is None:
-            return float(self.config["max.connection.creation.rate"]), None
-        dynamic = self.dynamic_broker_config().get("max.connection.creation.rate") or \
-            self.image.configs.get((RESOURCE_BROKER, ""), {}).get("max.connection.creation.rate")
-        rate = float(dynamic) if dynamic else float(self.config["max.connection.creation.rate"])
-        return rate, ip_connection_rate(self.image, host)
+            per_broker: dict[str, str] = {}
+            default: dict[str, str] = {}
+        else:
+            per_broker = self.dynamic_broker_config()
+            default = self.image.configs.get((RESOURCE_BROKER, ""), {})
+        dynamic = per_broker.get(key) or default.get(key)
+        rate = float(dynamic) if dynamic else float(self.config[key])
+        own = per_broker.get(prefixed) or default.get(prefixed) or \
+            self.config.explicit.get(prefixed)
+        ip_rate = None if self.quorum is None else ip_connection_rate(self.image, host)
+        return rate, float(own) if own else None, ip_rate
 
     def dynamic_broker_config(self) -> dict[str, str]:
         """This broker's dynamic config (AlterConfigs on BROKER <node id>)."""

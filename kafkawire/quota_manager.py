@@ -192,13 +192,22 @@ class ConnectionRate:
     def __init__(self, samples: int = DEFAULT_SAMPLES,
                  sample_ms: int = DEFAULT_SAMPLE_MS) -> None:
         self.broker = Rate(samples, sample_ms)
+        self.per_listener: dict[str, Rate] = {}
         self.per_ip: dict[str, Rate] = {}
         self.samples, self.sample_ms = samples, sample_ms
 
-    def accept_delay_ms(self, limit_per_s: float, now_ms: int) -> int:
-        """Record one connection; how long to wait before accepting more (broker-wide)."""
+    def accept_delay_ms(self, limit_per_s: float, now_ms: int, listener: str = "",
+                        listener_limit_per_s: float | None = None) -> int:
+        """Record one connection; how long to wait before accepting more: the broker-wide
+        ``max.connection.creation.rate`` and the listener's
+        ``listener.name.<l>.max.connection.creation.rate``."""
         self.broker.record(1, now_ms)
-        return self.broker.throttle_ms(limit_per_s, now_ms)
+        delay = self.broker.throttle_ms(limit_per_s, now_ms)
+        if listener_limit_per_s is not None:
+            rate = self.per_listener.setdefault(listener, Rate(self.samples, self.sample_ms))
+            rate.record(1, now_ms)
+            delay = max(delay, rate.throttle_ms(listener_limit_per_s, now_ms))
+        return delay
 
     def ip_exceeded(self, ip: str, limit_per_s: float | None, now_ms: int) -> bool:
         if limit_per_s is None:

@@ -241,6 +241,7 @@ def api_versions_fallback(handler: ApiHandler) -> ApiVersionsResponse:
 
 Dispatch = Callable[[RequestContext, Any], Awaitable[Any]]
 ConnectionLimits = tuple[int, int, dict[str, int]]
+CreationLimits = tuple[float, float | None, float | None]
 
 
 class Server:
@@ -265,8 +266,9 @@ class Server:
         self.security: ListenerSecurity | None = None
         #: answers a bare SASL token after SaslHandshake v0 (None: unsupported)
         self.raw_token: Callable[[Connection, bytes], Awaitable[bytes | None]] | None = None
-        #: (max.connection.creation.rate, the address's connection_creation_rate or None)
-        self.creation_limits: Callable[[str], tuple[float, float | None]] | None = None
+        #: (host, listener) -> (max.connection.creation.rate, the listener's or None, the
+        #: address's connection_creation_rate or None)
+        self.creation_limits: Callable[[str, str], CreationLimits] | None = None
         self.connection_rate = ConnectionRate()
         #: connections.max.idle.ms (also bounds the TLS handshake)
         self.idle_timeout_ms = 600_000
@@ -292,12 +294,14 @@ class Server:
         except BaseException:  # pragma: no cover - last line of defence
             log.exception("unexpected error around a connection; the broker goes on")
 
-    async def _creation_rate_ok(self, stream: trio.SocketStream, host: str) -> bool:
+    async def _creation_rate_ok(self, stream: trio.SocketStream, host: str,
+                                listener: str) -> bool:
         """``connection_creation_rate`` of the address (beyond it: closed, as Kafka) and
-        ``max.connection.creation.rate`` (beyond it: accepting waits)."""
+        ``max.connection.creation.rate``, broker-wide and per listener (beyond it: accepting
+        waits)."""
         if self.creation_limits is None:
             return True
-        broker_rate, ip_rate = self.creation_limits(host)
+        broker_rate, listener_rate, ip_rate = self.creation_limits(host, listener)
         now = self.now_ms()
         if self.connection_rate.ip_exceeded(host, ip_rate, now):
             log.info("closing connection from %s: connection_creation_rate (%s/s) exceeded",
@@ -306,16 +310,16 @@ class Server:
                 cs.shield = True
                 await stream.aclose()
             return False
-        delay = self.connection_rate.accept_delay_ms(broker_rate, now)
+        delay = self.connection_rate.accept_delay_ms(broker_rate, now, listener, listener_rate)
         if delay > 0:
             await trio.sleep(delay / 1000)
         return True
 
-    async def _admit(self, stream: trio.SocketStream, host: str) -> bool:
+    async def _admit(self, stream: trio.SocketStream, host: str, listener: str) -> bool:
         """Kafka's connection quotas: a connection beyond ``max.connections.per.ip`` (or its
         override for the address) is closed at once; beyond ``max.connections`` it waits
         until another connection closes (Kafka's acceptor stops accepting meanwhile)."""
-        if not await self._creation_rate_ok(stream, host):
+        if not await self._creation_rate_ok(stream, host, listener):
             return False
         if self.connection_limits is None:
             return True
@@ -371,7 +375,7 @@ class Server:
             peer = f"{peer_addr[0]}:{peer_addr[1]}"
         except OSError:
             peer = "?"
-        if not await self._admit(stream, peer.rsplit(":", 1)[0]):
+        if not await self._admit(stream, peer.rsplit(":", 1)[0], listener):
             return
         self.next_conn_id += 1
         conn = Connection(stream, peer, listener, self.next_conn_id)

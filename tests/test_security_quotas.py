@@ -9,6 +9,7 @@ import socket
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -233,3 +234,25 @@ def test_controller_mutation_rate(broker: BrokerProcess) -> None:
     assert answers[0] == (0, False)
     assert answers[1] == (0, True)
     assert answers[2] == (89, True)  # THROTTLING_QUOTA_EXCEEDED
+
+
+def test_listener_connection_creation_rate(tmp_path: Path) -> None:
+    """listener.name.<l>.max.connection.creation.rate: beyond 2/s (20 in the 10 s minimum
+    window) that listener accepts more slowly; another listener is not slowed."""
+    from kafkawire.testing import api_versions_ok
+    from tests.security_helpers import listeners
+
+    ov, ports = listeners(PLAIN="PLAINTEXT", SLOW="PLAINTEXT")
+    ov["listener.name.slow.max.connection.creation.rate"] = "2"
+
+    def connect_many(port: int, n: int) -> float:
+        start = time.monotonic()
+        for _ in range(n):
+            assert api_versions_ok("127.0.0.1", port, timeout_s=30)
+        return time.monotonic() - start
+
+    with BrokerProcess(tmp_path / "data", port=ports["PLAIN"], overrides=ov):
+        fast = connect_many(ports["PLAIN"], 40)
+        slow = connect_many(ports["SLOW"], 40)
+    print(f"40 connections: {fast:.1f} s unlimited, {slow:.1f} s at 2/s")
+    assert slow >= 3.0 and slow > 2 * fast
