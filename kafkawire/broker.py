@@ -8,7 +8,9 @@ the broker's small set of mutating operations, which go through the metadata quo
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import secrets
 import time
 import uuid
 from typing import Any
@@ -44,6 +46,8 @@ from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_record
 from kraft import controller
 from kraft.acls import ALTER, CLUSTER, CLUSTER_NAME, DESCRIBE, DESCRIBE_CONFIGS
 from kraft.image import RESOURCE_BROKER, MetadataImage, ScramCredential
+from kraft.scram import MECHANISMS, MIN_ITERATIONS, scram_keys
+from kraft.tokens import token_password
 from log.config import LogConfig
 from log.manager import LogManager
 from log.partition_log import PartitionLog
@@ -129,6 +133,7 @@ class Broker:
         self.server.now_ms = self.clock_ms
         self.server.creation_limits = self.connection_creation_limits
         self.authorizer = Authorizer(config, lambda: self.image)
+        self._token_credentials: dict[tuple[str, int], ScramCredential] = {}
         self.quotas = QuotaManager(
             lambda: self.image, int(config.explicit.get("quota.window.num", "11")),
             int(config.explicit.get("quota.window.size.seconds", "1")) * 1000)
@@ -186,6 +191,33 @@ class Broker:
 
     def scram_credential(self, user: str, mechanism: int) -> ScramCredential | None:
         return self.image.scram.get(user, {}).get(mechanism)
+
+    def token_settings(self) -> tuple[str | None, int, int]:
+        """(delegation.token.secret.key or None: tokens disabled,
+        delegation.token.max.lifetime.ms, delegation.token.expiry.time.ms)."""
+        e = self.config.explicit
+        secret = e.get("delegation.token.secret.key") or e.get("delegation.token.master.key")
+        return (secret or None, int(e.get("delegation.token.max.lifetime.ms", "604800000")),
+                int(e.get("delegation.token.expiry.time.ms", "86400000")))
+
+    def token_credential(self, token_id: str,
+                         mechanism: int) -> tuple[ScramCredential, str] | None:
+        """A live delegation token's SCRAM credential (derived from its HMAC with a salt of
+        this broker's, as Kafka) and its owner's name."""
+        secret = self.token_settings()[0]
+        info = self.image.tokens.get(token_id)
+        if secret is None or info is None or info.expiry_ms < now_ms():
+            return None
+        cached = self._token_credentials.get((token_id, mechanism))
+        if cached is None:
+            digest = MECHANISMS[mechanism][1]
+            salt = secrets.token_bytes(32)
+            salted = hashlib.pbkdf2_hmac(digest, token_password(secret, token_id).encode(),
+                                         salt, MIN_ITERATIONS)
+            stored, server = scram_keys(digest, salted)
+            cached = ScramCredential(salt, stored, server, MIN_ITERATIONS)
+            self._token_credentials[(token_id, mechanism)] = cached
+        return cached, info.owner.partition(":")[2]
 
     async def raw_sasl_token(self, conn: Connection, token: bytes) -> bytes | None:
         """A bare SASL token after SaslHandshake v0; a failure closes the connection."""

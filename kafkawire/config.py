@@ -271,6 +271,8 @@ SECURITY_KEYS = frozenset({
     "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
     "connections.max.reauth.ms", "connection.failed.authentication.delay.ms",
     "quota.window.num", "quota.window.size.seconds",
+    "delegation.token.secret.key", "delegation.token.master.key",
+    "delegation.token.max.lifetime.ms", "delegation.token.expiry.time.ms",
 })
 
 

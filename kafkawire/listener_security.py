@@ -142,6 +142,7 @@ class ListenerSecurity:
     def mechanism_server(
         self, listener: str, mechanism: str,
         scram_of: Callable[[str, int], ScramCredential | None],
+        token_of: Callable[[str, int], tuple[ScramCredential, str] | None] | None = None,
     ) -> MechanismServer:
         settings = self.sasl(listener)
         if mechanism == "PLAIN":
@@ -160,5 +161,8 @@ class ListenerSecurity:
                 def credential(user: str, m: int = mech_id) -> ScramCredential | None:
                     return scram_of(user, m)
 
-                return ScramServer(name, digest, credential)
+                def token(token_id: str, m: int = mech_id) -> tuple[ScramCredential, str] | None:
+                    return None if token_of is None else token_of(token_id, m)
+
+                return ScramServer(name, digest, credential, token)
         raise SaslFailure(f"Unsupported SASL mechanism {mechanism}")

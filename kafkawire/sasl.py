@@ -101,10 +101,15 @@ class ScramServer:
     """RFC 5802 server side: client-first -> server-first -> client-final -> server-final."""
 
     def __init__(self, mechanism: str, digest: str,
-                 credential_of: Callable[[str], ScramCredential | None]) -> None:
+                 credential_of: Callable[[str], ScramCredential | None],
+                 token_of: Callable[[str], tuple[ScramCredential, str] | None] | None = None,
+                 ) -> None:
         self.mechanism = mechanism
         self.digest = digest
         self.credential_of = credential_of
+        #: delegation tokens: token id -> (credential, owner name), None when disabled
+        self.token_of = token_of
+        self.token_authenticated = False
         self.complete = False
         self.principal = ""
         self.expiry_ms: int | None = None
@@ -137,16 +142,21 @@ class ScramServer:
         attrs = dict(a.split("=", 1) for a in m.group(3).split(",") if "=" in a)
         user = _scram_name(attrs.get("n", ""))
         authzid = _scram_name((m.group(2) or "a=")[2:])
-        if attrs.get("tokenauth") == "true":
-            raise SaslFailure("Delegation token authentication is not supported")
         if authzid and authzid != user:
             raise SaslFailure("Authentication failed: Client requested an authorization id "
                               "that is different from username")
-        cred = self.credential_of(user)
-        if cred is None or not user:
-            raise self._fail()
+        if attrs.get("tokenauth") == "true":  # a delegation token: its id is the user name
+            found = self.token_of(user) if self.token_of is not None else None
+            if found is None:
+                raise self._fail()
+            cred, self.principal = found
+            self.token_authenticated = True
+        else:
+            maybe = self.credential_of(user)
+            if maybe is None or not user:
+                raise self._fail()
+            cred, self.principal = maybe, user
         self._cred = cred
-        self.principal = user
         self._nonce = attrs.get("r", "") + secrets.token_urlsafe(24)
         self._server_first = (f"r={self._nonce},s={base64.b64encode(cred.salt).decode()},"
                               f"i={cred.iterations}")

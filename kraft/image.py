@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kraft.acls import Acl, acl_of_record
+from kraft.tokens import TokenInfo, info_of_record
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -95,6 +96,8 @@ class MetadataImage:
     scram: dict[str, dict[int, ScramCredential]] = field(default_factory=dict)
     #: ACL id -> ACL (kraft.acls)
     acls: dict[uuid.UUID, Acl] = field(default_factory=dict)
+    #: delegation token id -> token (kraft.tokens)
+    tokens: dict[str, TokenInfo] = field(default_factory=dict)
 
     def topic_config(self, topic: str) -> dict[str, str]:
         return self.configs.get((RESOURCE_TOPIC, topic), {})
@@ -119,6 +122,12 @@ class _Builder:
         self.quotas: dict[QuotaEntity, dict[str, float]] | None = None
         self.scram: dict[str, dict[int, ScramCredential]] | None = None
         self.acls: dict[uuid.UUID, Acl] | None = None
+        self.tokens: dict[str, TokenInfo] | None = None
+
+    def tk(self) -> dict[str, TokenInfo]:
+        if self.tokens is None:
+            self.tokens = dict(self.img.tokens)
+        return self.tokens
 
     def a(self) -> dict[uuid.UUID, Acl]:
         if self.acls is None:
@@ -284,7 +293,11 @@ class _Builder:
             self.a()[rec.id] = acl_of_record(rec)
         elif name == "RemoveAccessControlEntryRecord":
             self.a().pop(rec.id, None)
-        # NoOpRecord and records we do not model (delegation tokens) change nothing.
+        elif name == "DelegationTokenRecord":
+            self.tk()[rec.token_id] = info_of_record(rec)
+        elif name == "RemoveDelegationTokenRecord":
+            self.tk().pop(rec.token_id, None)
+        # NoOpRecord and records we do not model change nothing.
 
     def build(self, offset: int, epoch: int) -> MetadataImage:
         img = self.img
@@ -301,6 +314,7 @@ class _Builder:
             client_quotas=self.quotas if self.quotas is not None else img.client_quotas,
             scram=self.scram if self.scram is not None else img.scram,
             acls=self.acls if self.acls is not None else img.acls,
+            tokens=self.tokens if self.tokens is not None else img.tokens,
         )
 
 

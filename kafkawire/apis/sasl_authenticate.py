@@ -56,6 +56,7 @@ async def evaluate(broker: Broker, conn: Connection, token: bytes) -> tuple[byte
     lifetime = min(limits) if limits else 0
     conn.principal = principal
     conn.authenticated = True
+    conn.state["token_authenticated"] = bool(getattr(mech, "token_authenticated", False))
     conn.sasl = None
     conn.session_expiry_ms = now + lifetime if lifetime else None
     return challenge, lifetime

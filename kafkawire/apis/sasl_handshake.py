@@ -41,6 +41,7 @@ async def handle(
         conn.close_after_ms = 0
         return SaslHandshakeResponse(
             error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled)
-    conn.sasl = security.mechanism_server(conn.listener, req.mechanism, broker.scram_credential)
+    conn.sasl = security.mechanism_server(conn.listener, req.mechanism, broker.scram_credential,
+                                          broker.token_credential)
     conn.sasl_raw_tokens = ctx.api_version == 0
     return SaslHandshakeResponse(error_code=ErrorCode.NONE, mechanisms=enabled)
