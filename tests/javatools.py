@@ -63,6 +63,7 @@ TOOLS: dict[str, dict[str, str]] = {
     "reassign-partitions": {"*": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"},
     "transactions": {"*": "org.apache.kafka.tools.TransactionsCommand"},
     "acls": {"4.x": "org.apache.kafka.tools.AclCommand", "3.9": "kafka.admin.AclCommand"},
+    "delegation-tokens": {"4.x": "org.apache.kafka.tools.DelegationTokenCommand"},
 }
 
 # Option spellings that differ between the lines.

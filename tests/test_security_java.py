@@ -33,6 +33,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerPr
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
         "listener.name.secure.plain.sasl.jaas.config": JAAS,
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.server_pem),
+        "delegation.token.secret.key": "java-test-secret",
     })
     bp = BrokerProcess(base / "data", port=ports["PLAIN"], overrides=ov).start()
     try:
@@ -95,3 +96,35 @@ def test_kafka_acls_and_console_clients(
     listed = tools.run("acls", "--bootstrap-server", addr, "--command-config", str(admin),
                        "--list", "--topic", topic).output
     assert "operation=WRITE" not in listed and "operation=READ" in listed
+
+
+def test_kafka_delegation_tokens_and_a_token_client(
+    secured: tuple[BrokerProcess, int, Pki, Path],
+) -> None:
+    """kafka-delegation-tokens creates and describes a token for bob; a console producer
+    authenticates with it (ScramLoginModule tokenauth=true) and acts as bob."""
+    bp, port, pki, base = secured
+    tools = JavaTools("4.x")
+    addr = f"127.0.0.1:{port}"
+    bob = _client_props(base / "bob-tok.properties", pki, "SCRAM-SHA-256", "bob", "bob-secret")
+    out = tools.run("delegation-tokens", "--bootstrap-server", addr, "--command-config",
+                    str(bob), "--create", "--max-life-time-period", "-1").output
+    line = next(ln for ln in out.splitlines() if "User:bob" in ln)
+    token_id, hmac_b64 = line.split()[0], line.split()[1]
+    described = tools.run("delegation-tokens", "--bootstrap-server", addr, "--command-config",
+                          str(bob), "--describe", "--owner-principal", "User:bob").output
+    assert token_id in described
+    topic = f"token-{uuid.uuid4().hex[:8]}"
+    admin = _client_props(base / "admin-tok.properties", pki, "PLAIN", "admin", "admin-secret")
+    tools.run("acls", "--bootstrap-server", addr, "--command-config", str(admin), "--add",
+              "--allow-principal", "User:bob", "--operation", "Write", "--topic", topic)
+    token_props = write_properties(base / "token.properties", {
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                            f'username="{token_id}" password="{hmac_b64}" tokenauth="true";',
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_pem),
+    })
+    tools.run("topics", "--bootstrap-server", addr, "--command-config", str(admin),
+              "--create", "--topic", topic, "--partitions", "1", "--replication-factor", "1")
+    tools.run("console-producer", "--bootstrap-server", addr, "--topic", topic,
+              tools.option("producer-property-file"), str(token_props), input="by-token\n")
