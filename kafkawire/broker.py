@@ -37,7 +37,11 @@ from kafkawire.quota_manager import (
     TokenBucket,
     ip_connection_rate,
 )
-from kafkawire.retention import run_producer_expiration, run_retention
+from kafkawire.retention import (
+    run_producer_expiration,
+    run_retention,
+    run_token_expiration,
+)
 from kafkawire.sasl import SaslFailure
 from kafkawire.security_config import SECURITY_PROTOCOL_IDS, listener_protocol
 from kafkawire.server import Connection, RequestContext, Server
@@ -471,6 +475,7 @@ class Broker:
                 await nursery.start(self.flusher.run)
                 nursery.start_soon(run_retention, self)
                 nursery.start_soon(run_producer_expiration, self)
+                nursery.start_soon(run_token_expiration, self)
                 nursery.start_soon(self.cleaner.run)
                 self.started.set()
                 task_status.started(self)

@@ -273,6 +273,7 @@ SECURITY_KEYS = frozenset({
     "quota.window.num", "quota.window.size.seconds",
     "delegation.token.secret.key", "delegation.token.master.key",
     "delegation.token.max.lifetime.ms", "delegation.token.expiry.time.ms",
+    "delegation.token.expiry.check.interval.ms",
 })
 
 

@@ -101,3 +101,10 @@ def expire(info: TokenInfo, principal: str, period_ms: int,
     new = TokenInfo(info.token_id, info.owner, info.requester, info.renewers, info.issue_ms,
                     info.max_ms, expiry)
     return [record_of(new)], expiry
+
+
+def expired_records(tokens: dict[str, TokenInfo], now_ms: int) -> list[Any]:
+    """RemoveDelegationTokenRecords for the tokens past their expiry (Kafka's periodic
+    removal, ``delegation.token.expiry.check.interval.ms``)."""
+    return [RemoveDelegationTokenRecord(token_id=t.token_id)
+            for t in tokens.values() if t.expiry_ms < now_ms]

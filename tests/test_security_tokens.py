@@ -35,7 +35,8 @@ def sasl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     ov, ports = listeners(PLAIN="PLAINTEXT", SASL="SASL_PLAINTEXT")
     ov.update({"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
                "listener.name.sasl.plain.sasl.jaas.config": JAAS,
-               "delegation.token.secret.key": "a-secret-of-the-cluster"})
+               "delegation.token.secret.key": "a-secret-of-the-cluster",
+               "delegation.token.expiry.check.interval.ms": "500"})
     bp = BrokerProcess(tmp_path_factory.mktemp("tokens") / "data", port=ports["PLAIN"],
                        overrides=ov).start()
     try:
@@ -134,3 +135,32 @@ def test_token_lifecycle(sasl: str) -> None:
         carol.close()
         bob.close()
     assert token_login(sasl, token_id, mac)[0] == 58  # expired: gone
+
+
+def test_short_lived_token_expires_and_is_removed(sasl: str) -> None:
+    import time
+
+    from kraft.tokens import TokenInfo, expired_records
+
+    alice = plain_login(sasl, "alice")
+    try:
+        created = alice.request(CreateDelegationTokenRequest(renewers=[],
+                                                             max_lifetime_ms=1500), 3)
+        assert created.error_code == 0
+        assert created.max_timestamp_ms - created.issue_timestamp_ms == 1500
+        assert token_login(sasl, created.token_id, bytes(created.hmac))[0] == 0
+        # past its max lifetime it is expired, then removed by the task (every 0.5 s)
+        deadline = time.monotonic() + 30
+        codes: list[int] = []
+        while not codes or codes[-1] != 62:  # DELEGATION_TOKEN_NOT_FOUND
+            assert time.monotonic() < deadline, codes
+            codes.append(alice.request(RenewDelegationTokenRequest(
+                hmac=bytes(created.hmac), renew_period_ms=-1), 2).error_code)
+            time.sleep(0.1)
+        assert set(codes) <= {0, 66, 62}  # renewable, then DELEGATION_TOKEN_EXPIRED, then gone
+        assert token_login(sasl, created.token_id, bytes(created.hmac))[0] == 58
+    finally:
+        alice.close()
+    live = TokenInfo("a", "User:x", "User:x", (), 0, 10_000, 5_000)
+    dead = TokenInfo("b", "User:x", "User:x", (), 0, 1_000, 1_000)
+    assert [r.token_id for r in expired_records({"a": live, "b": dead}, 2_000)] == ["b"]
