@@ -4,6 +4,7 @@
     .venv/bin/python bench/run.py --target kafka        # the same against Apache Kafka 4.3.1
     .venv/bin/python bench/run.py --target both         # both, one after the other, side by side
     .venv/bin/python bench/run.py --bootstrap HOST:PORT # measure a running broker
+    .venv/bin/python bench/run.py --tls                 # clients over TLS (an SSL listener)
 
 ``--target kafka`` runs a real single-node KRaft Apache Kafka from the compat harness's jars
 (``compat_tests.kafka_dist``, fetched once into ``~/.cache/kafkawire``) on this machine, with
@@ -43,6 +44,9 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+#: extra client settings (``--tls``: security.protocol=SSL and the test CA)
+CLIENT_CONF: dict[str, Any] = {}
+
 #: the "1 KiB records" of the throughput rows (1024-byte values)
 RECORD_1K = 1024
 #: passes of the consume measurement (the median is reported)
@@ -51,7 +55,7 @@ CONSUME_PASSES = 3
 
 def make_topic(bootstrap: str, partitions: int = 1) -> str:
     name = f"bench-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **CLIENT_CONF})
     try:
         admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[
             name
@@ -65,7 +69,7 @@ def produce_throughput(bootstrap: str, topic: str, size: int, count: int) -> tup
     p = Producer({
         "bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1_000_000,
         "queue.buffering.max.kbytes": 1_048_576, "queue.buffering.max.messages": 2_000_000,
-        "acks": "1", "compression.type": "none", "enable.idempotence": False,
+        "acks": "1", "compression.type": "none", "enable.idempotence": False, **CLIENT_CONF,
     })
     payload = b"x" * size
     t0 = time.perf_counter()
@@ -85,7 +89,7 @@ def consume_throughput(bootstrap: str, topic: str, count: int) -> float:
     c = Consumer({
         "bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,
-        "queued.max.messages.kbytes": 1_048_576,
+        "queued.max.messages.kbytes": 1_048_576, **CLIENT_CONF,
     })
     c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     got = 0
@@ -107,7 +111,7 @@ def kcat_consume_throughput(bootstrap: str, topic: str, nbytes: int) -> float | 
     /dev/null: what the broker serves when the client is not the bottleneck. None without
     kcat."""
     exe = shutil.which("kcat") or shutil.which("kafkacat")
-    if exe is None:
+    if exe is None or CLIENT_CONF:
         return None
     cmd = [exe, "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
            "-X", "fetch.max.bytes=52428800", "-X", "max.partition.fetch.bytes=10485760"]
@@ -119,9 +123,9 @@ def kcat_consume_throughput(bootstrap: str, topic: str, nbytes: int) -> float | 
 def latency(bootstrap: str, topic: str, mb_per_s: float, seconds: float) -> dict[str, float]:
     size = 1024
     rate = mb_per_s * 1e6 / size
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "1"})
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "1", **CLIENT_CONF})
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "lat", "fetch.wait.max.ms": 5,
-                  "fetch.min.bytes": 1, "enable.auto.commit": False})
+                  "fetch.min.bytes": 1, "enable.auto.commit": False, **CLIENT_CONF})
     c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     c.poll(0.5)
     lat: list[float] = []
@@ -149,8 +153,11 @@ def latency(bootstrap: str, topic: str, mb_per_s: float, seconds: float) -> dict
 class Target:
     """A broker to measure: started here (kafkawire or Apache Kafka) or given by address."""
 
-    def __init__(self, kind: str, bootstrap: str | None = None, kafka_heap: str = "1g") -> None:
+    def __init__(self, kind: str, bootstrap: str | None = None, kafka_heap: str = "1g",
+                 tls_keystore: Path | None = None) -> None:
         self.kind = kind
+        #: a PEM keystore (key + chain): serve the clients on an SSL listener
+        self.tls_keystore = tls_keystore
         self.bootstrap = bootstrap or ""
         self.kafka_heap = kafka_heap
         self.pid: int | None = None
@@ -161,20 +168,37 @@ class Target:
         if self.kind == "external":
             return
         t0 = time.perf_counter()
+        tls_port = free_port()
+        tls_props = {} if self.tls_keystore is None else {
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": str(self.tls_keystore)}
         if self.kind == "kafkawire":
-            bp = BrokerProcess(Path(tempfile.mkdtemp(prefix="kw-bench-")) / "data", port=free_port())
+            port = free_port()
+            if tls_props:
+                tls_props.update({
+                    "listeners": f"PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{tls_port}"})
+            bp = BrokerProcess(Path(tempfile.mkdtemp(prefix="kw-bench-")) / "data", port=port,
+                               overrides=tls_props)
             bp.start()
             self._stop.append(bp.close)
             assert bp.proc is not None
             self.bootstrap, self.pid = bp.bootstrap, bp.proc.pid
+            if tls_props:
+                self.bootstrap = f"127.0.0.1:{tls_port}"
         else:  # Apache Kafka 4.x from the compat harness's jars, same machine, same client
             from compat_tests.kafka_dist import KafkaBroker
 
             kb = KafkaBroker(version="4.x", heap=self.kafka_heap)
+            if tls_props:
+                kb.props.update(tls_props)
+                kb.props["listeners"] += f",SSL://127.0.0.1:{tls_port}"
+                kb.props["advertised.listeners"] += f",SSL://127.0.0.1:{tls_port}"
+                kb.props["listener.security.protocol.map"] += ",SSL:SSL"
             kb.start()
             self._stop.append(kb.stop)
             assert kb.proc is not None
             self.bootstrap, self.pid = kb.bootstrap, kb.proc.pid
+            if tls_props:
+                self.bootstrap = f"127.0.0.1:{tls_port}"
         self.ready_s = time.perf_counter() - t0
 
     def stop(self) -> None:
@@ -193,7 +217,7 @@ def measure(target: Target, args: argparse.Namespace) -> list[tuple[str, str]]:
             rows.append(("ready after start (s)", f"{target.ready_s:.2f}"))
             rows.append(("idle RSS (MB)", f"{rss_mb(target.pid):.1f}"))
         host, port = bootstrap.rsplit(":", 1)
-        assert api_versions_ok(host, int(port))
+        assert CLIENT_CONF or api_versions_ok(host, int(port))
         topic = make_topic(bootstrap)
         n = args.mb * 1_000_000 // RECORD_1K
         mbs, _ = produce_throughput(bootstrap, topic, RECORD_1K, n)
@@ -235,7 +259,16 @@ def main() -> int:
     ap.add_argument("--mb", type=int, default=1000, help="MB to produce with 1 KiB records")
     ap.add_argument("--small", type=int, default=2_000_000, help="100-byte records to produce")
     ap.add_argument("--latency-s", type=float, default=10.0, help="seconds of latency sampling")
+    ap.add_argument("--tls", action="store_true",
+                    help="clients over TLS: the broker(s) get an SSL listener with a test CA")
     args = ap.parse_args()
+    keystore = None
+    if args.tls:
+        from tests.security_helpers import make_pki
+
+        pki = make_pki(Path(tempfile.mkdtemp(prefix="bench-pki-")))
+        keystore = pki.server_pem
+        CLIENT_CONF.update({"security.protocol": "SSL", "ssl.ca.location": str(pki.ca_pem)})
     if args.bootstrap:
         kinds = ["external"]
     elif args.target == "both":
@@ -243,7 +276,8 @@ def main() -> int:
     else:
         kinds = [args.target]
     results = {
-        kind: dict(measure(Target(kind, args.bootstrap, args.kafka_heap), args)) for kind in kinds
+        kind: dict(measure(Target(kind, args.bootstrap, args.kafka_heap, keystore), args))
+        for kind in kinds
     }
     names = {"kafkawire": "kafkawire", "kafka": "Apache Kafka 4.3.1", "external": args.bootstrap}
     measures = list(dict.fromkeys(m for rows in results.values() for m in rows))

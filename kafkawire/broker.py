@@ -8,8 +8,10 @@ the broker's small set of mutating operations, which go through the metadata quo
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import resource
+import secrets
 import time
 import uuid
 from typing import Any
@@ -18,26 +20,45 @@ import trio
 
 from groups.share_state import ShareStateShard
 from kafkawire.apis import REGISTRY
+from kafkawire.authorizer import Authorizer
 from kafkawire.bootstrap import first_start_records, read_bootstrap
 from kafkawire.config import TOPIC_CONFIGS, BrokerConfig
 from kafkawire.config_entries import connection_limits, effective_topic_values
 from kafkawire.config_resources import group_consumer_settings
 from kafkawire.coordinator_runtime import GROUP_TOPIC, SHARE_TOPIC, TXN_TOPIC, CoordinatorRuntime
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
+from kafkawire.listener_security import ListenerSecurity
 from kafkawire.log_cleaner import LogCleanerService
 from kafkawire.log_flusher import LogFlusher
 from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum, metadata_log_config
 from kafkawire.metadata_snapshots import SnapshotSettings
 from kafkawire.purgatory import AppendNotifier
 from kafkawire.quorum_config import parse_voters
+from kafkawire.quota_manager import (
+    FETCH,
+    PRODUCE,
+    REQUEST,
+    QuotaManager,
+    TokenBucket,
+    ip_connection_rate,
+)
 from kafkawire.replica_manager import ReplicaManager
-from kafkawire.retention import run_producer_expiration, run_retention
+from kafkawire.retention import (
+    run_producer_expiration,
+    run_retention,
+    run_token_expiration,
+)
+from kafkawire.sasl import SaslFailure
+from kafkawire.security_config import SECURITY_PROTOCOL_IDS, listener_protocol
 from kafkawire.server import Connection, FrameMemory, RequestContext, Server
 from kafkawire.share_coordinator import ShareService, share_version_records
 from kafkawire.storage import StorageError, format_or_check
 from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_records
 from kraft import controller
-from kraft.image import MetadataImage
+from kraft.acls import ALTER, CLUSTER, CLUSTER_NAME, DESCRIBE, DESCRIBE_CONFIGS
+from kraft.image import RESOURCE_BROKER, MetadataImage, ScramCredential
+from kraft.scram import MECHANISMS, MIN_ITERATIONS, scram_keys
+from kraft.tokens import token_password
 from log.config import LogConfig
 from log.file_cache import FILE_CACHE
 from log.manager import LogManager
@@ -46,10 +67,9 @@ from protocol._generated.config_record import ConfigRecord
 from protocol._generated.partition_record import PartitionRecord
 from protocol._generated.topic_record import TopicRecord
 from protocol.errors import ErrorCode, KafkaError
+from protocol.primitives import RemoteProtocolError
 
 log = logging.getLogger("kafkawire.broker")
-
-SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 # feature name -> (min, max) we support. transaction.version 2 = KIP-890 part 2 (finalized at
 # start, kafkawire/txn_coordinator.py); group.version 1 = KIP-848 consumer groups
@@ -83,6 +103,46 @@ def configure_file_cache(wanted: int) -> int:
     return size
 
 
+# APIs that need one operation on the cluster and answer a denial with a top-level
+# CLUSTER_AUTHORIZATION_FAILED (Kafka's checks; the others check in their handlers)
+CLUSTER_GATED: dict[int, int] = {
+    35: DESCRIBE,  # DescribeLogDirs
+    43: ALTER,  # ElectLeaders
+    45: ALTER,  # AlterPartitionReassignments
+    46: DESCRIBE,  # ListPartitionReassignments
+    48: DESCRIBE_CONFIGS,  # DescribeClientQuotas
+    50: DESCRIBE,  # DescribeUserScramCredentials
+    55: DESCRIBE,  # DescribeQuorum
+    57: ALTER,  # UpdateFeatures
+}
+
+
+def cluster_denied(response_cls: Any) -> Any:
+    resp = response_cls()
+    resp.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if hasattr(resp, "error_message"):
+        resp.error_message = "Cluster authorization failed."
+    return resp
+
+
+PRODUCE_KEY, FETCH_KEY = 0, 1
+#: CreateTopics, DeleteTopics, CreatePartitions (controller_mutation_rate)
+MUTATION_KEYS = frozenset({19, 20, 37})
+#: requests that wait in purgatory: their wall time is not handler time (request_percentage)
+LONG_POLL_KEYS = frozenset({1, 11, 14, 68})
+
+
+def fetch_response_bytes(response: Any) -> int:
+    total = 0
+    for t in response.responses:
+        for p in t.partitions:
+            recs = p.records
+            if recs is None:
+                continue
+            total += recs.size if hasattr(recs, "size") else len(recs)
+    return total
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -106,6 +166,16 @@ class Broker:
         queued_bytes = int(config["queued.max.request.bytes"])
         if queued_bytes > 0:
             self.server.frame_memory = FrameMemory(queued_bytes)
+        self.server.security = ListenerSecurity(config, self.dynamic_broker_config)
+        self.server.raw_token = self.raw_sasl_token
+        self.server.idle_timeout_ms = int(config["connections.max.idle.ms"])
+        self.server.now_ms = self.clock_ms
+        self.server.creation_limits = self.connection_creation_limits
+        self.authorizer = Authorizer(config, lambda: self.image)
+        self._token_credentials: dict[tuple[str, int], ScramCredential] = {}
+        self.quotas = QuotaManager(
+            lambda: self.image, int(config.explicit.get("quota.window.num", "11")),
+            int(config.explicit.get("quota.window.size.seconds", "1")) * 1000)
         self.bound_ports: dict[str, int] = {}
         self.started = trio.Event()
         self.start_time_ms = now_ms()
@@ -133,6 +203,76 @@ class Broker:
     def image(self) -> MetadataImage:
         assert self.quorum is not None
         return self.quorum.image
+
+    def clock_ms(self) -> int:
+        return now_ms()
+
+    def connection_creation_limits(
+        self, host: str, listener: str,
+    ) -> tuple[float, float | None, float | None]:
+        """(max.connection.creation.rate, listener.name.<l>.max.connection.creation.rate or
+        None, the address's connection_creation_rate quota or None)."""
+        key = "max.connection.creation.rate"
+        prefixed = f"listener.name.{listener.lower()}.{key}"
+        if self.quorum is None:
+            per_broker: dict[str, str] = {}
+            default: dict[str, str] = {}
+        else:
+            per_broker = self.dynamic_broker_config()
+            default = self.image.configs.get((RESOURCE_BROKER, ""), {})
+        dynamic = per_broker.get(key) or default.get(key)
+        rate = float(dynamic) if dynamic else float(self.config[key])
+        own = per_broker.get(prefixed) or default.get(prefixed) or \
+            self.config.explicit.get(prefixed)
+        ip_rate = None if self.quorum is None else ip_connection_rate(self.image, host)
+        return rate, float(own) if own else None, ip_rate
+
+    def dynamic_broker_config(self) -> dict[str, str]:
+        """This broker's dynamic config (AlterConfigs on BROKER <node id>)."""
+        if self.quorum is None:
+            return {}
+        return self.image.configs.get((RESOURCE_BROKER, str(self.node_id)), {})
+
+    def scram_credential(self, user: str, mechanism: int) -> ScramCredential | None:
+        return self.image.scram.get(user, {}).get(mechanism)
+
+    def token_settings(self) -> tuple[str | None, int, int]:
+        """(delegation.token.secret.key or None: tokens disabled,
+        delegation.token.max.lifetime.ms, delegation.token.expiry.time.ms)."""
+        e = self.config.explicit
+        secret = e.get("delegation.token.secret.key") or e.get("delegation.token.master.key")
+        return (secret or None, int(e.get("delegation.token.max.lifetime.ms", "604800000")),
+                int(e.get("delegation.token.expiry.time.ms", "86400000")))
+
+    def token_credential(self, token_id: str,
+                         mechanism: int) -> tuple[ScramCredential, str] | None:
+        """A live delegation token's SCRAM credential (derived from its HMAC with a salt of
+        this broker's, as Kafka) and its owner's name."""
+        secret = self.token_settings()[0]
+        info = self.image.tokens.get(token_id)
+        if secret is None or info is None or info.expiry_ms < now_ms():
+            return None
+        cached = self._token_credentials.get((token_id, mechanism))
+        if cached is None:
+            digest = MECHANISMS[mechanism][1]
+            salt = secrets.token_bytes(32)
+            salted = hashlib.pbkdf2_hmac(digest, token_password(secret, token_id).encode(),
+                                         salt, MIN_ITERATIONS)
+            stored, server = scram_keys(digest, salted)
+            cached = ScramCredential(salt, stored, server, MIN_ITERATIONS)
+            self._token_credentials[(token_id, mechanism)] = cached
+        return cached, info.owner.partition(":")[2]
+
+    async def raw_sasl_token(self, conn: Connection, token: bytes) -> bytes | None:
+        """A bare SASL token after SaslHandshake v0; a failure closes the connection."""
+        from kafkawire.apis.sasl_authenticate import evaluate
+
+        try:
+            challenge, _lifetime = await evaluate(self, conn, token)
+        except SaslFailure as e:
+            raise RemoteProtocolError(f"SASL authentication failed: {e}") from None
+        conn.sasl_raw_tokens = conn.sasl is not None
+        return challenge
 
     def supported_features(self) -> dict[str, tuple[int, int]]:
         return SUPPORTED_FEATURES
@@ -296,7 +436,61 @@ class Broker:
             # nothing sees a cluster without brokers (CreateTopics: "0 broker(s) registered").
             await self.started.wait()
         handler = REGISTRY[ctx.api_key]
-        return await handler.handle(self, ctx, request)
+        if self.authorizer.enabled:
+            ctx.authorizer = self.authorizer
+            gate = CLUSTER_GATED.get(ctx.api_key)
+            if gate is not None and not ctx.allowed(gate, CLUSTER, CLUSTER_NAME):
+                return cluster_denied(handler.response_cls)
+        if not self.image.client_quotas:
+            return await handler.handle(self, ctx, request)
+        started = time.perf_counter()
+        response = await handler.handle(self, ctx, request)
+        return self.enforce_quotas(ctx, response, time.perf_counter() - started)
+
+    def _mutation_bucket(self, ctx: RequestContext) -> TokenBucket | None:
+        if not self.image.client_quotas:
+            return None
+        user = ctx.connection.principal.partition(":")[2]
+        return self.quotas.mutation_bucket(user, ctx.client_id or "", now_ms())
+
+    def mutation_exceeded(self, ctx: RequestContext, strict: bool) -> bool:
+        """KIP-599: refuse a topic of a strict request while the client's
+        controller_mutation_rate bucket is negative (THROTTLING_QUOTA_EXCEEDED)."""
+        bucket = self._mutation_bucket(ctx)
+        return strict and bucket is not None and bucket.tokens < 0
+
+    def record_mutation(self, ctx: RequestContext, partitions: int) -> None:
+        bucket = self._mutation_bucket(ctx)
+        if bucket is not None:
+            bucket.tokens -= partitions
+
+    def enforce_quotas(self, ctx: RequestContext, response: Any, elapsed_s: float) -> Any:
+        """Record the request against the client's quotas (kafkawire.quota_manager); set
+        throttle_time_ms and mute the connection for it. A throttled Fetch answers empty."""
+        q = self.quotas
+        now = now_ms()
+        user = ctx.connection.principal.partition(":")[2]
+        client = ctx.client_id or ""
+        throttle = 0
+        if ctx.api_key == PRODUCE_KEY:
+            throttle = q.record(PRODUCE, user, client, ctx.size_bytes, now)
+        elif ctx.api_key == FETCH_KEY and response is not None:
+            size = fetch_response_bytes(response)
+            throttle = q.record(FETCH, user, client, size, now)
+            if throttle > 0:  # as Kafka: unrecord, answer an empty response
+                q.record(FETCH, user, client, -size, now)
+                response.responses = []
+        if ctx.api_key not in LONG_POLL_KEYS:
+            throttle = max(throttle, q.record(REQUEST, user, client, elapsed_s * 100, now))
+        if ctx.api_key in MUTATION_KEYS:
+            bucket = q.mutation_bucket(user, client, now)
+            if bucket is not None:
+                throttle = max(throttle, bucket.throttle_ms())
+        if throttle > 0:
+            if response is not None and hasattr(response, "throttle_time_ms"):
+                response.throttle_time_ms = max(response.throttle_time_ms, throttle)
+            ctx.connection.throttle_ms = max(ctx.connection.throttle_ms, throttle)
+        return response
 
     def on_disconnect(self, conn: Connection) -> None:
         for hook in self.disconnect_hooks:
@@ -371,7 +565,7 @@ class Broker:
         endpoints = []
         for lst in cfg.advertised_listeners:
             port = self.bound_ports.get(lst.name, lst.port) if lst.port == 0 else lst.port
-            proto = SECURITY_PROTOCOLS.get(lst.name, 0)
+            proto = SECURITY_PROTOCOL_IDS[listener_protocol(cfg, lst.name)]
             endpoints.append((lst.name, lst.host, port, proto))
         assert self.quorum is not None
         epoch = self.quorum.log_end_offset()
@@ -400,6 +594,8 @@ class Broker:
         return bound
 
     async def run(self, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
+        assert self.server.security is not None
+        self.server.security.check([lst.name for lst in self.config.broker_listeners])
         bound = await self.bind_listeners()
         try:
             self.open_storage()
@@ -429,6 +625,7 @@ class Broker:
                 await nursery.start(self.flusher.run)
                 nursery.start_soon(run_retention, self)
                 nursery.start_soon(run_producer_expiration, self)
+                nursery.start_soon(run_token_expiration, self)
                 nursery.start_soon(self.cleaner.run)
                 self.started.set()
                 task_status.started(self)

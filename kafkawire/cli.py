@@ -139,6 +139,15 @@ def main(argv: list[str] | None = None) -> int:
         logger.warning("unknown configuration key %r (ignored)", key)
     for key in cfg.ignored:
         logger.warning("configuration key %r is accepted but has no effect in kafkawire", key)
+    try:  # listeners, keystores, SASL and authorizer settings: refused before starting
+        from kafkawire.authorizer import Authorizer
+        from kafkawire.listener_security import ListenerSecurity
+
+        ListenerSecurity(cfg, dict).check([lst.name for lst in cfg.broker_listeners])
+        Authorizer(cfg, lambda: None)  # type: ignore[arg-type,return-value]
+    except ConfigError as e:
+        print(f"kafkawire: {e}", file=sys.stderr)
+        return 2
     from kafkawire.broker import StartupError
 
     try:

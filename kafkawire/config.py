@@ -202,7 +202,8 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "request.timeout.ms": ("int", 30000),
     "replica.lag.time.max.ms": ("long", 30000),
     "cluster.id": ("string", None),
-    # Accepted and reported like Kafka (a PASSWORD: sensitive, value hidden); no SASL here.
+    # Reported like Kafka (a PASSWORD: sensitive, value hidden); read per listener by
+    # kafkawire.security_config.
     "sasl.jaas.config": ("password", None),
 }
 
@@ -283,7 +284,18 @@ INTERNAL_BROKER_CONFIGS = frozenset({
 NO_KAFKA_DEFAULT: frozenset[str] = frozenset({"node.id", "process.roles"})
 
 # Keys accepted and reported but with no effect in kafkawire (logged once at start).
-IGNORED_PREFIXES = ("ssl.", "sasl.", "listener.name.", "confluent.", "metric.", "metrics.")
+IGNORED_PREFIXES = ("confluent.", "metric.", "metrics.")
+# Security keys (kafkawire.security_config, kafkawire.authorizer, kafkawire.quota_manager):
+# kept as given in ``explicit`` and read there, per listener.
+SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.")
+SECURITY_KEYS = frozenset({
+    "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
+    "connections.max.reauth.ms", "connection.failed.authentication.delay.ms",
+    "quota.window.num", "quota.window.size.seconds",
+    "delegation.token.secret.key", "delegation.token.master.key",
+    "delegation.token.max.lifetime.ms", "delegation.token.expiry.time.ms",
+    "delegation.token.expiry.check.interval.ms",
+})
 
 
 class ConfigError(Exception):
@@ -378,6 +390,8 @@ class BrokerConfig:
         for key, value in raw.items():
             if key in BROKER_CONFIGS:
                 cfg.values[key] = parse_value(BROKER_CONFIGS[key][0], value, key)
+                cfg.explicit[key] = value
+            elif key.startswith(SECURITY_PREFIXES) or key in SECURITY_KEYS:
                 cfg.explicit[key] = value
             elif key.startswith(IGNORED_PREFIXES):
                 cfg.ignored.append(key)

@@ -35,9 +35,10 @@ Applied at once: the topic-config synonyms (every partition's log config),
 mechanism in kafkawire** (stored, validated, reported; they change nothing): the thread pool
 sizes (``num.io.threads``, ``num.network.threads``, ``num.recovery.threads.per.data.dir``,
 ``background.threads``, ``num.replica.fetchers``, ``log.cleaner.threads``), cleaner buffer sizes,
-``max.connection.creation.rate``, coordinator buffer sizes, the share/streams assignment
+coordinator buffer sizes, the share/streams assignment
 intervals, the ``remote.*`` keys, ``follower.fetch.last.tiered.offset.enable``, ``metric.reporters``, ``config.providers``,
-``cordoned.log.dirs``, the listener keys (listeners stay those bound at start) and SSL/SASL.
+``cordoned.log.dirs``, the listener keys (listeners stay those bound at start). The SSL/SASL
+keys apply to new connections (docs/SECURITY.md).
 
 Group and client-metrics resources are in ``kafkawire.config_resources``.
 
@@ -166,8 +167,10 @@ _RECONFIGURABLE: dict[str, bool] = {
     "share.coordinator.cached.buffer.max.bytes": False,
     "transaction.partition.verification.enable": False,
 }
-# SSL/SASL keys Kafka reconfigures per broker (its listener's security): accepted and stored
-# as given (no TLS or SASL in kafkawire), listed by DescribeConfigs once set (passwords hidden).
+# SSL/SASL keys Kafka reconfigures per broker (its listener's security), plain or with a
+# ``listener.name.<listener>.`` prefix: stored as given and read by
+# kafkawire.listener_security (a changed keystore/truststore applies to new connections);
+# listed by DescribeConfigs once set (passwords hidden).
 SECURITY_DYNAMIC_CONFIGS: frozenset[str] = frozenset({
     "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.kerberos.kinit.cmd",
     "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules",
@@ -576,6 +579,14 @@ def broker_config_entries(
     return out
 
 
+def listener_security_key(name: str) -> bool:
+    """``listener.name.<listener>.<ssl/sasl key>`` or ``...<mechanism>.sasl.jaas.config``."""
+    if not name.startswith("listener.name."):
+        return False
+    rest = name[len("listener.name."):].partition(".")[2]
+    return rest in SECURITY_DYNAMIC_CONFIGS or rest.endswith(".sasl.jaas.config")
+
+
 def validate_broker_changes(
     new_configs: Mapping[str, str | None],
     config: BrokerConfig | None = None,
@@ -592,14 +603,16 @@ def validate_broker_changes(
     nulls = sorted(k for k, v in new_configs.items() if v is None)
     if nulls:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {nulls[0]}")
-    refused = sorted(k for k in new_configs if k not in DYNAMIC_BROKER_CONFIGS)
+    refused = sorted(k for k in new_configs
+                     if k not in DYNAMIC_BROKER_CONFIGS and not listener_security_key(k))
     if refused:
         raise KafkaError(
             ErrorCode.INVALID_REQUEST,
             "Cannot update these configs dynamically: [" + ", ".join(refused) + "]",
         )
     if not resource_name:
-        per_broker = sorted(k for k in new_configs if k in PER_BROKER_CONFIGS)
+        per_broker = sorted(k for k in new_configs
+                            if k in PER_BROKER_CONFIGS or listener_security_key(k))
         if per_broker:
             raise KafkaError(
                 ErrorCode.INVALID_REQUEST,
@@ -611,7 +624,7 @@ def validate_broker_changes(
         assert raw is not None
         if name in _TOPIC_OF_BROKER:
             out[name] = _validate_topic_synonym(name, raw)
-        elif name in SECURITY_DYNAMIC_CONFIGS:
+        elif name in SECURITY_DYNAMIC_CONFIGS or listener_security_key(name):
             out[name] = raw
         else:
             _validate_reconfigurable(name, raw)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from groups.config import GroupConfig
 from groups.shard import GroupShard
+from kraft.acls import GROUP, READ
 from protocol.coordinator import Pending
 from protocol.errors import ErrorCode, KafkaError
 
@@ -77,11 +78,16 @@ def client_host(ctx: RequestContext) -> str:
 
 async def on_group(
     broker: Broker, group_id: str, op: Callable[[GroupShard, int], tuple[list[Any], Any]],
-    on_error: Callable[[KafkaError], R],
+    on_error: Callable[[KafkaError], R], ctx: RequestContext | None = None,
+    operation: int = READ,
 ) -> R:
     """``op`` on the shard of ``group_id``; coordinator errors go through ``on_error``; a
     parked reply (``Pending``) is awaited, and answered once its partition's writes are
-    committed (the partition-state layer's high watermark)."""
+    committed (the partition-state layer's high watermark). With ``ctx``, the principal needs
+    ``operation`` (READ) on the group first: else GROUP_AUTHORIZATION_FAILED through
+    ``on_error``."""
+    if ctx is not None and not ctx.allowed(operation, GROUP, group_id):
+        return on_error(KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED))
     runtime = broker.group_runtime
     try:
         reply: Any = await runtime.run(group_id, op)

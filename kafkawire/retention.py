@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from kafkawire.metadata_log import METADATA_TOPIC
+from kraft.tokens import expired_records
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
@@ -79,3 +80,17 @@ async def run_producer_expiration(broker: Broker) -> None:
         n = broker.logs.expire_producers(now_ms())
         if n:
             log.info("expired %d idle producer id(s)", n)
+
+
+async def run_token_expiration(broker: Broker) -> None:
+    """Remove expired delegation tokens every ``delegation.token.expiry.check.interval.ms``
+    (1 h, as Kafka's controller)."""
+    interval_ms = int(broker.config.explicit.get(
+        "delegation.token.expiry.check.interval.ms", "3600000"))
+    while True:
+        await trio.sleep(max(interval_ms, 1) / 1000.0)
+        async with broker.metadata_lock:
+            records = expired_records(broker.image.tokens, now_ms())
+            await broker.commit_metadata(records)
+        if records:
+            log.info("removed %d expired delegation token(s)", len(records))

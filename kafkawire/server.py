@@ -25,6 +25,7 @@ import math
 import os
 import socket
 import struct
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,10 @@ from typing import Any
 import trio
 
 from kafkawire.apis import REGISTRY, ApiHandler
+from kafkawire.authorizer import Authorizer
+from kafkawire.listener_security import ListenerSecurity
+from kafkawire.quota_manager import ConnectionRate
+from kafkawire.tls_stream import TLSStream
 from protocol._generated.api_versions_response import ApiVersionsResponse
 from protocol._generated.request_header import RequestHeader
 from protocol.errors import ErrorCode
@@ -106,6 +111,8 @@ logging.getLogger("trio.serve_listeners").addFilter(AcceptErrorFilter())
 _SIZE = struct.Struct(">i")
 _HDR = struct.Struct(">hhi")
 API_VERSIONS_KEY = 18
+#: SaslHandshake, ApiVersions, SaslAuthenticate: served before authentication
+SASL_EXCHANGE_KEYS = frozenset({17, 18, 36})
 RECV_CHUNK_BYTES = 256 * 1024
 #: request bytes held in memory by all connections together when ``queued.max.request.bytes``
 #: is -1 (Kafka: unbounded): four frames of the default ``socket.request.max.bytes``
@@ -120,11 +127,32 @@ class RequestContext:
     client_id: str | None
     connection: Connection
     header: RequestHeader
+    #: None: no authorizer (everything allowed)
+    authorizer: Authorizer | None = None
+    #: the request's size on the wire (produce byte-rate quotas)
+    size_bytes: int = 0
+
+    def allowed(self, operation: int, resource_type: int, name: str,
+                log_denied: bool = True) -> bool:
+        """May this request's principal do ``operation`` on the resource (kraft.acls)?
+        ``log_denied=False`` where a denial only filters a listing (as Kafka)."""
+        a = self.authorizer
+        return a is None or a.allowed(self.connection.principal, self.connection.host,
+                                      operation, resource_type, name, log_denied)
+
+    def operations(self, resource_type: int, name: str) -> int:
+        """The authorized-operations bit field of a resource for this principal."""
+        a = self.authorizer
+        if a is None:
+            from kraft.acls import SUPPORTED_OPERATIONS
+            return sum(1 << op for op in SUPPORTED_OPERATIONS.get(resource_type, ()))
+        return a.operations(self.connection.principal, self.connection.host, resource_type,
+                            name)
 
 
 @dataclass(eq=False)
 class Connection:
-    stream: trio.SocketStream
+    stream: trio.abc.Stream
     peer: str
     listener: str
     conn_id: int
@@ -134,6 +162,24 @@ class Connection:
     state: dict[str, Any] = field(default_factory=dict)
     #: the request being handled (or the last one), for log lines
     request_info: str = "no request yet"
+    #: Kafka principal ("User:name"); ANONYMOUS on PLAINTEXT and SSL without a certificate
+    principal: str = "User:ANONYMOUS"
+    #: False on a SASL listener until SaslAuthenticate succeeds
+    authenticated: bool = True
+    #: the SASL exchange in progress (mechanism server), if any
+    sasl: Any = None
+    #: SaslHandshake v0: the next frames are bare SASL tokens (no Kafka request header)
+    sasl_raw_tokens: bool = False
+    #: KIP-368: requests after this time (ms) close the connection until re-authentication
+    session_expiry_ms: int | None = None
+    #: set by a handler: close the connection this many ms after sending the response
+    close_after_ms: int | None = None
+    #: set by a handler: mute (read nothing more) for this many ms after the response
+    throttle_ms: int = 0
+
+    @property
+    def host(self) -> str:
+        return self.peer.rsplit(":", 1)[0]
 
 
 class FrameTooLarge(RemoteProtocolError):
@@ -166,7 +212,7 @@ class FrameMemory:
         self._freed = trio.Event()
 
 
-async def _receive(conn: Connection, max_bytes: int, idle_s: float) -> bytes:
+async def _receive(conn: Connection, max_bytes: int, idle_s: float) -> bytes | bytearray:
     with trio.move_on_after(idle_s):
         return await conn.stream.receive_some(max_bytes)
     raise ConnectionIdle(f"idle for more than connections.max.idle.ms ({idle_s * 1000:.0f})")
@@ -213,8 +259,13 @@ async def read_frame(
     return frame
 
 
-async def send_chunks(stream: trio.SocketStream, chunks: list[Any]) -> None:
-    """Send bytes chunks with the stream and External file ranges with sendfile."""
+#: TLS cannot use sendfile: file ranges are read and sent in pieces of this size
+TLS_READ_CHUNK_BYTES = 1024 * 1024
+
+
+async def send_chunks(stream: trio.abc.SendStream, chunks: list[Any]) -> None:
+    """Send bytes chunks with the stream and External file ranges with sendfile (plaintext)
+    or read from the file and sent through the stream (TLS)."""
     pending: list[bytes | bytearray | memoryview] = []
     for ch in chunks:
         if isinstance(ch, (bytes, bytearray, memoryview)):
@@ -224,7 +275,10 @@ async def send_chunks(stream: trio.SocketStream, chunks: list[Any]) -> None:
             await stream.send_all(b"".join(pending) if len(pending) > 1 else pending[0])
             pending = []
         for rng in ch.ranges:  # file ranges (fd, position, length), kept alive by ch
-            await sendfile_all(stream, rng.fd, rng.position, rng.length)
+            if isinstance(stream, trio.SocketStream):
+                await sendfile_all(stream, rng.fd, rng.position, rng.length)
+            else:
+                await send_file_range(stream, rng.fd, rng.position, rng.length)
     if pending:
         await stream.send_all(b"".join(pending) if len(pending) > 1 else pending[0])
 
@@ -250,6 +304,17 @@ async def sendfile_all(stream: trio.SocketStream, fd: int, offset: int, count: i
             raise OSError(errno.EIO, "segment file shorter than the promised fetch range")
         offset += sent
         await trio.lowlevel.checkpoint()
+
+
+async def send_file_range(stream: trio.abc.SendStream, fd: int, offset: int,
+                          count: int) -> None:
+    end = offset + count
+    while offset < end:
+        data = os.pread(fd, min(TLS_READ_CHUNK_BYTES, end - offset), offset)
+        if not data:
+            raise OSError(errno.EIO, "segment file shorter than the promised fetch range")
+        await stream.send_all(data)
+        offset += len(data)
 
 
 def response_header_version(api_key: int, api_version: int, handler: ApiHandler) -> int:
@@ -286,6 +351,7 @@ def api_versions_fallback(handler: ApiHandler) -> ApiVersionsResponse:
 
 Dispatch = Callable[[RequestContext, Any], Awaitable[Any]]
 ConnectionLimits = tuple[int, int, dict[str, int]]
+CreationLimits = tuple[float, float | None, float | None]
 
 
 class Server:
@@ -310,6 +376,17 @@ class Server:
         #: request bytes held in memory by all connections (``queued.max.request.bytes``)
         self.frame_memory = FrameMemory(FRAME_MEMORY_DEFAULT_BYTES)
         self._slot_freed = trio.Event()
+        #: listener protocols, TLS contexts and SASL settings (None: everything PLAINTEXT)
+        self.security: ListenerSecurity | None = None
+        #: answers a bare SASL token after SaslHandshake v0 (None: unsupported)
+        self.raw_token: Callable[[Connection, bytes], Awaitable[bytes | None]] | None = None
+        #: (host, listener) -> (max.connection.creation.rate, the listener's or None, the
+        #: address's connection_creation_rate or None)
+        self.creation_limits: Callable[[str, str], CreationLimits] | None = None
+        self.connection_rate = ConnectionRate()
+        #: connections.max.idle.ms (also bounds the TLS handshake)
+        self.idle_timeout_ms = 600_000
+        self.now_ms: Callable[[], int] = lambda: int(time.time() * 1000)
 
     async def serve_listener(
         self,
@@ -331,10 +408,33 @@ class Server:
         except BaseException:  # pragma: no cover - last line of defence
             log.exception("unexpected error around a connection; the broker goes on")
 
-    async def _admit(self, stream: trio.SocketStream, host: str) -> bool:
+    async def _creation_rate_ok(self, stream: trio.SocketStream, host: str,
+                                listener: str) -> bool:
+        """``connection_creation_rate`` of the address (beyond it: closed, as Kafka) and
+        ``max.connection.creation.rate``, broker-wide and per listener (beyond it: accepting
+        waits)."""
+        if self.creation_limits is None:
+            return True
+        broker_rate, listener_rate, ip_rate = self.creation_limits(host, listener)
+        now = self.now_ms()
+        if self.connection_rate.ip_exceeded(host, ip_rate, now):
+            log.info("closing connection from %s: connection_creation_rate (%s/s) exceeded",
+                     host, ip_rate)
+            with trio.move_on_after(1) as cs:
+                cs.shield = True
+                await stream.aclose()
+            return False
+        delay = self.connection_rate.accept_delay_ms(broker_rate, now, listener, listener_rate)
+        if delay > 0:
+            await trio.sleep(delay / 1000)
+        return True
+
+    async def _admit(self, stream: trio.SocketStream, host: str, listener: str) -> bool:
         """Kafka's connection quotas: a connection beyond ``max.connections.per.ip`` (or its
         override for the address) is closed at once; beyond ``max.connections`` it waits
         until another connection closes (Kafka's acceptor stops accepting meanwhile)."""
+        if not await self._creation_rate_ok(stream, host, listener):
+            return False
         if self.connection_limits is None:
             return True
         total, per_ip, overrides = self.connection_limits()
@@ -350,6 +450,38 @@ class Server:
             await self._slot_freed.wait()
         return True
 
+    async def _secure(self, stream: trio.SocketStream, conn: Connection) -> bool:
+        """TLS handshake (SSL, SASL_SSL) and the starting principal; False: close."""
+        sec = self.security
+        if sec is None:
+            return True
+        listener = conn.listener
+        conn.authenticated = not sec.uses_sasl(listener)
+        if not sec.uses_tls(listener):
+            return True
+        tls = TLSStream(stream, sec.ssl_context(listener))
+        conn.stream = tls
+        # Kafka closes a connection idle this long, handshake included
+        with trio.move_on_after(self.idle_timeout_ms / 1000):
+            try:
+                await tls.do_handshake()
+            except trio.BrokenResourceError as e:
+                log.info("connection %s from %s: TLS handshake failed: %s",
+                         conn.conn_id, conn.peer, e.__cause__ or e)
+                return False
+            if sec.protocol(listener) == "SSL":
+                der = tls.getpeercert(binary_form=True)
+                conn.principal = sec.certificate_principal(listener, der)
+            return True
+        log.info("connection %s from %s: TLS handshake timed out", conn.conn_id, conn.peer)
+        return False
+
+    def frame_limit(self, conn: Connection) -> int:
+        """Before authentication Kafka reads at most sasl.server.max.receive.size bytes."""
+        if conn.authenticated or self.security is None:
+            return self.request_max_bytes
+        return self.security.sasl(conn.listener).max_receive_bytes
+
     async def _serve_connection(self, stream: trio.SocketStream, listener: str) -> None:
         try:
             stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -357,23 +489,34 @@ class Server:
             peer = f"{peer_addr[0]}:{peer_addr[1]}"
         except OSError:
             peer = "?"
-        if not await self._admit(stream, peer.rsplit(":", 1)[0]):
+        if not await self._admit(stream, peer.rsplit(":", 1)[0], listener):
             return
         self.next_conn_id += 1
         conn = Connection(stream, peer, listener, self.next_conn_id)
         self.connections.add(conn)
         memory = self.frame_memory
         try:
+            if not await self._secure(stream, conn):
+                return
             while True:
                 frame = await read_frame(
-                    conn, self.request_max_bytes, self.idle_ms / 1000, memory
+                    conn, self.frame_limit(conn), self.idle_ms / 1000, memory
                 )
                 if frame is None:
                     return
                 try:
-                    await self.handle_frame(conn, frame)
+                    if conn.sasl_raw_tokens:
+                        await self.handle_raw_token(conn, bytes(frame))
+                    else:
+                        await self.handle_frame(conn, frame)
                 finally:
                     memory.release(len(frame))
+                if conn.close_after_ms is not None:
+                    await trio.sleep(conn.close_after_ms / 1000)
+                    return
+                if conn.throttle_ms > 0:  # muted: Kafka reads nothing more meanwhile
+                    await trio.sleep(conn.throttle_ms / 1000)
+                    conn.throttle_ms = 0
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             log.debug("connection %s from %s closed by peer", conn.conn_id, peer)
         except ConnectionIdle as e:
@@ -400,9 +543,30 @@ class Server:
             with trio.move_on_after(1) as cs:
                 cs.shield = True
                 try:
-                    await stream.aclose()
+                    await conn.stream.aclose()
                 except Exception:
                     pass
+
+    async def handle_raw_token(self, conn: Connection, token: bytes) -> None:
+        """SaslHandshake v0: a bare token in, a bare (size-prefixed) token out."""
+        if self.raw_token is None:
+            raise RemoteProtocolError("SASL token without an authenticator")
+        challenge = await self.raw_token(conn, token)
+        if challenge is not None:
+            await conn.stream.send_all(_SIZE.pack(len(challenge)) + challenge)
+
+    def check_session(self, conn: Connection, api_key: int, name: str) -> None:
+        """Before (re-)authentication only ApiVersions, SaslHandshake and SaslAuthenticate
+        pass; anything else closes the connection, as Kafka's SaslServerAuthenticator."""
+        if api_key in SASL_EXCHANGE_KEYS:
+            return
+        if not conn.authenticated:
+            raise RemoteProtocolError(
+                f"Unexpected Kafka request of type {name} during SASL handshake")
+        expiry = conn.session_expiry_ms
+        if expiry is not None and self.now_ms() >= expiry:
+            raise RemoteProtocolError(
+                f"{name} request after the SASL session expired (connections.max.reauth.ms)")
 
     async def handle_frame(self, conn: Connection, frame: bytearray) -> int:
         if len(frame) < 8:
@@ -419,14 +583,19 @@ class Server:
                 w = encode_response(correlation_id, 0, body, 0)
                 await send_chunks(conn.stream, w.chunks())
                 return correlation_id
+            if not conn.authenticated:  # Kafka: an illegal SASL state, the connection closes
+                raise RemoteProtocolError(
+                    f"unsupported version {api_version} of {handler.name} before authentication")
             raise RemoteProtocolError(
                 f"unsupported version {api_version} of API {handler.name} ({api_key})"
             )
+        self.check_session(conn, api_key, handler.name)
         r = Reader(memoryview(frame))
         header = RequestHeader.read(r, 2 if handler.flexible(api_version) else 1)
         request = handler.request_cls.read(r, api_version)
         ctx = RequestContext(
-            api_key, api_version, correlation_id, header.client_id, conn, header
+            api_key, api_version, correlation_id, header.client_id, conn, header,
+            size_bytes=len(frame) + 4,
         )
         response = await self.dispatch(ctx, request)
         if api_key not in TRACE_SKIPPED_KEYS and trace.isEnabledFor(logging.DEBUG):

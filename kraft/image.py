@@ -14,6 +14,9 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kraft.acls import Acl, acl_of_record
+from kraft.tokens import TokenInfo, info_of_record
+
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_CLIENT_METRICS = 16
@@ -91,6 +94,10 @@ class MetadataImage:
     client_quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)
     #: user -> SCRAM mechanism (1 SCRAM-SHA-256, 2 SCRAM-SHA-512) -> credential
     scram: dict[str, dict[int, ScramCredential]] = field(default_factory=dict)
+    #: ACL id -> ACL (kraft.acls)
+    acls: dict[uuid.UUID, Acl] = field(default_factory=dict)
+    #: delegation token id -> token (kraft.tokens)
+    tokens: dict[str, TokenInfo] = field(default_factory=dict)
 
     def topic_config(self, topic: str) -> dict[str, str]:
         return self.configs.get((RESOURCE_TOPIC, topic), {})
@@ -114,6 +121,18 @@ class _Builder:
         self.next_pid = img.next_producer_id
         self.quotas: dict[QuotaEntity, dict[str, float]] | None = None
         self.scram: dict[str, dict[int, ScramCredential]] | None = None
+        self.acls: dict[uuid.UUID, Acl] | None = None
+        self.tokens: dict[str, TokenInfo] | None = None
+
+    def tk(self) -> dict[str, TokenInfo]:
+        if self.tokens is None:
+            self.tokens = dict(self.img.tokens)
+        return self.tokens
+
+    def a(self) -> dict[uuid.UUID, Acl]:
+        if self.acls is None:
+            self.acls = dict(self.img.acls)
+        return self.acls
 
     def t(self) -> tuple[dict[str, TopicImage], dict[uuid.UUID, TopicImage]]:
         if self.topics is None or self.by_id is None:
@@ -270,7 +289,15 @@ class _Builder:
                 scram[rec.name] = creds
             else:
                 scram.pop(rec.name, None)
-        # NoOpRecord and records we do not model (ACLs, tokens) change nothing.
+        elif name == "AccessControlEntryRecord":
+            self.a()[rec.id] = acl_of_record(rec)
+        elif name == "RemoveAccessControlEntryRecord":
+            self.a().pop(rec.id, None)
+        elif name == "DelegationTokenRecord":
+            self.tk()[rec.token_id] = info_of_record(rec)
+        elif name == "RemoveDelegationTokenRecord":
+            self.tk().pop(rec.token_id, None)
+        # NoOpRecord and records we do not model change nothing.
 
     def build(self, offset: int, epoch: int) -> MetadataImage:
         img = self.img
@@ -286,6 +313,8 @@ class _Builder:
             next_producer_id=self.next_pid,
             client_quotas=self.quotas if self.quotas is not None else img.client_quotas,
             scram=self.scram if self.scram is not None else img.scram,
+            acls=self.acls if self.acls is not None else img.acls,
+            tokens=self.tokens if self.tokens is not None else img.tokens,
         )
 
 

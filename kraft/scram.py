@@ -16,7 +16,7 @@ and a user with a problem has none of its operations applied:
 - an empty salted password: UNKNOWN_SERVER_ERROR with no message (Kafka's HMAC refuses an
   empty key).
 
-Only storage and description: this broker has no SASL authentication (see ``sasl_handshake``).
+The credentials authenticate SASL/SCRAM clients (``kafkawire.sasl.ScramServer``).
 """
 
 from __future__ import annotations

@@ -65,6 +65,8 @@ TOOLS: dict[str, dict[str, str]] = {
     # KIP-932 share groups: Kafka 4.x only
     "share-groups": {"4.x": "org.apache.kafka.tools.consumer.group.ShareGroupCommand"},
     "console-share-consumer": {"4.x": "org.apache.kafka.tools.consumer.ConsoleShareConsumer"},
+    "acls": {"4.x": "org.apache.kafka.tools.AclCommand", "3.9": "kafka.admin.AclCommand"},
+    "delegation-tokens": {"4.x": "org.apache.kafka.tools.DelegationTokenCommand"},
 }
 
 # Option spellings that differ between the lines.

@@ -32,14 +32,16 @@ def test_properties_file_and_overrides(tmp_path: Path) -> None:
     props.write_text(
         "# a comment\nnode.id=3\nlisteners=PLAINTEXT://0.0.0.0:9999\n"
         "log.dirs=/a,/b\nnum.partitions = 4\nlog.retention.minutes=5\n"
-        "no.such.key=1\nssl.keystore.location=/x\n"
+        "no.such.key=1\nssl.keystore.location=/x\nmetrics.num.samples=3\n"
     )
     cfg = BrokerConfig.load(props, ["num.partitions=6"])
     assert cfg.node_id == 3 and cfg.num_partitions == 6
     assert cfg.log_dirs == [Path("/a"), Path("/b")]
     assert cfg.log_retention_ms == 300_000
     assert cfg.unknown == ["no.such.key"]
-    assert cfg.ignored == ["ssl.keystore.location"]
+    # security keys are read per listener (kafkawire.security_config), not ignored
+    assert cfg.ignored == ["metrics.num.samples"]
+    assert cfg.explicit["ssl.keystore.location"] == "/x"
     assert cfg.advertised_listeners[0].host == "localhost"
     assert cfg.topic_default("retention.ms") == (300_000, "STATIC_BROKER_CONFIG",
                                                   "log.retention.minutes")

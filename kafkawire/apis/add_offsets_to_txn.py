@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING
 
 from kafkawire.apis.add_partitions_to_txn import add_or_verify, fenced_for
 from kafkawire.txn_markers import OFFSETS_TOPIC
+from kraft.acls import GROUP, READ, TRANSACTIONAL_ID, WRITE
 from protocol._generated.add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from protocol._generated.add_offsets_to_txn_response import AddOffsetsToTxnResponse
+from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
@@ -30,9 +32,13 @@ async def handle(
 ) -> AddOffsetsToTxnResponse:
     # Kafka only computes the partition here: __consumer_offsets may not exist yet
     partition = broker.group_runtime.partition_for(req.group_id)
+    if ctx.allowed(WRITE, TRANSACTIONAL_ID, req.transactional_id) and not ctx.allowed(
+            READ, GROUP, req.group_id):  # Kafka: WRITE on the transactional id, READ on the group
+        return AddOffsetsToTxnResponse(throttle_time_ms=0,
+                                       error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     errors = await add_or_verify(
         broker, req.transactional_id, req.producer_id, req.producer_epoch,
-        [(OFFSETS_TOPIC, partition)], False, check_exists=False,
+        [(OFFSETS_TOPIC, partition)], False, check_exists=False, ctx=ctx,
     )
     (code,) = errors.values()
     return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=fenced_for(code, ctx.api_version, 2))

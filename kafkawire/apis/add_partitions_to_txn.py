@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from kraft.acls import TOPIC, TRANSACTIONAL_ID, WRITE
 from protocol._generated.add_partitions_to_txn_request import AddPartitionsToTxnRequest
 from protocol._generated.add_partitions_to_txn_response import AddPartitionsToTxnResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -70,8 +71,14 @@ async def add_or_verify(
     verify_only: bool,
     *,
     check_exists: bool = True,
+    ctx: RequestContext | None = None,
 ) -> dict[TopicPartition, ErrorCode]:
-    """One transaction's partitions -> their error codes (before the version mapping)."""
+    """One transaction's partitions -> their error codes (before the version mapping).
+    With ``ctx``: Kafka's checks first (WRITE on the transactional id, then on each topic)."""
+    denied = None if ctx is None else authorize_txn(ctx, transactional_id, parts,
+                                                    check_topics=check_exists)
+    if denied is not None:
+        return denied
     unknown = unknown_partitions(broker, parts) if check_exists else set()
     if unknown:
         return {
@@ -99,6 +106,22 @@ async def add_or_verify(
     return dict.fromkeys(parts, code)
 
 
+def authorize_txn(ctx: RequestContext, transactional_id: str, parts: list[TopicPartition],
+                  check_topics: bool = True) -> dict[TopicPartition, ErrorCode] | None:
+    """TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition without WRITE on the
+    transactional id; TOPIC_AUTHORIZATION_FAILED for the topics without WRITE and
+    OPERATION_NOT_ATTEMPTED for the others; None when everything is allowed."""
+    if not ctx.allowed(WRITE, TRANSACTIONAL_ID, transactional_id):
+        return dict.fromkeys(parts, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not check_topics:
+        return None
+    denied = {t for t, _p in parts if not ctx.allowed(WRITE, TOPIC, t)}
+    if not denied:
+        return None
+    return {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp[0] in denied
+            else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in parts}
+
+
 def _parts(topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic]) -> list[TopicPartition]:
     return list(dict.fromkeys((t.name, p) for t in topics for p in t.partitions))
 
@@ -110,7 +133,7 @@ async def handle(
     if v <= 3:
         errors = await add_or_verify(
             broker, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
-            req.v3_and_below_producer_epoch, _parts(req.v3_and_below_topics), False,
+            req.v3_and_below_producer_epoch, _parts(req.v3_and_below_topics), False, ctx=ctx,
         )
         errors = {tp: fenced_for(c, v, 2) for tp, c in errors.items()}
         return AddPartitionsToTxnResponse(
@@ -120,7 +143,7 @@ async def handle(
     for t in req.transactions:
         errors = await add_or_verify(
             broker, t.transactional_id, t.producer_id, t.producer_epoch, _parts(t.topics),
-            t.verify_only,
+            t.verify_only, ctx=None if t.verify_only else ctx,
         )
         results.append(
             R.AddPartitionsToTxnResult(

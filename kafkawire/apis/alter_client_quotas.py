@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from kraft.acls import ALTER_CONFIGS, CLUSTER, CLUSTER_NAME
 from kraft.quotas import IP, alter_client_quotas, entity_order
 from protocol._generated.alter_client_quotas_request import AlterClientQuotasRequest
 from protocol._generated.alter_client_quotas_response import AlterClientQuotasResponse
+from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
@@ -59,6 +61,10 @@ async def handle(
     bad_ips = {ip for ip in sorted(ips) if not await resolvable(ip)}
     async with broker.metadata_lock:
         records, results = alter_client_quotas(broker.image, alterations, bad_ips)
+        if not ctx.allowed(ALTER_CONFIGS, CLUSTER, CLUSTER_NAME):  # Kafka: ALTER_CONFIGS
+            records = []
+            results = [(pairs, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+                       for pairs, _code, _message in results]
         if not req.validate_only:
             await broker.commit_metadata(records)
     return R(

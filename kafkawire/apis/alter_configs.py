@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kafkawire.authorizer import check_config_resource
 from kafkawire.config_entries import (
     check_elr_changes,
     validate_broker_changes,
@@ -35,6 +36,7 @@ from kafkawire.config_entries import (
 )
 from kafkawire.config_resources import validate_client_metrics, validate_group_configs
 from kraft import controller
+from kraft.acls import ALTER_CONFIGS
 from kraft.image import (
     RESOURCE_BROKER,
     RESOURCE_CLIENT_METRICS,
@@ -180,6 +182,33 @@ def dedupe(
     return unique, dups
 
 
+Plan = Callable[[MetadataImage, int, str, Any], Outcome]
+
+
+def guarded(broker: Broker, ctx: RequestContext, plan: Plan) -> Plan:
+    """``plan`` behind Kafka's ALTER_CONFIGS check of the resource; a change of this broker's
+    TLS settings must give usable contexts (else INVALID_CONFIG, as Kafka's SslFactory
+    validation), and is then applied to new connections."""
+    def check(image: MetadataImage, rtype: int, rname: str, body: Any) -> Outcome:
+        denied = check_config_resource(ctx, ALTER_CONFIGS, rtype, rname)
+        if denied is not None:
+            raise denied
+        outcome = plan(image, rtype, rname, body)
+        if rtype == RESOURCE_BROKER and rname == str(broker.node_id) and outcome.records:
+            new = dict(image.configs.get((RESOURCE_BROKER, rname), {}))
+            for rec in outcome.records:
+                if rec.value is None:
+                    new.pop(rec.name, None)
+                else:
+                    new[rec.name] = rec.value
+            assert broker.server.security is not None
+            problem = broker.server.security.validate_dynamic(new)
+            if problem is not None:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, problem)
+        return outcome
+    return check
+
+
 async def apply_outcomes(
     broker: Broker,
     resources: list[tuple[int, str, Any]],
@@ -233,7 +262,8 @@ async def handle(
     broker: Broker, ctx: RequestContext, req: AlterConfigsRequest
 ) -> AlterConfigsResponse:
     resources = [(r.resource_type, r.resource_name, r.configs) for r in req.resources]
-    outcomes = await apply_outcomes(broker, resources, plan_legacy(broker), req.validate_only)
+    outcomes = await apply_outcomes(broker, resources, guarded(broker, ctx, plan_legacy(broker)),
+                                    req.validate_only)
     return AlterConfigsResponse(
         throttle_time_ms=0,
         responses=[

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kraft.acls import ALTER, CLUSTER, CLUSTER_NAME
 from protocol._generated.alter_replica_log_dirs_request import AlterReplicaLogDirsRequest
 from protocol._generated.alter_replica_log_dirs_response import AlterReplicaLogDirsResponse
 from protocol.errors import ErrorCode
@@ -51,7 +52,9 @@ async def handle(
     by_topic: dict[str, list[R.AlterReplicaLogDirPartitionResult]] = {}
     for (topic, partition), path in wanted.items():
         dest = _resolved(path)
-        if dest is None or dest not in configured:
+        if not ctx.allowed(ALTER, CLUSTER, CLUSTER_NAME):  # Kafka: ALTER on the cluster
+            code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        elif dest is None or dest not in configured:
             code = ErrorCode.LOG_DIR_NOT_FOUND
         elif broker.partition_log(topic, partition) is None:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkawire.apis.describe_groups import GROUP_ALL_OPS
 from kafkawire.group_coordinator import consumer_protocol_enabled
+from kraft.acls import DESCRIBE, GROUP
 from protocol._generated.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from protocol._generated.consumer_group_describe_response import ConsumerGroupDescribeResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -31,6 +31,10 @@ async def handle(
     out = []
     disabled = not consumer_protocol_enabled(broker)
     for gid in req.group_ids:
+        if not ctx.allowed(DESCRIBE, GROUP, gid):  # Kafka: DESCRIBE on the group
+            out.append(ConsumerGroupDescribeResponse.DescribedGroup(
+                error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=gid, members=[]))
+            continue
         try:
             if disabled:  # as Kafka answers then (see consumer_protocol_enabled)
                 raise KafkaError(ErrorCode.UNSUPPORTED_VERSION)
@@ -41,6 +45,6 @@ async def handle(
             continue
         d: ConsumerGroupDescribeResponse.DescribedGroup = shard.consumer_describe(gid, names)  # type: ignore[attr-defined]
         if req.include_authorized_operations:
-            d.authorized_operations = GROUP_ALL_OPS
+            d.authorized_operations = ctx.operations(GROUP, gid)
         out.append(d)
     return ConsumerGroupDescribeResponse(groups=out)

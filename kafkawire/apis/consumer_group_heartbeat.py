@@ -19,6 +19,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from kafkawire.group_coordinator import client_host, consumer_protocol_enabled, on_group
+from kraft.acls import DESCRIBE, GROUP, READ, TOPIC
 from protocol._generated.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from protocol._generated.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
 from protocol.errors import ErrorCode
@@ -48,11 +49,21 @@ async def handle(
         )
     v = ctx.api_version
     host = client_host(ctx)
+    if not ctx.allowed(READ, GROUP, req.group_id):
+        return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                              error_message=None)
+    # Kafka: DESCRIBE on every subscribed topic name
+    denied = sorted(n for n in req.subscribed_topic_names or []
+                    if not ctx.allowed(DESCRIBE, TOPIC, n))
+    if denied:
+        return ConsumerGroupHeartbeatResponse(
+            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            error_message="The following topics are not authorized: " + ", ".join(denied))
     topics = topics_view(broker)
     version = broker.image.offset
     resp: ConsumerGroupHeartbeatResponse = await on_group(
         broker, req.group_id,
         lambda shard, now: shard.consumer_heartbeat(req, v, ctx.client_id or "", host, topics, now, version),
-        lambda e: ConsumerGroupHeartbeatResponse(error_code=e.code, error_message=e.message),
+        lambda e: ConsumerGroupHeartbeatResponse(error_code=e.code, error_message=e.message), ctx=ctx,
     )
     return resp

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kafkawire.apis.create_topics import THROTTLED_MESSAGE
 from kraft import controller
+from kraft.acls import ALTER, TOPIC
 from protocol._generated.create_partitions_request import CreatePartitionsRequest
 from protocol._generated.create_partitions_response import CreatePartitionsResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -54,14 +56,25 @@ async def handle(
         for t in req.topics:
             if t.name in duplicates:
                 continue
+            if not ctx.allowed(ALTER, TOPIC, t.name):  # Kafka: ALTER on the topic
+                results.append(Result(name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                      error_message=None))
+                continue
+            if broker.mutation_exceeded(ctx, strict=ctx.api_version >= 3):  # KIP-599
+                results.append(Result(name=t.name, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                      error_message=THROTTLED_MESSAGE))
+                continue
             assignments = (
                 None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
             )
             try:
-                records.extend(controller.create_partitions(image, t.name, t.count, assignments))
+                added = controller.create_partitions(image, t.name, t.count, assignments)
             except KafkaError as e:
                 results.append(Result(name=t.name, error_code=e.code, error_message=e.message))
                 continue
+            records.extend(added)
+            if not req.validate_only:
+                broker.record_mutation(ctx, t.count - len(image.topics[t.name].partitions))
             results.append(Result(name=t.name, error_code=ErrorCode.NONE, error_message=None))
         if len(records) > MAX_RECORDS_PER_USER_OP:  # Kafka's controller fails the request
             results = results[: len(duplicates)] + [

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from kafkawire.config_entries import topic_config_entries, validate_topic_overrides
 from kafkawire.metadata_log import METADATA_TOPIC
 from kraft import controller
+from kraft.acls import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE_CONFIGS, TOPIC
 from kraft.image import MetadataImage
 from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.create_topics_response import CreateTopicsResponse
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from kafkawire.server import RequestContext
 
 API_KEY = 19
+THROTTLED_MESSAGE = "The throttling quota has been exceeded."
 VERSIONS = (2, 7)
 
 #: Kafka's controller limits (not configurable in Kafka): partitions per CreateTopics request
@@ -167,16 +169,32 @@ async def handle(
     ]
     if requested_partitions(wanted, broker.config.num_partitions) > MAX_PARTITIONS_PER_REQUEST:
         return _refuse_all(wanted, tail, "Excessively large number of partitions per request.")
+    cluster_create = ctx.allowed(CREATE, CLUSTER, CLUSTER_NAME)
     async with broker.metadata_lock:
         image = broker.image
         all_records: list[Any] = []
         for t in wanted:
+            if not cluster_create and not ctx.allowed(CREATE, TOPIC, t.name):
+                results.append(error_result(t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                            "Authorization failed."))
+                continue
+            if broker.mutation_exceeded(ctx, strict=v >= 6):  # KIP-599
+                results.append(error_result(t.name, ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                            THROTTLED_MESSAGE))
+                continue
             try:
                 records, configs = plan_topic(broker.config, image, t)
             except KafkaError as e:
                 results.append(error_result(t.name, e.code, e.message))
                 continue
-            results.append(success_result(broker.config, image, t.name, records, configs, v))
+            if not req.validate_only:
+                broker.record_mutation(ctx, sum(1 for r in records
+                                                if isinstance(r, PartitionRecord)))
+            result = success_result(broker.config, image, t.name, records, configs, v)
+            if v >= 5 and not ctx.allowed(DESCRIBE_CONFIGS, TOPIC, t.name):
+                result.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                result.configs = []
+            results.append(result)
             all_records.extend(records)
         if len(all_records) > MAX_RECORDS_PER_USER_OP:
             return _refuse_all(wanted, tail, "Unable to perform excessively large batch operation.")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from groups.shard import GroupShard
+from kraft.acls import DELETE, GROUP
 from protocol._generated.delete_groups_request import DeleteGroupsRequest
 from protocol._generated.delete_groups_response import DeleteGroupsResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -36,9 +37,12 @@ async def handle(broker: Broker, ctx: RequestContext, req: DeleteGroupsRequest) 
         def op(shard: GroupShard, now: int, g: str = group_id) -> tuple[list[Any], ErrorCode]:
             return shard.delete_group(g, now)
 
-        try:
-            code: ErrorCode = await broker.group_runtime.run(group_id, op)
-        except KafkaError as e:
-            code = e.code
+        if not ctx.allowed(DELETE, GROUP, group_id):  # Kafka: DELETE on the group
+            code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        else:
+            try:
+                code = await broker.group_runtime.run(group_id, op)
+            except KafkaError as e:
+                code = e.code
         out.append(DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=code))
     return DeleteGroupsResponse(results=out)

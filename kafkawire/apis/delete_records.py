@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kraft.acls import DELETE, TOPIC
 from protocol._generated.delete_records_request import DeleteRecordsRequest
 from protocol._generated.delete_records_response import DeleteRecordsResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -50,6 +51,11 @@ async def handle(
     for t in req.topics:
         parts: list[Result] = []
         topics.append(DeleteRecordsResponse.DeleteRecordsTopicResult(name=t.name, partitions=parts))
+        if not ctx.allowed(DELETE, TOPIC, t.name):  # Kafka: DELETE on the topic
+            parts += [Result(partition_index=p.partition_index, low_watermark=-1,
+                             error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                      for p in t.partitions]
+            continue
         for p in t.partitions:
             res = Result(partition_index=p.partition_index, low_watermark=-1, error_code=0)
             parts.append(res)

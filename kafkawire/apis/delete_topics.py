@@ -22,7 +22,10 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from kafkawire.apis.create_topics import THROTTLED_MESSAGE
 from kraft import controller
+from kraft.acls import DELETE, DESCRIBE, TOPIC
+from kraft.image import MetadataImage
 from protocol._generated.delete_topics_request import DeleteTopicsRequest
 from protocol._generated.delete_topics_response import DeleteTopicsResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -50,6 +53,26 @@ def requested(req: DeleteTopicsRequest, version: int) -> list[tuple[str | None, 
 
 def _result(name: str | None, topic_id: uuid.UUID, code: ErrorCode, msg: str | None) -> Result:
     return Result(name=name, topic_id=topic_id, error_code=code, error_message=msg)
+
+
+def _delete_records(broker: Broker, ctx: RequestContext, image: MetadataImage,
+                    to_delete: dict[uuid.UUID, str], results: list[Result]) -> list[Any]:
+    """The records deleting each topic; KIP-599 refusals and errors go to ``results``."""
+    v = ctx.api_version
+    records: list[Any] = []
+    for topic_id, name in to_delete.items():
+        if broker.mutation_exceeded(ctx, strict=v >= 5):
+            results.append(_result(name, topic_id, ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                   THROTTLED_MESSAGE))
+            continue
+        try:
+            records.extend(controller.delete_topic(image, name))
+        except KafkaError as e:
+            results.append(_result(name, topic_id, e.code, e.message))
+            continue
+        broker.record_mutation(ctx, len(image.topics[name].partitions))
+        results.append(_result(name, topic_id, ErrorCode.NONE, None))
+    return records
 
 
 async def handle(
@@ -91,16 +114,23 @@ async def handle(
             if topic_id in dup_ids:
                 continue
             topic = image.topics_by_id.get(topic_id)
-            if topic is None:
+            # Kafka: a topic id the principal may not DESCRIBE is unknown to it
+            if topic is None or not ctx.allowed(DESCRIBE, TOPIC, topic.name):
                 results.append(_result(None, topic_id, ErrorCode.UNKNOWN_TOPIC_ID,
                                        UNKNOWN_TOPIC_ID_MESSAGE))
+            elif not ctx.allowed(DELETE, TOPIC, topic.name):
+                results.append(_result(topic.name, topic_id,
+                                       ErrorCode.TOPIC_AUTHORIZATION_FAILED, None))
             else:
                 to_delete[topic_id] = topic.name
         for name in dict.fromkeys(names):
             if name in dup_names:
                 continue
             found = image.topics.get(name)
-            if found is None:
+            if not ctx.allowed(DELETE, TOPIC, name):  # before revealing whether it exists
+                results.append(_result(name, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                       None))
+            elif found is None:
                 results.append(_result(name, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                        UNKNOWN_TOPIC_MESSAGE))
             elif found.topic_id in to_delete or found.topic_id in dup_ids:
@@ -112,14 +142,7 @@ async def handle(
                     "The provided topic name maps to an ID that was already supplied."))
             else:
                 to_delete[found.topic_id] = name
-        records: list[Any] = []
-        for topic_id, name in to_delete.items():
-            try:
-                records.extend(controller.delete_topic(image, name))
-            except KafkaError as e:
-                results.append(_result(name, topic_id, e.code, e.message))
-                continue
-            results.append(_result(name, topic_id, ErrorCode.NONE, None))
+        records = _delete_records(broker, ctx, image, to_delete, results)
         if records:
             await broker.commit_metadata(records)
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

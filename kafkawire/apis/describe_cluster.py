@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkawire.apis.metadata import AUTH_OPS_NOT_REQUESTED, CLUSTER_ALL_OPS
+from kafkawire.apis.metadata import AUTH_OPS_NOT_REQUESTED
+from kraft.acls import CLUSTER, CLUSTER_NAME
 from protocol._generated.describe_cluster_request import DescribeClusterRequest
 from protocol._generated.describe_cluster_response import DescribeClusterResponse
 from protocol.errors import ErrorCode
@@ -79,7 +80,7 @@ async def handle(
         controller_id=controller_id,
         brokers=brokers,
         cluster_authorized_operations=(
-            CLUSTER_ALL_OPS if req.include_cluster_authorized_operations
+            ctx.operations(CLUSTER, CLUSTER_NAME) if req.include_cluster_authorized_operations
             else AUTH_OPS_NOT_REQUESTED
         ),
     )

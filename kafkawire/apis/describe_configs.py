@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from kafkawire.authorizer import check_config_resource
 from kafkawire.config_entries import (
     ConfigEntry,
     ConfigSource,
@@ -39,6 +40,7 @@ from kafkawire.config_entries import (
     topic_config_entries,
 )
 from kafkawire.config_resources import client_metrics_entries, group_config_entries
+from kraft.acls import DESCRIBE_CONFIGS
 from kraft.controller import validate_topic_name
 from kraft.image import RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP, RESOURCE_TOPIC
 from protocol._generated.describe_configs_request import DescribeConfigsRequest
@@ -168,6 +170,10 @@ async def handle(
     results: list[Result] = []
     for res in req.resources:
         try:
+            denied = check_config_resource(ctx, DESCRIBE_CONFIGS, res.resource_type,
+                                           res.resource_name)
+            if denied is not None:
+                raise denied
             entries = describe_resource(broker, res, req.include_synonyms, include_docs)
         except KafkaError as e:
             results.append(Result(

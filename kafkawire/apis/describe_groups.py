@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kraft.acls import DESCRIBE, GROUP
 from protocol._generated.describe_groups_request import DescribeGroupsRequest
 from protocol._generated.describe_groups_response import DescribeGroupsResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -29,6 +30,11 @@ async def handle(broker: Broker, ctx: RequestContext, req: DescribeGroupsRequest
     v = ctx.api_version
     out = []
     for group_id in req.groups:
+        if not ctx.allowed(DESCRIBE, GROUP, group_id):  # Kafka: DESCRIBE on the group
+            out.append(DescribeGroupsResponse.DescribedGroup(
+                error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=group_id,
+                group_state="", members=[], protocol_type="", protocol_data=""))
+            continue
         try:
             shard = broker.group_runtime.shard_for(group_id)
         except KafkaError as e:
@@ -41,6 +47,8 @@ async def handle(broker: Broker, ctx: RequestContext, req: DescribeGroupsRequest
             d.error_code = ErrorCode.GROUP_ID_NOT_FOUND
             d.error_message = f"Group {group_id} not found."
         if v >= 3 and req.include_authorized_operations:
-            d.authorized_operations = GROUP_ALL_OPS
+            d.authorized_operations = ctx.operations(GROUP, group_id)
         out.append(d)
+    # Kafka answers the groups the principal may not DESCRIBE first
+    out.sort(key=lambda d: d.error_code != ErrorCode.GROUP_AUTHORIZATION_FAILED)
     return DescribeGroupsResponse(groups=out)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kraft.acls import READ, TOPIC
 from protocol._generated.describe_producers_request import DescribeProducersRequest
 from protocol._generated.describe_producers_response import DescribeProducersResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -60,8 +61,11 @@ async def handle(
 ) -> DescribeProducersResponse:
     topics = [
         R.TopicResponse(
-            name=t.name, partitions=[_partition(broker, t.name, p) for p in t.partition_indexes]
-        )
+            name=t.name, partitions=[
+                _partition(broker, t.name, p) if ctx.allowed(READ, TOPIC, t.name)
+                else R.PartitionResponse(partition_index=p, active_producers=[],
+                                         error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                for p in t.partition_indexes])
         for t in req.topics
     ]
     return DescribeProducersResponse(throttle_time_ms=0, topics=topics)

@@ -18,9 +18,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kafkawire.apis.metadata import TOPIC_ALL_OPS
+from kafkawire.apis.metadata import AUTH_OPS_NOT_REQUESTED, TOPIC_ALL_OPS
+from kraft.acls import DESCRIBE, TOPIC
 from kraft.controller import validate_topic_name
 from kraft.image import MetadataImage, TopicImage
 from protocol._generated.describe_topic_partitions_request import (
@@ -89,13 +91,24 @@ def missing_topic(name: str) -> Topic:
                  topic_authorized_operations=TOPIC_ALL_OPS)
 
 
+def _everything(_name: str, _log_denied: bool) -> bool:
+    return True
+
+
 def describe(
-    image: MetadataImage, req: DescribeTopicPartitionsRequest, listener: str
+    image: MetadataImage, req: DescribeTopicPartitionsRequest, listener: str,
+    allowed: Callable[[str, bool], bool] | None = None,
+    operations: Callable[[str], int] = lambda _name: TOPIC_ALL_OPS,
 ) -> DescribeTopicPartitionsResponse:
+    """``allowed``: may the principal DESCRIBE the topic (all topics: the others are left out;
+    named: TOPIC_AUTHORIZATION_FAILED); ``operations``: its authorized-operations bits."""
+    if allowed is None:
+        allowed = _everything
     cursor = req.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     fetch_all = not req.topics
-    candidates = image.topics.keys() if fetch_all else [t.name for t in req.topics]
+    candidates = [n for n in image.topics if allowed(n, False)] if fetch_all else [
+        t.name for t in req.topics]
     names = sorted({n for n in candidates if n >= cursor_topic})
     if cursor is not None and not fetch_all and cursor.topic_name not in names:
         return request_error(req)
@@ -108,6 +121,11 @@ def describe(
             resp.next_cursor = Cursor(topic_name=name, partition_index=0)
             break
         topic = image.topics.get(name)
+        if not allowed(name, True):
+            resp.topics.append(Topic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name,
+                                     topic_id=ZERO_UUID, is_internal=False, partitions=[],
+                                     topic_authorized_operations=AUTH_OPS_NOT_REQUESTED))
+            continue
         if topic is None:
             if not fetch_all:
                 resp.topics.append(missing_topic(name))
@@ -117,7 +135,7 @@ def describe(
         resp.topics.append(Topic(
             error_code=ErrorCode.NONE, name=name, topic_id=topic.topic_id,
             is_internal=topic.is_internal, partitions=parts,
-            topic_authorized_operations=TOPIC_ALL_OPS,
+            topic_authorized_operations=operations(name),
         ))
         if next_index != -1:
             resp.next_cursor = Cursor(topic_name=name, partition_index=next_index)
@@ -141,4 +159,6 @@ def request_error(req: DescribeTopicPartitionsRequest) -> DescribeTopicPartition
 async def handle(
     broker: Broker, ctx: RequestContext, req: DescribeTopicPartitionsRequest
 ) -> DescribeTopicPartitionsResponse:
-    return describe(broker.image, req, ctx.connection.listener)
+    return describe(broker.image, req, ctx.connection.listener,
+                    lambda name, log: ctx.allowed(DESCRIBE, TOPIC, name, log),
+                    lambda name: ctx.operations(TOPIC, name))

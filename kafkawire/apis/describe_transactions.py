@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kraft.acls import DESCRIBE, TRANSACTIONAL_ID
 from protocol._generated.describe_transactions_request import DescribeTransactionsRequest
 from protocol._generated.describe_transactions_response import DescribeTransactionsResponse
 from protocol.errors import ErrorCode
@@ -51,5 +52,9 @@ async def handle(
 ) -> DescribeTransactionsResponse:
     return DescribeTransactionsResponse(
         throttle_time_ms=0,
-        transaction_states=[describe(broker, tid) for tid in req.transactional_ids],
+        transaction_states=[
+            describe(broker, tid) if ctx.allowed(DESCRIBE, TRANSACTIONAL_ID, tid)
+            else R.TransactionState(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                    transactional_id=tid)
+            for tid in req.transactional_ids],
     )

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kafkawire.apis.add_partitions_to_txn import fenced_for
+from kraft.acls import TRANSACTIONAL_ID, WRITE
 from protocol._generated.end_txn_request import EndTxnRequest
 from protocol._generated.end_txn_response import EndTxnResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -42,6 +43,8 @@ async def handle(broker: Broker, ctx: RequestContext, req: EndTxnRequest) -> End
     pid, epoch = -1, -1
     if tid == "":
         code = ErrorCode.INVALID_REQUEST
+    elif not ctx.allowed(WRITE, TRANSACTIONAL_ID, tid):
+        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     else:
         try:
             if v >= 5:  # transaction version 2: the epoch is bumped, the reply says to what

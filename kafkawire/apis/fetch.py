@@ -30,6 +30,8 @@
   the leader (which moves the high watermark of a partition whose ISR holds it). A
   ``last_fetched_epoch`` (v12+) that diverges from this log is answered with
   ``diverging_epoch`` and no records (KIP-320/KIP-595), as Kafka's leader does.
+- Authorization (``kafkawire.authorizer``): READ on each topic, else its partitions answer
+  TOPIC_AUTHORIZATION_FAILED with no data.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from kraft.acls import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, READ, TOPIC
 from log.replica import FetchIsolation, Partition
 from protocol._generated.fetch_request import FetchRequest
 from protocol._generated.fetch_response import FetchResponse
@@ -187,12 +190,19 @@ async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Fetc
     img = broker.image
     slots: list[_Slot] = []
     out: list[FetchResponse.FetchableTopicResponse] = []
+    replica = req.replica_state.replica_id if v >= 15 and req.replica_state else req.replica_id
+    # Kafka: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic
+    follower_ok = replica >= 0 and ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
     for ft in req.topics:
         if v >= 13:
             topic_img = img.topics_by_id.get(ft.topic_id)
             name = topic_img.name if topic_img is not None else None
         else:
             name = ft.topic
+        denied = name is not None and not (
+            follower_ok if replica >= 0 else ctx.allowed(READ, TOPIC, name))
+        if denied:
+            name = None
         parts: list[Part] = []
         out.append(
             FetchResponse.FetchableTopicResponse(
@@ -212,6 +222,8 @@ async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Fetc
             )
             if name is None and v >= 13:
                 resp.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+            if denied:
+                resp.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             parts.append(resp)
             slots.append(
                 _Slot(name, ft.topic_id, fp.partition, fp.fetch_offset, fp.partition_max_bytes,

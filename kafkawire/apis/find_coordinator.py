@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kraft.acls import DESCRIBE, GROUP, TRANSACTIONAL_ID
 from protocol._generated.find_coordinator_request import FindCoordinatorRequest
 from protocol._generated.find_coordinator_response import FindCoordinatorResponse
 from protocol.errors import ErrorCode
@@ -34,6 +35,8 @@ MESSAGES = {
     ErrorCode.NONE: "NONE",
     ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
     ErrorCode.INVALID_REQUEST: "Unexpected key type",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
 }
 NO_NODE = (-1, "", -1)
 
@@ -47,6 +50,11 @@ async def coordinator_of(
     runtime = broker.coordinators_by_key_type.get(key_type)
     if runtime is None or (key_type == SHARE_KEY_TYPE and ctx.api_version < 6):
         return ErrorCode.INVALID_REQUEST, NO_NODE
+    # Kafka: DESCRIBE on the group / the transactional id
+    if key_type == 0 and not ctx.allowed(DESCRIBE, GROUP, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, NO_NODE
+    if key_type == 1 and not ctx.allowed(DESCRIBE, TRANSACTIONAL_ID, key):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_NODE
     code = await runtime.ensure_topic()
     if code != ErrorCode.NONE:
         return code, NO_NODE

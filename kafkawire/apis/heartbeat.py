@@ -26,6 +26,5 @@ VERSIONS = (0, 4)
 async def handle(broker: Broker, ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
     v = ctx.api_version
     code: ErrorCode = await on_group(
-        broker, req.group_id, lambda shard, now: shard.heartbeat(req, v, now), lambda e: e.code
-    )
+        broker, req.group_id, lambda shard, now: shard.heartbeat(req, v, now), lambda e: e.code, ctx=ctx)
     return HeartbeatResponse(error_code=code)

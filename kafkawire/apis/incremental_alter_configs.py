@@ -36,6 +36,7 @@ from kafkawire.apis.alter_configs import (
     check_named,
     check_topic_resource,
     diff_records,
+    guarded,
     refuse_nulls,
     resource_outcome,
 )
@@ -168,7 +169,7 @@ async def handle(
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}.")
 
     resources = [(r.resource_type, r.resource_name, r.configs) for r in req.resources]
-    outcomes = await apply_outcomes(broker, resources, plan, req.validate_only)
+    outcomes = await apply_outcomes(broker, resources, guarded(broker, ctx, plan), req.validate_only)
     return IncrementalAlterConfigsResponse(
         throttle_time_ms=0,
         responses=[

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kraft.acls import CLUSTER, CLUSTER_NAME, IDEMPOTENT_WRITE, TOPIC, TRANSACTIONAL_ID, WRITE
 from protocol._generated.init_producer_id_request import InitProducerIdRequest
 from protocol._generated.init_producer_id_response import InitProducerIdResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -53,10 +54,16 @@ async def handle(
         expected = (req.producer_id, req.producer_epoch)
     tid = req.transactional_id
     if tid is None:
+        # Kafka: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic
+        if not (ctx.allowed(IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME)
+                or broker.authorizer.allowed_somewhere(ctx, WRITE, TOPIC)):
+            return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         pid = await broker.next_producer_id()
         return InitProducerIdResponse(
             throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=0
         )
+    if not ctx.allowed(WRITE, TRANSACTIONAL_ID, tid):
+        return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     timeout = req.transaction_timeout_ms
     code = check_init_request(tid, timeout, broker.txn_coordinator.config)
     if code != ErrorCode.NONE:

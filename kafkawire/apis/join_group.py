@@ -36,7 +36,7 @@ async def handle(broker: Broker, ctx: RequestContext, req: JoinGroupRequest) -> 
     resp: JoinGroupResponse = await on_group(
         broker, req.group_id,
         lambda shard, now: shard.join(req, v, ctx.client_id or "", host, now),
-        lambda e: join_error(e.code, req.member_id),
+        lambda e: join_error(e.code, req.member_id), ctx=ctx,
     )
     if v < 7 and resp.protocol_name is None:
         resp.protocol_name = ""  # nullable from v7 only

@@ -26,6 +26,6 @@ async def handle(broker: Broker, ctx: RequestContext, req: LeaveGroupRequest) ->
     v = ctx.api_version
     resp: LeaveGroupResponse = await on_group(
         broker, req.group_id, lambda shard, now: shard.leave(req, v, now),
-        lambda e: LeaveGroupResponse(error_code=e.code, members=[]),
+        lambda e: LeaveGroupResponse(error_code=e.code, members=[]), ctx=ctx,
     )
     return resp

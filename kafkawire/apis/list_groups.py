@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kraft.acls import CLUSTER, CLUSTER_NAME, DESCRIBE, GROUP
 from protocol._generated.list_groups_request import ListGroupsRequest
 from protocol._generated.list_groups_response import ListGroupsResponse
 from protocol.errors import ErrorCode
@@ -32,6 +33,10 @@ async def handle(broker: Broker, ctx: RequestContext, req: ListGroupsRequest) ->
     for _p, shard in runtime.loaded_shards():
         groups += shard.list_groups(states, types)  # type: ignore[attr-defined]
     groups += broker.share.list_groups(states, types)
+    # Kafka: DESCRIBE on the cluster lists every group, else those the principal may DESCRIBE
+    if not ctx.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME, log_denied=False):
+        groups = [g for g in groups
+                  if ctx.allowed(DESCRIBE, GROUP, g.group_id, log_denied=False)]
     loading = any(not s.loaded for s in runtime.slots.values())
     code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE
     return ListGroupsResponse(error_code=code, groups=groups)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kraft.acls import DESCRIBE, TOPIC
 from log.replica import FetchIsolation
 from protocol._generated.list_offsets_request import ListOffsetsRequest
 from protocol._generated.list_offsets_response import ListOffsetsResponse
@@ -58,6 +59,11 @@ async def handle(
     for t in req.topics:
         parts: list[Part] = []
         topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+        if not ctx.allowed(DESCRIBE, TOPIC, t.name):  # Kafka: DESCRIBE on each topic
+            parts += [Part(partition_index=p.partition_index,
+                           error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, timestamp=-1,
+                           offset=-1, leader_epoch=-1) for p in t.partitions]
+            continue
         for p in t.partitions:
             resp = Part(partition_index=p.partition_index, error_code=0, timestamp=-1, offset=-1,
                         leader_epoch=-1)

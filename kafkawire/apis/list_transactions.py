@@ -16,6 +16,7 @@ import re
 import time
 from typing import TYPE_CHECKING
 
+from kraft.acls import DESCRIBE, TRANSACTIONAL_ID
 from protocol._generated.list_transactions_request import ListTransactionsRequest
 from protocol._generated.list_transactions_response import ListTransactionsResponse
 from protocol.errors import ErrorCode
@@ -56,6 +57,8 @@ async def handle(
             known, req.producer_id_filters, now, duration, pattern,
             any_state_filter=bool(req.state_filters),
         ):
+            if not ctx.allowed(DESCRIBE, TRANSACTIONAL_ID, tid, log_denied=False):  # Kafka lists only these
+                continue
             resp.transaction_states.append(
                 ListTransactionsResponse.TransactionState(
                     transactional_id=tid, producer_id=pid, transaction_state=state

@@ -10,15 +10,21 @@
   committed by then, creation being synchronous on a single node).
 - Brokers are listed with the endpoint of the listener the request came in on; the
   controller id is this live node (librdkafka's admin client waits for it).
-- Authorized operations: -2147483648 (not requested) unless asked, then all operations.
+- Authorized operations: -2147483648 (not requested) unless asked, then the principal's
+  (``kafkawire.authorizer``; all operations without an authorizer).
+- Authorization as Kafka: listing all topics leaves out those the principal may not DESCRIBE;
+  a named one it may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED; auto-creation needs CREATE on
+  the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED.
 - v13: top-level error code (unused, 0).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from kraft.acls import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
 from kraft.controller import validate_topic_name
 from kraft.image import MetadataImage, TopicImage
 from protocol._generated.metadata_request import MetadataRequest
@@ -89,55 +95,64 @@ def invalid_request(req: MetadataRequest) -> MetadataResponse:
     )
 
 
+async def _requested_topic(
+    broker: Broker, ctx: RequestContext, rt: MetadataRequest.MetadataRequestTopic, v: int,
+    auto_create: bool, described: Callable[[TopicImage], Topic],
+) -> Topic:
+    name = rt.name
+    if name is None:
+        if v >= 10 and rt.topic_id != ZERO_UUID:
+            found = broker.image.topics_by_id.get(rt.topic_id)
+            if found is None:
+                return error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, rt.topic_id)
+            if not ctx.allowed(DESCRIBE, TOPIC, found.name):
+                return error_topic(None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, rt.topic_id)
+            return described(found)
+        return error_topic(None, ErrorCode.INVALID_REQUEST)
+    if not ctx.allowed(DESCRIBE, TOPIC, name):
+        return error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    t: TopicImage | None = broker.image.topics.get(name)
+    if t is not None:
+        return described(t)
+    try:
+        validate_topic_name(name)
+    except KafkaError:
+        return error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
+    if not auto_create or name.startswith("__"):
+        return error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not (ctx.allowed(CREATE, CLUSTER, CLUSTER_NAME) or ctx.allowed(CREATE, TOPIC, name)):
+        return error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    # As Kafka: the request that triggers creation is answered UNKNOWN_TOPIC_OR_PARTITION (or
+    # the creation error); the topic is there for the client's next Metadata request.
+    code = await broker.auto_create_topic(name)
+    return error_topic(name, code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+
 async def handle(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     v = ctx.api_version
     auto_create = (req.allow_auto_topic_creation if v >= 4 else True) and (
         broker.config.auto_create_topics_enable
     )
     want_topic_ops = v >= 8 and req.include_topic_authorized_operations
-    topic_ops = TOPIC_ALL_OPS if want_topic_ops else AUTH_OPS_NOT_REQUESTED
+
+    def described(t: TopicImage) -> Topic:
+        ops = ctx.operations(TOPIC, t.name) if want_topic_ops else AUTH_OPS_NOT_REQUESTED
+        return topic_metadata(broker.image, t, v, ops)
+
     topics: list[Topic] = []
     all_topics = req.topics is None or (v == 0 and not req.topics)
     if not all_topics and v < 12 and req.topics is not None and any(
         rt.name is None or rt.topic_id != ZERO_UUID for rt in req.topics
     ):
         return invalid_request(req)
-    if all_topics:
-        img = broker.image
-        for ti in sorted(img.topics.values(), key=lambda x: x.name):
-            topics.append(topic_metadata(img, ti, v, topic_ops))
+    if all_topics:  # as Kafka: topics the principal may not DESCRIBE are left out
+        for ti in sorted(broker.image.topics.values(), key=lambda x: x.name):
+            if ctx.allowed(DESCRIBE, TOPIC, ti.name, log_denied=False):
+                topics.append(described(ti))
     else:
         assert req.topics is not None
         for rt in req.topics:
-            name = rt.name
-            if name is None:
-                if v >= 10 and rt.topic_id != ZERO_UUID:
-                    found = broker.image.topics_by_id.get(rt.topic_id)
-                    if found is None:
-                        topics.append(error_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, rt.topic_id))
-                    else:
-                        topics.append(topic_metadata(broker.image, found, v, topic_ops))
-                    continue
-                topics.append(error_topic(None, ErrorCode.INVALID_REQUEST))
-                continue
-            t: TopicImage | None = broker.image.topics.get(name)
-            if t is None:
-                try:
-                    validate_topic_name(name)
-                except KafkaError:
-                    topics.append(error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION))
-                    continue
-                if auto_create and not name.startswith("__"):
-                    # As Kafka: the request that triggers creation is answered
-                    # UNKNOWN_TOPIC_OR_PARTITION (or the creation error); the topic is there
-                    # for the client's next Metadata request.
-                    code = await broker.auto_create_topic(name)
-                    topics.append(error_topic(name, code or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                    continue
-                else:
-                    topics.append(error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                    continue
-            topics.append(topic_metadata(broker.image, t, v, topic_ops))
+            topics.append(await _requested_topic(broker, ctx, rt, v, auto_create, described))
     img = broker.image
     listener = ctx.connection.listener
     brokers = []
@@ -153,7 +168,7 @@ async def handle(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> M
             )
         )
     cluster_ops = (
-        CLUSTER_ALL_OPS
+        ctx.operations(CLUSTER, CLUSTER_NAME)
         if 8 <= v <= 10 and req.include_cluster_authorized_operations
         else AUTH_OPS_NOT_REQUESTED
     )

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from groups.shard import GroupShard
 from kafkawire.group_coordinator import commit_partition, on_group, partition_error, topic_name
+from kraft.acls import READ, TOPIC
 from protocol._generated.offset_commit_request import OffsetCommitRequest
 from protocol._generated.offset_commit_response import OffsetCommitResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -53,8 +54,14 @@ async def handle(broker: Broker, ctx: RequestContext, req: OffsetCommitRequest) 
         # coordinator validates the commit against the others (KIP-1251's assignment epochs)
         known: list[tuple[Any, Any, Any]] = []
         unknown: list[tuple[Any, Any, Any]] = []
+        by_topic: dict[tuple[str, Any], list[RPart]] = {}
         for t in req.topics:
             name = topic_name(img, t.name, t.topic_id, by_id)
+            if not ctx.allowed(READ, TOPIC, name or t.name):  # Kafka: READ on each topic
+                by_topic[(t.name, t.topic_id)] = [RPart(
+                    partition_index=p.partition_index,
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t.partitions]
+                continue
             for p in t.partitions:
                 ok = partition_error(img, name, p.partition_index, by_id) == ErrorCode.NONE
                 (known if ok else unknown).append((t, name, p))
@@ -67,7 +74,6 @@ async def handle(broker: Broker, ctx: RequestContext, req: OffsetCommitRequest) 
         if 2 <= v <= 4 and req.retention_time_ms != -1:
             expire = now + req.retention_time_ms
         records = []
-        by_topic: dict[tuple[str, Any], list[RPart]] = {}
         for t, name, p in unknown:
             code, _rec = commit_partition(
                 shard, img, req.group_id, name, p, group_code, now, by_id=by_id, expire_ms=expire)
@@ -87,5 +93,6 @@ async def handle(broker: Broker, ctx: RequestContext, req: OffsetCommitRequest) 
     def on_error(e: KafkaError) -> OffsetCommitResponse:
         return all_failed(e.code)
 
-    resp: OffsetCommitResponse = await on_group(broker, req.group_id, op, on_error)
+    resp: OffsetCommitResponse = await on_group(broker, req.group_id, op, on_error, ctx=ctx,
+                                                  operation=READ)
     return resp

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from groups.shard import GroupShard
 from kafkawire.group_coordinator import on_group, partition_error
+from kraft.acls import DELETE, READ, TOPIC
 from protocol._generated.offset_delete_request import OffsetDeleteRequest
 from protocol._generated.offset_delete_response import OffsetDeleteResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -35,8 +36,11 @@ async def handle(broker: Broker, ctx: RequestContext, req: OffsetDeleteRequest) 
         topics = []
         for t in req.topics:
             parts = []
+            readable = ctx.allowed(READ, TOPIC, t.name)  # Kafka: READ on each topic
             for p in t.partitions:
                 err = partition_error(img, t.name, p.partition_index, False)
+                if not readable:
+                    err = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 if err == ErrorCode.NONE and t.name in subscribed:
                     err = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
                 if err == ErrorCode.NONE and shard.offsets.get(req.group_id, (t.name, p.partition_index)):
@@ -49,5 +53,6 @@ async def handle(broker: Broker, ctx: RequestContext, req: OffsetDeleteRequest) 
     def on_error(e: KafkaError) -> OffsetDeleteResponse:
         return OffsetDeleteResponse(error_code=e.code, topics=[])
 
-    resp: OffsetDeleteResponse = await on_group(broker, req.group_id, op, on_error)
+    resp: OffsetDeleteResponse = await on_group(broker, req.group_id, op, on_error, ctx=ctx,
+                                                  operation=DELETE)
     return resp

@@ -15,6 +15,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from kraft.acls import DESCRIBE, GROUP, TOPIC
 from protocol._generated.offset_fetch_request import OffsetFetchRequest
 from protocol._generated.offset_fetch_response import OffsetFetchResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -32,8 +33,12 @@ Rows = list[tuple[str, list[tuple[int, int, int, str, ErrorCode]]]]
 
 def fetch_group(
     broker: Broker, group_id: str, topics: list[tuple[str, list[int]]] | None, stable: bool,
-    member: tuple[str | None, int] | None = None,
+    member: tuple[str | None, int] | None = None, ctx: RequestContext | None = None,
 ) -> tuple[ErrorCode, Rows]:
+    """With ``ctx``, Kafka's checks: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED),
+    DESCRIBE on each topic (named: TOPIC_AUTHORIZATION_FAILED; all topics: left out)."""
+    if ctx is not None and not ctx.allowed(DESCRIBE, GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     try:
         shard = broker.group_runtime.shard_for(group_id)
     except KafkaError as e:
@@ -43,6 +48,15 @@ def fetch_group(
         if code != ErrorCode.NONE:
             return code, []
     rows: Rows = shard.fetch_offsets(group_id, topics, stable)  # type: ignore[attr-defined]
+    if ctx is not None and ctx.authorizer is not None:
+        denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        checked: Rows = []
+        for t, parts in rows:
+            if ctx.allowed(DESCRIBE, TOPIC, t):
+                checked.append((t, parts))
+            elif topics is not None:
+                checked.append((t, [(p, -1, -1, "", denied) for p, *_rest in parts]))
+        rows = checked
     return ErrorCode.NONE, rows
 
 
@@ -51,7 +65,7 @@ async def handle(broker: Broker, ctx: RequestContext, req: OffsetFetchRequest) -
     stable = bool(req.require_stable) if v >= 7 else False
     if v < 8:
         wanted = None if req.topics is None else [(t.name, list(t.partition_indexes)) for t in req.topics]
-        code, rows = fetch_group(broker, req.group_id, wanted, stable)
+        code, rows = fetch_group(broker, req.group_id, wanted, stable, ctx=ctx)
         topics = [
             OffsetFetchResponse.OffsetFetchResponseTopic(name=t, partitions=[
                 OffsetFetchResponse.OffsetFetchResponsePartition(
@@ -80,7 +94,7 @@ async def handle(broker: Broker, ctx: RequestContext, req: OffsetFetchRequest) -
                     name = found.name
                 wanted.append((name, list(rt.partition_indexes)))
         member = (g.member_id, g.member_epoch) if v >= 9 else None
-        code, rows = fetch_group(broker, g.group_id, wanted, stable, member)
+        code, rows = fetch_group(broker, g.group_id, wanted, stable, member, ctx=ctx)
         rtopics = []
         for t, parts in rows:
             ti = img.topics.get(t)

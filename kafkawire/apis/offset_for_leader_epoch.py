@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kraft.acls import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, DESCRIBE, TOPIC
 from protocol._generated.offset_for_leader_epoch_request import OffsetForLeaderEpochRequest
 from protocol._generated.offset_for_leader_epoch_response import OffsetForLeaderEpochResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -33,9 +34,20 @@ async def handle(
     img = broker.image
     assert broker.replicas is not None
     topics = []
+    # Kafka: a follower (replica_id >= 0) needs CLUSTER_ACTION, a consumer DESCRIBE on the topic
+    follower = ctx.api_version >= 3 and req.replica_id >= 0
+    cluster_ok = follower and ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
+
+    def allowed(topic: str) -> bool:
+        return cluster_ok if follower else ctx.allowed(DESCRIBE, TOPIC, topic)
+
     for t in req.topics:
         parts: list[Res] = []
         topics.append(OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+        if not allowed(t.topic):
+            parts += [Res(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, partition=p.partition,
+                          leader_epoch=-1, end_offset=-1) for p in t.partitions]
+            continue
         for p in t.partitions:
             res = Res(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1)
             parts.append(res)

@@ -34,6 +34,9 @@ frame and writes the client's bytes verbatim. No Python loop ever visits a recor
   it (one attribute test).
 - ``flush.messages``: the append that leaves that many offsets unflushed is answered after an
   fsync covering it (group commit off the event loop, ``kafkawire.log_flusher``).
+- Authorization (``kafkawire.authorizer``): WRITE on the transactional id (else every
+  partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and WRITE on each topic (else
+  TOPIC_AUTHORIZATION_FAILED, before the topic's existence is revealed).
 - v0-2 are advertised (librdkafka disables compression otherwise, KAFKA-18659) but refused,
   as Kafka 4 does. v13 names topics by id.
 """
@@ -46,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from kraft.acls import TOPIC, TRANSACTIONAL_ID, WRITE
 from log.cleaner import keyless_records
 from protocol._generated.produce_request import ProduceRequest
 from protocol._generated.produce_response import ProduceResponse
@@ -263,6 +267,25 @@ async def _append_partition(
     return resp, partition, info.last_offset + 1
 
 
+def _transactional(req: ProduceRequest) -> bool:
+    """Does a partition's first batch have the transactional attribute (bit 4)?"""
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            records = pd.records
+            if records is not None and len(records) >= 23 and records[22] & 0x10:
+                return True
+    return False
+
+
+def _denied(ctx: RequestContext, txn_denied: bool, name: str) -> ErrorCode | None:
+    """Kafka's checks: WRITE on the transactional id, then WRITE on each topic."""
+    if txn_denied:
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if name and not ctx.allowed(WRITE, TOPIC, name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return None
+
+
 async def handle(
     broker: Broker, ctx: RequestContext, req: ProduceRequest
 ) -> ProduceResponse | None:
@@ -274,6 +297,10 @@ async def handle(
     to_flush: list[tuple[PartResp, PartitionLog]] = []  # flush.messages reached
     to_ack: list[tuple[PartResp, Partition, int, int]] = []  # acks=all: (resp, p, offset, min isr)
     assert broker.replicas is not None
+    # Kafka checks the transactional id only when the request carries transactional batches
+    txn_denied = ctx.authorizer is not None and _transactional(req) and (
+        req.transactional_id is None
+        or not ctx.allowed(WRITE, TRANSACTIONAL_ID, req.transactional_id))
     for td in req.topic_data:
         if v >= 13:
             topic = img.topics_by_id.get(td.topic_id)
@@ -288,6 +315,10 @@ async def handle(
         out.append(tresp)
         if acks not in (-1, 0, 1):
             parts += [_error(p.index, ErrorCode.INVALID_REQUIRED_ACKS) for p in td.partition_data]
+            continue
+        denied = _denied(ctx, txn_denied, topic.name if topic is not None else td.name)
+        if denied is not None:
+            parts += [_error(p.index, denied) for p in td.partition_data]
             continue
         if topic is None:
             parts += [_error(p.index, missing) for p in td.partition_data]

@@ -28,6 +28,6 @@ async def handle(broker: Broker, ctx: RequestContext, req: SyncGroupRequest) -> 
     v = ctx.api_version
     resp: SyncGroupResponse = await on_group(
         broker, req.group_id, lambda shard, now: shard.sync(req, v, now),
-        lambda e: sync_error(e.code),
+        lambda e: sync_error(e.code), ctx=ctx,
     )
     return resp

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from groups.shard import GroupShard
 from kafkawire.coordinator_runtime import now_ms
 from kafkawire.group_coordinator import commit_partition
+from kraft.acls import GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE
 from protocol._generated.txn_offset_commit_request import TxnOffsetCommitRequest
 from protocol._generated.txn_offset_commit_response import TxnOffsetCommitResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -50,6 +51,15 @@ async def handle(broker: Broker, ctx: RequestContext, req: TxnOffsetCommitReques
         ])
 
     keys = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    # Kafka: WRITE on the transactional id, READ on the group, READ on each topic
+    if not ctx.allowed(WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        return answer(dict.fromkeys(keys, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    if not ctx.allowed(READ, GROUP, req.group_id):
+        return answer(dict.fromkeys(keys, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    denied = {t.name for t in req.topics if not ctx.allowed(READ, TOPIC, t.name)}
+    if denied:
+        return answer({k: ErrorCode.TOPIC_AUTHORIZATION_FAILED if k[0] in denied
+                       else ErrorCode.OPERATION_NOT_ATTEMPTED for k in keys})
     try:
         partition = runtime.partition_for(req.group_id)
         shard = runtime.check(partition).shard

@@ -21,8 +21,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kafkawire.txn_markers import write_marker
+from kraft.acls import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME
 from protocol._generated.write_txn_markers_request import WriteTxnMarkersRequest
 from protocol._generated.write_txn_markers_response import WriteTxnMarkersResponse
+from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
@@ -38,16 +40,20 @@ async def handle(
     broker: Broker, ctx: RequestContext, req: WriteTxnMarkersRequest
 ) -> WriteTxnMarkersResponse:
     markers: list[R.WritableTxnMarkerResult] = []
+    cluster_ok = ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
     for m in req.markers:
         topics: list[R.WritableTxnMarkerTopicResult] = []
         for t in m.topics:
             parts = []
             for p in t.partition_indexes:
-                code = await write_marker(
-                    broker, t.name, p, m.producer_id, m.producer_epoch,
-                    m.transaction_result, m.coordinator_epoch,
-                    m.transaction_version if ctx.api_version >= 2 else 0,
-                )
+                if not cluster_ok:  # Kafka: CLUSTER_ACTION on the cluster (brokers only)
+                    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                else:
+                    code = await write_marker(
+                        broker, t.name, p, m.producer_id, m.producer_epoch,
+                        m.transaction_result, m.coordinator_epoch,
+                        m.transaction_version if ctx.api_version >= 2 else 0,
+                    )
                 parts.append(R.WritableTxnMarkerPartitionResult(partition_index=p, error_code=code))
             topics.append(R.WritableTxnMarkerTopicResult(name=t.name, partitions=parts))
         markers.append(R.WritableTxnMarkerResult(producer_id=m.producer_id, topics=topics))
