@@ -368,12 +368,13 @@ SERVER = "690eaf2152ad361f8e33d684ee84a280173423af7b35304145c2761bf38bb0a9"
 
 
 def test_bootstrap_with_a_feature_we_do_not_serve_is_refused(tmp_path: Path) -> None:
-    """Kafka 4.3.1's own bootstrap.checkpoint finalizes share.version and streams.version 1."""
+    """Kafka 4.3.1's own bootstrap.checkpoint finalizes share.version and streams.version 1;
+    share groups are served (share.version 1), streams groups are not."""
     from kafkawire.bootstrap import BootstrapError, read_bootstrap
 
     golden = Path(__file__).parent / "golden" / "metadata" / "bootstrap.checkpoint"
     shutil.copy(golden, tmp_path / "bootstrap.checkpoint")
-    with pytest.raises(BootstrapError, match="finalizes share.version at level 1, which this "
+    with pytest.raises(BootstrapError, match="finalizes streams.version at level 1, which this "
                        "node does not support"):
         read_bootstrap(tmp_path)
 
