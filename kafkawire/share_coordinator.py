@@ -129,6 +129,15 @@ def _write_op(key: ShareStateKey, start: int, batches: list[Any], epoch: int) ->
     return op
 
 
+def _reset_op(key: ShareStateKey, start: int, leader_epoch: int) -> Op:
+    """A new state epoch with nothing in flight (AlterShareGroupOffsets)."""
+    def op(shard: Any, now: int) -> tuple[list[CoordinatorRecord], None]:
+        cur = shard.states.get(key)
+        epoch = cur.state_epoch + 1 if cur is not None else 0
+        return shard.write(key, start, [], leader_epoch, now, state_epoch=epoch), None
+    return op
+
+
 def _delete_op(key: ShareStateKey) -> Op:
     def op(shard: Any, _now: int) -> tuple[list[CoordinatorRecord], None]:
         return shard.delete(key), None
@@ -152,8 +161,6 @@ class ShareService:
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         # Kafka does not release a member's records when it leaves the group or expires: its
         # share session closing (epoch -1 or the connection) or the locks expiring do that.
-        #: called with (key, partition) after every change of a share partition's state
-        self.on_change: list[Callable[[SPKey, SharePartition], None]] = []
         #: share partitions changed since their state was last written
         self.dirty: set[SPKey] = set()
         self._rearm = trio.Event()
@@ -325,8 +332,6 @@ class ShareService:
 
     def changed(self, key: SPKey, sp: SharePartition) -> None:
         self.dirty.add(key)
-        for hook in self.on_change:
-            hook(key, sp)
         self._rearm.set()
 
     def wake(self, topic_id: uuid.UUID, p: int) -> None:
@@ -382,8 +387,13 @@ class ShareService:
             sp = SharePartition(start, self.limits(group_id))
             self.partitions[key] = sp
         sp.reset(start)
-        self.changed(key, sp)
-        await self.flush()
+        self.dirty.discard(key)
+        skey = ShareStateKey(*key)
+        t = self.broker.image.topics_by_id.get(topic_id)
+        pimg = t.partitions.get(p) if t is not None else None
+        await self.broker.share_runtime.run(skey.coordinator_key(), _reset_op(
+            skey, start, pimg.leader_epoch if pimg is not None else -1))
+        self.wake(topic_id, p)
 
     async def delete_offsets(self, group_id: str, topic_id: uuid.UUID) -> None:
         """DeleteShareGroupOffsets of one topic: its share partitions' state is removed."""
