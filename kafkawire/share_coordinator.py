@@ -51,6 +51,10 @@ log = logging.getLogger("kafkawire.share")
 
 SHARE_VERSION = 1
 SHARE_STATE_TOPIC = "__share_group_state"
+#: how long an admin write of share state waits for ``__share_group_state`` to be ready (s)
+STATE_WAIT_S = 10.0
+_RETRIABLE = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                        ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR})
 #: bytes read per archived range when copying it to a dead-letter topic
 DLQ_READ_BYTES = 8 * 1024 * 1024
 SPKey = tuple[str, uuid.UUID, int]  # group, topic id, partition
@@ -391,9 +395,24 @@ class ShareService:
         skey = ShareStateKey(*key)
         t = self.broker.image.topics_by_id.get(topic_id)
         pimg = t.partitions.get(p) if t is not None else None
-        await self.broker.share_runtime.run(skey.coordinator_key(), _reset_op(
+        await self.run_state_op(skey, _reset_op(
             skey, start, pimg.leader_epoch if pimg is not None else -1))
         self.wake(topic_id, p)
+
+    async def run_state_op(self, key: ShareStateKey, op: Op) -> None:
+        """``op`` on the key's ``__share_group_state`` shard, waiting (up to
+        ``STATE_WAIT_S``) while the topic is created or the shard loads, as Kafka's
+        persister retries."""
+        await self.ensure_state_topic()
+        deadline = trio.current_time() + STATE_WAIT_S
+        while True:
+            try:
+                await self.broker.share_runtime.run(key.coordinator_key(), op)
+                return
+            except KafkaError as e:
+                if e.code not in _RETRIABLE or trio.current_time() >= deadline:
+                    raise
+            await trio.sleep(0.05)
 
     async def delete_offsets(self, group_id: str, topic_id: uuid.UUID) -> None:
         """DeleteShareGroupOffsets of one topic: its share partitions' state is removed."""
