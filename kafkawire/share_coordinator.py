@@ -51,6 +51,10 @@ log = logging.getLogger("kafkawire.share")
 
 SHARE_VERSION = 1
 SHARE_STATE_TOPIC = "__share_group_state"
+#: how long an admin write of share state waits for ``__share_group_state`` to be ready (s)
+STATE_WAIT_S = 10.0
+_RETRIABLE = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                        ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR})
 #: bytes read per archived range when copying it to a dead-letter topic
 DLQ_READ_BYTES = 8 * 1024 * 1024
 SPKey = tuple[str, uuid.UUID, int]  # group, topic id, partition
@@ -129,6 +133,15 @@ def _write_op(key: ShareStateKey, start: int, batches: list[Any], epoch: int) ->
     return op
 
 
+def _reset_op(key: ShareStateKey, start: int, leader_epoch: int) -> Op:
+    """A new state epoch with nothing in flight (AlterShareGroupOffsets)."""
+    def op(shard: Any, now: int) -> tuple[list[CoordinatorRecord], None]:
+        cur = shard.states.get(key)
+        epoch = cur.state_epoch + 1 if cur is not None else 0
+        return shard.write(key, start, [], leader_epoch, now, state_epoch=epoch), None
+    return op
+
+
 def _delete_op(key: ShareStateKey) -> Op:
     def op(shard: Any, _now: int) -> tuple[list[CoordinatorRecord], None]:
         return shard.delete(key), None
@@ -152,8 +165,6 @@ class ShareService:
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         # Kafka does not release a member's records when it leaves the group or expires: its
         # share session closing (epoch -1 or the connection) or the locks expiring do that.
-        #: called with (key, partition) after every change of a share partition's state
-        self.on_change: list[Callable[[SPKey, SharePartition], None]] = []
         #: share partitions changed since their state was last written
         self.dirty: set[SPKey] = set()
         self._rearm = trio.Event()
@@ -328,8 +339,6 @@ class ShareService:
 
     def changed(self, key: SPKey, sp: SharePartition) -> None:
         self.dirty.add(key)
-        for hook in self.on_change:
-            hook(key, sp)
         self._rearm.set()
 
     def wake(self, topic_id: uuid.UUID, p: int) -> None:
@@ -385,8 +394,28 @@ class ShareService:
             sp = SharePartition(start, self.limits(group_id))
             self.partitions[key] = sp
         sp.reset(start)
-        self.changed(key, sp)
-        await self.flush()
+        self.dirty.discard(key)
+        skey = ShareStateKey(*key)
+        t = self.broker.image.topics_by_id.get(topic_id)
+        pimg = t.partitions.get(p) if t is not None else None
+        await self.run_state_op(skey, _reset_op(
+            skey, start, pimg.leader_epoch if pimg is not None else -1))
+        self.wake(topic_id, p)
+
+    async def run_state_op(self, key: ShareStateKey, op: Op) -> None:
+        """``op`` on the key's ``__share_group_state`` shard, waiting (up to
+        ``STATE_WAIT_S``) while the topic is created or the shard loads, as Kafka's
+        persister retries."""
+        await self.ensure_state_topic()
+        deadline = trio.current_time() + STATE_WAIT_S
+        while True:
+            try:
+                await self.broker.share_runtime.run(key.coordinator_key(), op)
+                return
+            except KafkaError as e:
+                if e.code not in _RETRIABLE or trio.current_time() >= deadline:
+                    raise
+            await trio.sleep(0.05)
 
     async def delete_offsets(self, group_id: str, topic_id: uuid.UUID) -> None:
         """DeleteShareGroupOffsets of one topic: its share partitions' state is removed."""

@@ -542,3 +542,43 @@ def test_delete_records_past_the_share_start_offset(sbroker: BrokerProcess) -> N
         assert start_offset(bs, group, name) == 10
     finally:
         c.close()
+
+
+def test_alter_share_group_offsets_bumps_the_state_epoch(sbroker: BrokerProcess) -> None:
+    from protocol._generated.alter_share_group_offsets_request import (
+        AlterShareGroupOffsetsRequest as A,
+    )
+    from protocol._generated.find_coordinator_request import FindCoordinatorRequest
+    from protocol._generated.metadata_request import MetadataRequest
+    from protocol._generated.read_share_group_state_request import (
+        ReadShareGroupStateRequest as Read,
+    )
+
+    bs = sbroker.bootstrap
+    name, group = topic(bs), "g-" + uuid.uuid4().hex[:6]
+    produce(bs, name, [b"x"] * 5)
+    rc = RawClient(bs)
+    tid = rc.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)],
+                                     allow_auto_topic_creation=False), 12).topics[0].topic_id
+
+    def alter(offset: int) -> int:
+        deadline = time.monotonic() + 60
+        while True:
+            rc.request(FindCoordinatorRequest(key=group, key_type=0), 3)
+            r = rc.request(A(group_id=group, topics=[A.AlterShareGroupOffsetsRequestTopic(
+                topic_name=name, partitions=[A.AlterShareGroupOffsetsRequestPartition(
+                    partition_index=0, start_offset=offset)])]), 0)
+            code = r.error_code or r.responses[0].partitions[0].error_code
+            if code not in (14, 15, 16) or time.monotonic() > deadline:
+                return int(code)
+            time.sleep(0.2)
+
+    def state() -> tuple[int, int]:
+        r = rc.request(Read(group_id=group, topics=[Read.ReadStateData(
+            topic_id=tid, partitions=[Read.PartitionData(partition=0, leader_epoch=-1)])]), 0)
+        p = r.results[0].partitions[0]
+        return int(p.state_epoch), int(p.start_offset)
+
+    assert alter(1) == 0 and state() == (0, 1)
+    assert alter(3) == 0 and state() == (1, 3)
+    assert start_offset(bs, group, name) == 3
