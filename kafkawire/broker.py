@@ -24,6 +24,7 @@ from kafkawire.group_coordinator import group_version_records, make_shard_factor
 from kafkawire.log_cleaner import LogCleanerService
 from kafkawire.log_flusher import LogFlusher
 from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum
+from kafkawire.metrics import BrokerMetrics
 from kafkawire.purgatory import AppendNotifier
 from kafkawire.retention import run_producer_expiration, run_retention
 from kafkawire.server import Connection, RequestContext, Server
@@ -69,7 +70,9 @@ class Broker:
         self.cleaner: LogCleanerService | None = None
         self.quorum: MetadataQuorum | None = None
         self.notifier = AppendNotifier()
-        self.server = Server(self.dispatch, config.socket_request_max_bytes, self.on_disconnect)
+        self.metrics = BrokerMetrics()
+        self.server = Server(self.dispatch, config.socket_request_max_bytes, self.on_disconnect,
+                             self.metrics)
         self.server.connection_limits = lambda: connection_limits(self.config, self.image)
         self.bound_ports: dict[str, int] = {}
         self.started = trio.Event()
@@ -258,6 +261,7 @@ class Broker:
         )
 
     async def run(self, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
+        trio.lowlevel.add_instrument(self.metrics.idle)
         self.open_storage()
         try:
             async with trio.open_nursery() as nursery:

@@ -254,6 +254,15 @@ BROKER_CONFIGS.update({
     "group.streams.initial.rebalance.delay.ms": ("int", 3000),
 })
 
+# kafkawire's own keys (Kafka has none of these): not broker configs Kafka would describe, so
+# they are kept out of DescribeConfigs.
+KAFKAWIRE_CONFIGS: dict[str, tuple[str, Any]] = {
+    # the HTTP endpoint for /metrics (Prometheus) and /health/{live,ready}; 0 turns it off
+    "metrics.port": ("int", 9404),
+    # its bind address; default: the host of the first listener
+    "metrics.host": ("string", None),
+}
+
 # Kafka's internal configs (``defineInternal``): accepted, never listed by DescribeConfigs.
 INTERNAL_BROKER_CONFIGS = frozenset({"log.initial.task.delay.ms"})
 
@@ -352,10 +361,12 @@ class BrokerConfig:
     @classmethod
     def from_dict(cls, raw: dict[str, str]) -> BrokerConfig:
         cfg = cls()
-        for key, (_kind, default) in BROKER_CONFIGS.items():
+        for key, (_kind, default) in (*BROKER_CONFIGS.items(), *KAFKAWIRE_CONFIGS.items()):
             cfg.values[key] = default
         for key, value in raw.items():
-            if key in BROKER_CONFIGS:
+            if key in KAFKAWIRE_CONFIGS:
+                cfg.values[key] = parse_value(KAFKAWIRE_CONFIGS[key][0], value, key)
+            elif key in BROKER_CONFIGS:
                 cfg.values[key] = parse_value(BROKER_CONFIGS[key][0], value, key)
                 cfg.explicit[key] = value
             elif key.startswith(IGNORED_PREFIXES):
@@ -386,6 +397,8 @@ class BrokerConfig:
             raise ConfigError("num.partitions must be > 0")
         for spec in self.listener_specs:
             Listener.parse(spec)
+        if not 0 <= self.metrics_port <= 65535:
+            raise ConfigError("metrics.port must be 0 (off) or a TCP port")
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -394,6 +407,18 @@ class BrokerConfig:
     @property
     def node_id(self) -> int:
         return int(self.values["node.id"])
+
+    @property
+    def metrics_port(self) -> int:
+        return int(self.values["metrics.port"])
+
+    @property
+    def metrics_host(self) -> str:
+        host = self.values["metrics.host"]
+        if host:
+            return str(host)
+        listeners = self.broker_listeners
+        return listeners[0].host if listeners else "127.0.0.1"
 
     @property
     def listener_specs(self) -> list[str]:

@@ -154,6 +154,8 @@ async def handle(
                              f"Cannot append to internal topic {topic.name}")
                       for p in td.partition_data]
             continue
+        counters = broker.metrics.topic(topic.name)
+        counters.total_produce += 1
         cfg = broker.effective_topic_configs(topic.name)
         max_bytes = int(cfg["max.message.bytes"])
         log_append_time = cfg["message.timestamp.type"] == "LogAppendTime"
@@ -205,6 +207,8 @@ async def handle(
                 continue
             plog.update_high_watermark(plog.log_end_offset)
             broker.notifier.notify(topic.name, pd.index)
+            counters.messages_in += sum(h.records_count for _pos, h in batches)
+            counters.bytes_in += last_pos + last_h.size
             resp = PartResp(
                 index=pd.index,
                 error_code=ErrorCode.NONE,
@@ -225,6 +229,18 @@ async def handle(
                 resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
                 resp.error_message = failed[id(plog)]
                 resp.base_offset = -1
+    _count_failures(broker, out, v)
     if acks == 0:
         return None
     return ProduceResponse(responses=out, throttle_time_ms=0)
+
+
+def _count_failures(broker: Broker, out: list[ProduceResponse.TopicProduceResponse],
+                    version: int) -> None:
+    """FailedProduceRequestsPerSec: one per failed partition, under its topic when it exists."""
+    img = broker.image
+    for t in out:
+        failed = sum(1 for p in t.partition_responses if p.error_code)
+        if failed:
+            topic = img.topics_by_id.get(t.topic_id) if version >= 13 else img.topics.get(t.name)
+            broker.metrics.topic(topic.name if topic is not None else None).failed_produce += failed
