@@ -49,7 +49,9 @@ def section(title: str) -> None:
 
 # ---- connection ---------------------------------------------------------------------------
 def client_config(args: argparse.Namespace) -> dict[str, Any]:
-    conf: dict[str, Any] = {"bootstrap.servers": args.bootstrap_server, "log_level": 3}
+    # librdkafka logs every failed connect at level 3; the command reports failures itself
+    # (-X log_level=7 brings them back)
+    conf: dict[str, Any] = {"bootstrap.servers": args.bootstrap_server, "log_level": 2}
     for item in args.X or []:
         key, sep, value = item.partition("=")
         if not sep:
