@@ -29,6 +29,7 @@ from kafkawire.purgatory import AppendNotifier
 from kafkawire.retention import run_producer_expiration, run_retention
 from kafkawire.server import Connection, RequestContext, Server
 from kafkawire.storage import format_or_check
+from kafkawire.telemetry import TelemetryManager
 from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_records
 from kraft import controller
 from kraft.image import MetadataImage
@@ -71,6 +72,8 @@ class Broker:
         self.quorum: MetadataQuorum | None = None
         self.notifier = AppendNotifier()
         self.metrics = BrokerMetrics()
+        self.telemetry = TelemetryManager()
+        self.metrics.client_telemetry = self.telemetry.series
         self.server = Server(self.dispatch, config.socket_request_max_bytes, self.on_disconnect,
                              self.metrics)
         self.server.connection_limits = lambda: connection_limits(self.config, self.image)

@@ -261,6 +261,9 @@ KAFKAWIRE_CONFIGS: dict[str, tuple[str, Any]] = {
     "metrics.port": ("int", 9404),
     # its bind address; default: the host of the first listener
     "metrics.host": ("string", None),
+    # KIP-714: accept client telemetry (GetTelemetrySubscriptions, PushTelemetry) and expose it
+    # on /metrics; off by default, as Kafka without a telemetry-receiving metrics reporter
+    "metrics.client.telemetry.enable": ("boolean", False),
 }
 
 # Kafka's internal configs (``defineInternal``): accepted, never listed by DescribeConfigs.
@@ -411,6 +414,10 @@ class BrokerConfig:
     @property
     def metrics_port(self) -> int:
         return int(self.values["metrics.port"])
+
+    @property
+    def client_telemetry(self) -> bool:
+        return bool(self.values["metrics.client.telemetry.enable"])
 
     @property
     def metrics_host(self) -> str:

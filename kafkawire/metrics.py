@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -108,8 +108,9 @@ class BrokerMetrics:
         self.requests: dict[str, RequestStats] = {}
         self.connections_created: dict[str, int] = {}
         self.idle = IdleInstrument()
-        #: push telemetry: (client instance id, metric name, labels) -> value (KIP-714)
-        self.client_telemetry: dict[tuple[str, str, tuple[tuple[str, str], ...]], float] = {}
+        #: KIP-714 pushed client metrics: (client instance id, metric name, labels) -> value
+        self.client_telemetry: Callable[[], dict[tuple[str, str, tuple[tuple[str, str], ...]],
+                                             float]] = dict
 
     def topic(self, name: str | None) -> TopicCounters:
         if not name:
@@ -159,7 +160,7 @@ class BrokerCollector(Collector):
         yield from self.connection_families()
         yield from self.quorum_families()
         yield from self.group_lag_families()
-        yield from telemetry_families(m.client_telemetry)
+        yield from telemetry_families(m.client_telemetry())
 
     # ---- replica manager, controller ----------------------------------------------------
     def partition_families(self) -> Iterator[Metric]:
