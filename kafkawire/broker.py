@@ -264,7 +264,7 @@ class Broker:
         )
 
     async def run(self, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
-        trio.lowlevel.add_instrument(self.metrics.idle)
+        self.metrics.idle.start()
         self.open_storage()
         try:
             async with trio.open_nursery() as nursery:

@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import trio
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -62,40 +61,40 @@ class TopicCounters:
 class RequestStats:
     by_version: dict[int, int] = field(default_factory=dict)
     count: int = 0
-    #: timing name -> recent samples in ms
-    samples: dict[str, deque[float]] = field(default_factory=lambda: {
-        name: deque(maxlen=RESERVOIR_SAMPLES) for name in TIMINGS})
+    #: recent (queue, local, remote, send) times in seconds, one tuple per request
+    samples: deque[tuple[float, float, float, float]] = field(
+        default_factory=lambda: deque(maxlen=RESERVOIR_SAMPLES))
 
 
-class IdleInstrument(trio.abc.Instrument):
-    """Time the trio loop spends waiting for I/O: kafkawire's request handler pool is one
-    event loop, so its idle ratio is the fraction of wall time spent in that wait."""
+class IdleMeter:
+    """The event loop's idle ratio: kafkawire's request handler pool is one trio loop, so its
+    idle ratio is the share of wall time that loop's thread did not use the CPU. Read from the
+    thread's CPU clock when scraped (the scrape runs on the loop's thread): no per-request or
+    per-tick cost."""
 
     def __init__(self) -> None:
-        self.idle_s = 0.0
-        self._since = 0.0
-        self.started = time.perf_counter()
-        #: (time, idle_s) points, to answer over a window of >= IDLE_WINDOW_S
-        self.points: deque[tuple[float, float]] = deque([(self.started, 0.0)], maxlen=64)
+        #: (wall time, thread CPU time) samples, to answer over a window >= IDLE_WINDOW_S
+        self.points: deque[tuple[float, float]] = deque(maxlen=64)
 
-    def before_io_wait(self, timeout: float) -> None:
-        self._since = time.perf_counter()
-
-    def after_io_wait(self, timeout: float) -> None:
-        self.idle_s += time.perf_counter() - self._since
+    def start(self) -> None:
+        """Call on the loop's thread when it starts."""
+        self.points.clear()
+        self.points.append((time.perf_counter(), time.thread_time()))
 
     def idle_ratio(self) -> float:
-        now = time.perf_counter()
-        idle = self.idle_s
-        ref_t, ref_idle = self.points[0]
-        for t, i in self.points:
+        now, cpu = time.perf_counter(), time.thread_time()
+        if not self.points:
+            self.points.append((now, cpu))
+            return 1.0
+        ref_t, ref_cpu = self.points[0]
+        for t, c in self.points:
             if now - t < IDLE_WINDOW_S:
                 break
-            ref_t, ref_idle = t, i
+            ref_t, ref_cpu = t, c
         if now - self.points[-1][0] >= 1.0:
-            self.points.append((now, idle))
+            self.points.append((now, cpu))
         span = now - ref_t
-        return 1.0 if span <= 0 else max(0.0, min(1.0, (idle - ref_idle) / span))
+        return 1.0 if span <= 0 else max(0.0, min(1.0, 1.0 - (cpu - ref_cpu) / span))
 
 
 class BrokerMetrics:
@@ -107,7 +106,7 @@ class BrokerMetrics:
         self.unattributed = TopicCounters()
         self.requests: dict[str, RequestStats] = {}
         self.connections_created: dict[str, int] = {}
-        self.idle = IdleInstrument()
+        self.idle = IdleMeter()
         #: KIP-714 pushed client metrics: (client instance id, metric name, labels) -> value
         self.client_telemetry: Callable[[], dict[tuple[str, str, tuple[tuple[str, str], ...]],
                                              float]] = dict
@@ -127,12 +126,7 @@ class BrokerMetrics:
             st = self.requests[name] = RequestStats()
         st.count += 1
         st.by_version[version] = st.by_version.get(version, 0) + 1
-        s = st.samples
-        s["requestqueuetimems"].append(queue_s * 1000.0)
-        s["localtimems"].append(local_s * 1000.0)
-        s["remotetimems"].append(remote_s * 1000.0)
-        s["responsesendtimems"].append(send_s * 1000.0)
-        s["totaltimems"].append((queue_s + local_s + remote_s + send_s) * 1000.0)
+        st.samples.append((queue_s, local_s, remote_s, send_s))
 
     def connection_created(self, listener: str) -> None:
         self.connections_created[listener] = self.connections_created.get(listener, 0) + 1
@@ -335,14 +329,19 @@ def request_families(requests: dict[str, RequestStats]) -> Iterator[Metric]:
         for version, n in sorted(st.by_version.items()):
             rate.add_metric([name, str(version)], n)
     yield rate
-    for timing in TIMINGS:
+    columns = {name: ([list(col) for col in zip(*st.samples, strict=True)]
+                      if st.samples else [[], [], [], []])
+               for name, st in requests.items()}
+    for i, timing in enumerate(TIMINGS):
         q = GaugeMetricFamily(f"kafka_network_requestmetrics_{timing}",
                               f"{timing} percentiles over the last {RESERVOIR_SAMPLES} requests",
                               labels=["request", "quantile"])
         count = Metric(f"kafka_network_requestmetrics_{timing}_count",
                        f"{timing}: requests measured", "untyped")
         for name, st in sorted(requests.items()):
-            values = sorted(st.samples[timing])
+            cols = columns[name]
+            raw = [sum(x) for x in zip(*cols, strict=True)] if i == 4 else cols[i]
+            values = sorted(v * 1000.0 for v in raw)
             for label, qv in QUANTILES:
                 q.add_metric([name, label], percentile(values, qv))
             count.add_sample(f"kafka_network_requestmetrics_{timing}_count",
