@@ -52,28 +52,38 @@ def _ends(args: argparse.Namespace, tps: list[Any], spec: Any) -> dict[tuple[str
             for tp, f in futures.items()}
 
 
-def group_describe(args: argparse.Namespace) -> int:
-    A = ck("confluent_kafka.admin")
+def _describe_rows(args: argparse.Namespace, g: Any,
+                   committed: list[Any]) -> tuple[list[tuple[Any, ...]], int]:
+    """One row per partition of every topic the group commits to or is assigned (partitions
+    without a commit show "-", as kafka-consumer-groups does), and the total lag."""
+    K, A = ck("confluent_kafka"), ck("confluent_kafka.admin")
+    offsets = {(tp.topic, tp.partition): tp.offset for tp in committed}
+    owner: dict[tuple[str, int], Any] = {}
+    for m in g.members:
+        for tp in (m.assignment.topic_partitions if m.assignment else []):
+            owner[(tp.topic, tp.partition)] = m
+    keys = set(offsets) | set(owner)
+    for topic in {t for t, _p in keys}:
+        t = metadata(args, topic).topics.get(topic)
+        if t is not None and t.error is None:
+            keys |= {(topic, p) for p in t.partitions}
+    ends = _ends(args, [K.TopicPartition(t, p) for t, p in keys], A.OffsetSpec.latest())
+    rows, total_lag = [], 0
+    for key in sorted(keys):
+        off, end, m = offsets.get(key, -1), ends.get(key), owner.get(key)
+        lag = end - off if end is not None and off >= 0 else None
+        total_lag += lag or 0
+        rows.append((*key, off if off >= 0 else "-", end, lag if lag is not None else "-",
+                     m.member_id if m else "", m.client_id if m else "", m.host if m else ""))
+    return rows, total_lag
 
+
+def group_describe(args: argparse.Namespace) -> int:
     futures = admin(args).describe_consumer_groups(list(args.groups),
                                                    request_timeout=args.timeout)
     for i, gid in enumerate(args.groups):
         g = wait(futures[gid], args, f"describe {gid}")
-        committed = _committed(args, gid)
-        ends = _ends(args, committed, A.OffsetSpec.latest())
-        owner: dict[tuple[str, int], Any] = {}
-        for m in g.members:
-            for tp in (m.assignment.topic_partitions if m.assignment else []):
-                owner[(tp.topic, tp.partition)] = m
-        rows, total_lag = [], 0
-        for tp in sorted(committed, key=lambda tp: (tp.topic, tp.partition)):
-            end = ends.get((tp.topic, tp.partition))
-            lag = end - tp.offset if end is not None and tp.offset >= 0 else None
-            total_lag += lag or 0
-            m = owner.get((tp.topic, tp.partition))
-            rows.append((tp.topic, tp.partition, tp.offset if tp.offset >= 0 else "-", end,
-                         lag if lag is not None else "-", m.member_id if m else "",
-                         m.client_id if m else "", m.host if m else ""))
+        rows, total_lag = _describe_rows(args, g, _committed(args, gid))
         if i:
             print()
         section(f"GROUP {gid}")
