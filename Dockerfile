@@ -1,4 +1,7 @@
-# kafkawire: one broker node. Build: `docker build -t kafkawire .`
+# kafkawire: one broker node. Build: `docker build -t kafkawire .` (context: 3 MB, .dockerignore)
+# Size: 235 MB on a Debian bookworm minbase + python3 base built with debootstrap (169 MB), of
+# which kafkawire and its dependencies are 65 MB; on python:3.11-slim (about 130 MB) expect
+# about 200 MB. Runs as user kafkawire (uid 10001); data in the /data volume.
 # The base image is a build argument, so that a locally built base works where no registry can
 # be reached: `docker build --build-arg BASE_IMAGE=my-debian-python .` (it needs python3 >= 3.11
 # with the venv module, e.g. Debian bookworm's python3 and python3-venv).
@@ -22,6 +25,7 @@ COPY --from=build /wheels /wheels
 RUN python3 -m venv /opt/kafkawire \
  && /opt/kafkawire/bin/pip install --no-cache-dir --disable-pip-version-check \
       "$(ls /wheels/kafkawire-*.whl)[cli]" \
+ && /opt/kafkawire/bin/python -m pip uninstall -y -q pip setuptools \
  && rm -rf /wheels \
  && useradd --system --uid 10001 --home-dir /data --shell /usr/sbin/nologin kafkawire \
  && mkdir -p /data && chown kafkawire:kafkawire /data
