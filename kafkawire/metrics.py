@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import (
@@ -102,7 +102,8 @@ class BrokerMetrics:
 
     def __init__(self) -> None:
         self.topics: dict[str, TopicCounters] = {}
-        #: failures naming no existing topic: counted only in the all-topics series
+        #: failures naming no existing topic, and the counts of deleted topics: only in the
+        #: all-topics series
         self.unattributed = TopicCounters()
         self.requests: dict[str, RequestStats] = {}
         self.connections_created: dict[str, int] = {}
@@ -118,6 +119,14 @@ class BrokerMetrics:
         if c is None:
             c = self.topics[name] = TopicCounters()
         return c
+
+    def retire(self, topic: str) -> None:
+        """Drop a deleted topic's series; its counts stay in the all-topics totals."""
+        c = self.topics.pop(topic, None)
+        if c is not None:
+            for f in fields(TopicCounters):
+                setattr(self.unattributed, f.name,
+                        getattr(self.unattributed, f.name) + getattr(c, f.name))
 
     def request_done(self, name: str, version: int, queue_s: float, local_s: float,
                      remote_s: float, send_s: float) -> None:
@@ -147,6 +156,9 @@ class BrokerCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         m = self.broker.metrics
+        if self.broker.quorum is not None:  # as Kafka, a deleted topic's series go with it
+            for gone in set(m.topics) - set(self.broker.image.topics):
+                m.retire(gone)
         yield from topic_families(m.topics, m.unattributed)
         yield from request_families(m.requests)
         yield from self.partition_families()

@@ -96,6 +96,15 @@ def test_health_and_metrics_endpoints(broker: BrokerProcess) -> None:
     assert s['kafka_server_socket_server_metrics_connection_count{listener="PLAINTEXT",'
              'networkProcessor="0"}'] >= 1
 
+    # a deleted topic's series go (as Kafka's); the all-topics counters keep its counts
+    from confluent_kafka.admin import AdminClient
+
+    AdminClient({"bootstrap.servers": broker.bootstrap}).delete_topics(
+        ["ops-endpoints"])["ops-endpoints"].result(30)
+    s = series(http_get(base + "/metrics")[2])
+    assert not [k for k in s if 'topic="ops-endpoints"' in k]
+    assert s["kafka_server_brokertopicmetrics_messagesin_total"] >= 50
+
 
 def test_ready_is_503_until_the_broker_serves(tmp_path: Path) -> None:
     """Before storage is open and the node registered, /health/ready says 503 and why."""
