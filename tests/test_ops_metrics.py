@@ -99,8 +99,8 @@ def test_health_and_metrics_endpoints(broker: BrokerProcess) -> None:
     # a deleted topic's series go (as Kafka's); the all-topics counters keep its counts
     from confluent_kafka.admin import AdminClient
 
-    AdminClient({"bootstrap.servers": broker.bootstrap}).delete_topics(
-        ["ops-endpoints"])["ops-endpoints"].result(30)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # outlives its futures
+    admin.delete_topics(["ops-endpoints"])["ops-endpoints"].result(30)
     s = series(http_get(base + "/metrics")[2])
     assert not [k for k in s if 'topic="ops-endpoints"' in k]
     assert s["kafka_server_brokertopicmetrics_messagesin_total"] >= 50
