@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 STAMP     := $(VENV)/.installed
 
-.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline
+.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ test: $(STAMP) deps-system deps-java
 pipeline: $(STAMP) deps-java
 	$(PY) -m examples.clickstream $(ARGS)
 
+## fuzz-soak: the structure-aware fuzzing of every API key and version against a live broker,
+## long (FUZZ_EXAMPLES per API key, default 2000; the test run uses 6)
+fuzz-soak: $(STAMP)
+	KAFKAWIRE_FUZZ_EXAMPLES=$(or $(FUZZ_EXAMPLES),2000) $(PY) -m pytest tests/test_fuzz_structured.py tests/test_fuzz_live.py -q $(PYTEST_ARGS)
+
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow and not compat and not spark" $(PYTEST_ARGS)
 
@@ -68,6 +73,23 @@ deps-java:
 	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	    $$SUDO apt-get update -qq && \
 	    $$SUDO apt-get install -y -qq default-jre-headless maven >/dev/null; }
+
+## eos-soak: issue 11's loop (commit one record, abort one record, no pause) for 1,000 rounds
+## with librdkafka, kafka-python, aiokafka and Kafka's Java 4.x producer on a fresh kafkawire
+## (ROUNDS=n to change; BOOTSTRAP=host:port to run it against another broker, e.g. Apache Kafka)
+ROUNDS ?= 1000
+eos-soak: $(STAMP)
+	$(PY) -m compat_tests.kafka_dist fetch
+	$(PY) -m tests.eos_loop --rounds $(ROUNDS) $(if $(BOOTSTRAP),--bootstrap $(BOOTSTRAP))
+
+## eos-chain: three consume-transform-produce stages with exactly-once and members joining,
+## leaving and killed, RECORDS (100,000) records, on a fresh kafkawire then on a fresh Apache
+## Kafka 4.3.1 (needs the jars: compat-fetch)
+RECORDS ?= 100000
+eos-chain: $(STAMP)
+	$(PY) -m compat_tests.kafka_dist fetch
+	$(PY) -m tests.eos_chain --records $(RECORDS) --churn-s 2 --kill
+	$(PY) -m tests.eos_chain --records $(RECORDS) --churn-s 2 --kill --kafka
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

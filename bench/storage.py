@@ -11,6 +11,8 @@ Parts:
             page cache warm and cold (pages dropped with posix_fadvise DONTNEED)
   cleaner   the log cleaner over a compacted log (100-byte values, 100k keys, uncompressed and
             lz4 batches): MB/s and records/s read
+  layer     the partition-state layer's cost per call (log/replica.py): small batches appended
+            and read through Partition (acks=all waiter included) vs on the PartitionLog directly
   large     a 10 GB log of 4 MiB segments: write rate, clean open time and memory, unclean open
             (recovery point at the last flush), cold reads (p50/p99 of random 1 MiB reads and
             sequential MB/s after dropping the pages)
@@ -37,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from log.cleaner import clean_log, log_to_clean  # noqa: E402
 from log.config import LogConfig  # noqa: E402
 from log.partition_log import PartitionLog  # noqa: E402
+from log.replica import FetchIsolation, Partition  # noqa: E402
 from protocol.records import SimpleRecord, build_batch, iter_headers  # noqa: E402
 
 MB = 1024 * 1024
@@ -281,14 +284,58 @@ def bench_large(root: Path, total: int) -> None:
     table(f"A large log ({total / 1024**3:.0f} GB)", rows)
 
 
+def _layer_run(root: Path, template: bytes, direct: bool, calls: int) -> tuple[float, float]:
+    d = root / f"layer-{int(direct)}-0"
+    log = PartitionLog.open(d, LogConfig(segment_bytes=1024 * MB), NOW)
+    p = Partition(log, 1)
+    p.become_leader(0, frozenset({1}), (1,), NOW)
+    per_batch = next(iter(iter_headers(template)))[1].records_count
+    t0 = time.process_time()
+    for _ in range(calls):
+        buf = bytearray(template)
+        if direct:  # what the handlers did before the layer
+            log.append(buf, iter_headers(buf), leader_epoch=0, now_ms=NOW)
+            log.update_high_watermark(log.log_end_offset)
+        else:
+            info = p.append_as_leader(buf, iter_headers(buf), now_ms=NOW, required_acks=-1)
+            p.wait_for_high_watermark(info.last_offset + 1)
+    append_us = (time.process_time() - t0) / calls * 1e6
+    t0 = time.process_time()
+    for i in range(calls):
+        if direct:
+            log.read(i * per_batch, MB, max_offset=log.high_watermark)
+        else:
+            p.read(-1, i * per_batch, MB, isolation=FetchIsolation.HIGH_WATERMARK, now_ms=NOW)
+    read_us = (time.process_time() - t0) / calls * 1e6
+    log.close()
+    shutil.rmtree(d)
+    return append_us, read_us
+
+
+def bench_layer(root: Path, calls: int) -> None:
+    template = batch_of(10, 100)
+    runs: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+    for _ in range(5):
+        for direct in (True, False):
+            runs[direct].append(_layer_run(root, template, direct, calls))
+    rows = []
+    for direct, label in ((True, "PartitionLog directly"), (False, "through Partition")):
+        a = statistics.median(r[0] for r in runs[direct])
+        r = statistics.median(r[1] for r in runs[direct])
+        rows.append((label, f"append {a:.1f} us, read {r:.1f} us"))
+    table(f"Partition-state layer ({calls} calls of 10 x 100 B batches, median of 5, CPU time)", rows)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("parts", nargs="*", default=["append", "recovery", "cleaner", "large"])
+    ap.add_argument("parts", nargs="*",
+                    default=["append", "recovery", "cleaner", "layer", "large"])
     ap.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
     ap.add_argument("--append-mb", type=int, default=2048)
     ap.add_argument("--recovery-mb", type=int, default=2048)
     ap.add_argument("--cleaner-mb", type=int, default=256)
     ap.add_argument("--large-gb", type=float, default=10.0)
+    ap.add_argument("--layer-calls", type=int, default=20000)
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="kw-storage-bench-", dir=args.dir))
     try:
@@ -299,6 +346,8 @@ def main() -> None:
             bench_recovery(root, args.recovery_mb * MB)
         if "cleaner" in args.parts:
             bench_cleaner(root, args.cleaner_mb * MB)
+        if "layer" in args.parts:
+            bench_layer(root, args.layer_calls)
         if "large" in args.parts:
             bench_large(root, int(args.large_gb * 1024**3))
     finally:

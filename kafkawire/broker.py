@@ -9,6 +9,7 @@ the broker's small set of mutating operations, which go through the metadata quo
 from __future__ import annotations
 
 import logging
+import resource
 import time
 import uuid
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import trio
 
 from kafkawire.apis import REGISTRY
+from kafkawire.bootstrap import first_start_records, read_bootstrap
 from kafkawire.config import TOPIC_CONFIGS, BrokerConfig
 from kafkawire.config_entries import connection_limits, effective_topic_values
 from kafkawire.config_resources import group_consumer_settings
@@ -23,19 +25,26 @@ from kafkawire.coordinator_runtime import GROUP_TOPIC, TXN_TOPIC, CoordinatorRun
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
 from kafkawire.log_cleaner import LogCleanerService
 from kafkawire.log_flusher import LogFlusher
-from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum
+from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum, metadata_log_config
+from kafkawire.metadata_snapshots import SnapshotSettings
 from kafkawire.metrics import BrokerMetrics
 from kafkawire.purgatory import AppendNotifier
+from kafkawire.quorum_config import parse_voters
+from kafkawire.replica_manager import ReplicaManager
 from kafkawire.retention import run_producer_expiration, run_retention
-from kafkawire.server import Connection, RequestContext, Server
-from kafkawire.storage import format_or_check
+from kafkawire.server import Connection, FrameMemory, RequestContext, Server
+from kafkawire.storage import StorageError, format_or_check
 from kafkawire.telemetry import TelemetryManager
 from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_records
 from kraft import controller
 from kraft.image import MetadataImage
 from log.config import LogConfig
+from log.file_cache import FILE_CACHE
 from log.manager import LogManager
 from log.partition_log import PartitionLog
+from protocol._generated.config_record import ConfigRecord
+from protocol._generated.partition_record import PartitionRecord
+from protocol._generated.topic_record import TopicRecord
 from protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("kafkawire.broker")
@@ -56,6 +65,24 @@ SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
 }
 
 
+class StartupError(Exception):
+    """The broker cannot start (a busy port, an unusable log directory): one line for the
+    operator, no traceback."""
+
+
+def configure_file_cache(wanted: int) -> int:
+    """Size the log file handle cache: ``log.open.files.max``, at most half of the soft
+    open-file limit (the rest is for connections, checkpoints and fetches in progress)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    size = wanted
+    if soft != resource.RLIM_INFINITY and wanted > soft // 2:
+        size = max(1, soft // 2)
+        log.info("log.open.files.max %d lowered to %d (half of the open-file limit %d)",
+                 wanted, size, soft)
+    FILE_CACHE.configure(size)
+    return size
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -70,6 +97,7 @@ class Broker:
         self.flusher: LogFlusher | None = None
         self.cleaner: LogCleanerService | None = None
         self.quorum: MetadataQuorum | None = None
+        self.replicas: ReplicaManager | None = None
         self.notifier = AppendNotifier()
         self.metrics = BrokerMetrics()
         self.telemetry = TelemetryManager()
@@ -77,10 +105,16 @@ class Broker:
         self.server = Server(self.dispatch, config.socket_request_max_bytes, self.on_disconnect,
                              self.metrics)
         self.server.connection_limits = lambda: connection_limits(self.config, self.image)
+        idle_ms = int(config["connections.max.idle.ms"])
+        self.server.idle_ms = idle_ms if idle_ms >= 0 else float("inf")
+        queued_bytes = int(config["queued.max.request.bytes"])
+        if queued_bytes > 0:
+            self.server.frame_memory = FrameMemory(queued_bytes)
         self.bound_ports: dict[str, int] = {}
         self.started = trio.Event()
         self.start_time_ms = now_ms()
         self.disconnect_hooks: list[Any] = []
+        #: partitions hosted here whose log could not be created or opened (KAFKA_STORAGE_ERROR)
         self.metadata_lock = trio.Lock()
         self._pid_next = 0
         self._pid_end = 0
@@ -131,42 +165,99 @@ class Broker:
             self.logs.update_config(name, self.topic_log_config(name))
 
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
+        """The log of a hosted replica, for inspection only (producer state, sizes): appends,
+        reads and the high watermark go through ``self.replicas``. None when it is not here or
+        its log directory is offline."""
+        assert self.replicas is not None and self.logs is not None
+        if self.logs.offline:
+            return None
+        p = self.replicas.partition(topic, partition)
+        return p.log if p is not None else None
+
+    def is_offline(self, topic: str, partition: int) -> bool:
+        """The partition lives here but cannot be used (KAFKA_STORAGE_ERROR): its directory
+        went offline, or its log could not be created."""
         assert self.logs is not None
-        return self.logs.get(topic, partition)
+        assert self.replicas is not None
+        return self.logs.offline or (topic, partition) in self.replicas.offline_logs
+
+    def storage_failed(self, exc: BaseException) -> None:
+        """An I/O error from a log of this node: the log directory goes offline (as Kafka's
+        LogDirFailureChannel), except for running out of descriptors."""
+        if self.logs is not None and isinstance(exc, OSError):
+            self.logs.mark_offline(exc)
 
     # ---- metadata operations (through the quorum) --------------------------------------
     async def commit_metadata(self, records: list[Any]) -> None:
+        """Commit ``records`` to the metadata log and bring the local logs in line.
+
+        The logs of partitions the records create here are created FIRST: when that fails
+        (no descriptors left, a full disk) the records are not committed and the caller gets
+        KAFKA_STORAGE_ERROR, so the metadata never lists a partition whose log could not be
+        made."""
         assert self.quorum is not None
         if records:
-            await self.quorum.append(records)
+            created = self.create_logs_for(records)
+            try:
+                await self.quorum.append(records)
+            except BaseException:
+                self._drop_logs(created)
+                raise
             self.sync_logs_with_image()
 
-    def sync_logs_with_image(self) -> None:
-        """Create local logs for partitions led here; delete logs of removed topics."""
+    def create_logs_for(self, records: list[Any]) -> list[tuple[str, int]]:
+        """Create the logs of the new partitions in ``records`` that live on this node.
+        All or nothing: on failure the ones made are deleted and KAFKA_STORAGE_ERROR raised."""
         assert self.logs is not None
-        img = self.image
-        wanted: set[tuple[str, int]] = set()
-        for topic in img.topics.values():
-            for p in topic.partitions.values():
-                if self.node_id in p.replicas:
-                    wanted.add((topic.name, p.partition))
-        have = {tp for tp, _log in self.logs}
-        for topic_name, index in sorted(wanted - have):
-            self.logs.get_or_create(topic_name, index, now_ms(), self.topic_log_config(topic_name))
-        # As Kafka's Partition.makeLeader: the leader epoch starts at the log end offset, so
-        # OffsetForLeaderEpoch answers (epoch, LEO) for the current epoch even on an empty log.
-        for topic_name, index in wanted:
-            p = img.topics[topic_name].partitions[index]
-            plog = self.logs.get(topic_name, index)
-            if plog is not None and p.leader == self.node_id:
-                latest = plog.leader_epochs.latest_epoch()
-                if latest is None or latest < p.leader_epoch:
-                    plog.leader_epochs.assign(p.leader_epoch, plog.log_end_offset)
-        for topic_name, index in sorted(have - wanted):
-            if topic_name == "__cluster_metadata":
-                continue
-            self.logs.delete(topic_name, index)
-            self.notifier.notify(topic_name, index)
+        names = {r.topic_id: r.name for r in records if isinstance(r, TopicRecord)}
+        overrides: dict[str, dict[str, str]] = {}
+        for r in records:
+            if isinstance(r, ConfigRecord) and r.resource_type == 2 and r.value is not None:
+                overrides.setdefault(r.resource_name, {})[r.name] = r.value
+        created: list[tuple[str, int]] = []
+        try:
+            for r in records:
+                if not isinstance(r, PartitionRecord) or self.node_id not in r.replicas:
+                    continue
+                topic = names.get(r.topic_id)
+                if topic is None:
+                    known = self.image.topics_by_id.get(r.topic_id)
+                    topic = known.name if known is not None else None
+                if topic is None or self.logs.get(topic, r.partition_id) is not None:
+                    continue
+                cfg = LogConfig.from_properties(effective_topic_values(
+                    self.config, self.image,
+                    {**self.image.topic_config(topic), **overrides.get(topic, {})},
+                ))
+                self.logs.create(topic, r.partition_id, now_ms(), cfg, sync_dir=False)
+                created.append((topic, r.partition_id))
+            if created:
+                self.logs.sync_dir()
+        except (OSError, KafkaError) as exc:
+            self._drop_logs(created)
+            if isinstance(exc, OSError):
+                self.storage_failed(exc)
+            if not self.logs.offline:
+                log.error("could not create the logs of %d new partition(s): %s; nothing was "
+                          "committed", len(created) + 1, exc)
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"could not create the partition logs: {exc}"
+            ) from exc
+        return created
+
+    def _drop_logs(self, created: list[tuple[str, int]]) -> None:
+        assert self.logs is not None
+        for topic, partition in created:
+            try:
+                self.logs.delete(topic, partition)
+            except OSError:
+                log.exception("could not delete the log of %s-%d", topic, partition)
+
+    def sync_logs_with_image(self) -> None:
+        """Host the partitions the image places here, each as leader or follower (the replica
+        manager creates and deletes their logs), then let the coordinators follow."""
+        assert self.replicas is not None
+        self.replicas.apply_image(self.image, now_ms(), self.topic_log_config)
         for runtime in self.coordinators_by_key_type.values():
             runtime.sync()
 
@@ -214,10 +305,8 @@ class Broker:
     # ---- lifecycle ----------------------------------------------------------------------
     def open_storage(self) -> None:
         cfg = self.config
-        dirs = cfg.log_dirs
-        if cfg.metadata_log_dir not in dirs:
-            dirs = [*dirs, cfg.metadata_log_dir]
-        self.cluster_id = format_or_check(dirs, self.node_id, cfg.values.get("cluster.id"))
+        self.cluster_id = format_or_check(cfg, now_ms())
+        configure_file_cache(int(cfg["log.open.files.max"]))
         defaults = LogConfig.from_properties(
             {name: self.config.topic_default(name)[0] for name in TOPIC_CONFIGS}
         )
@@ -227,11 +316,20 @@ class Broker:
         )
         self.flusher = LogFlusher(self.logs, cfg, now_ms)
         self.cleaner = LogCleanerService(self)
-        self.quorum = MetadataQuorum(self.logs, self.node_id, now_ms)
+        self.replicas = ReplicaManager(self.logs, self.node_id, self.notifier)
+        self.quorum = MetadataQuorum(
+            self.replicas, self.node_id, now_ms, SnapshotSettings.from_config(cfg.values),
+            self._metadata_log_config(),
+            tuple(v.node_id for v in parse_voters(str(cfg.values["controller.quorum.voters"]))),
+        )
         self.quorum.load()
+        self._check_single_voter()
         if not self.image.features:
+            min_isr = int(self.config["min.insync.replicas"])
+            boot = read_bootstrap(cfg.metadata_log_dir)
             self.quorum.append_sync(
-                controller.bootstrap_records(int(self.config["min.insync.replicas"]))
+                controller.bootstrap_records(min_isr) if boot is None
+                else first_start_records(boot, min_isr)
             )
         features = group_version_records(self.config, self.image)
         features += transaction_version_records(self.image)
@@ -241,9 +339,26 @@ class Broker:
             self.logs.update_config(topic, self.topic_log_config(topic))
         self.sync_logs_with_image()
 
+    def _check_single_voter(self) -> None:
+        """Until the Raft driver lands (kraft/raft/), this node commits metadata alone: a
+        quorum with any other voter must not start, or each node would commit on its own."""
+        assert self.quorum is not None
+        voters = set(self.quorum.static_voters)
+        if self.quorum.voters is not None:
+            voters |= {v.voter_id for v in self.quorum.voters.voters}
+        if voters - {self.node_id}:
+            raise StorageError(
+                f"the KRaft quorum has voters {sorted(voters)}, but this build of kafkawire "
+                f"runs a single-voter quorum of this node ({self.node_id}) only")
+
+    def _metadata_log_config(self) -> LogConfig:
+        cfg = self.config
+        return metadata_log_config(cfg.metadata_log_segment_bytes,
+                                   int(cfg.values["metadata.log.segment.ms"]))
+
     def _log_config_for(self, topic: str) -> LogConfig:
-        if topic == METADATA_TOPIC:  # no retention, no cleaning: it is replayed whole
-            return LogConfig(segment_bytes=64 * 1024 * 1024, retention_ms=-1, retention_bytes=-1)
+        if topic == METADATA_TOPIC:  # no retention, no cleaning: snapshots clean it
+            return self._metadata_log_config()
         if self.quorum is None:
             return LogConfig.from_properties(
                 {name: self.config.topic_default(name)[0] for name in TOPIC_CONFIGS}
@@ -263,25 +378,52 @@ class Broker:
             self.node_id, self.incarnation_id, epoch, endpoints, None, SUPPORTED_FEATURES
         )
 
+    async def bind_listeners(self) -> list[tuple[str, str, list[trio.SocketListener]]]:
+        """Bind every listener before anything else happens (a second broker on a busy port
+        must not touch the data directory): (name, host, sockets). StartupError if a port
+        cannot be bound."""
+        bound: list[tuple[str, str, list[trio.SocketListener]]] = []
+        for lst in self.config.broker_listeners:
+            try:
+                listeners = await trio.open_tcp_listeners(lst.port, host=lst.host)
+            except OSError as e:
+                for _name, _host, ls in bound:
+                    for sock in ls:
+                        await sock.aclose()
+                raise StartupError(
+                    f"cannot listen on {lst.host}:{lst.port} ({lst.name}): "
+                    f"{e.strerror or e}"
+                ) from None
+            self.bound_ports[lst.name] = listeners[0].socket.getsockname()[1]
+            bound.append((lst.name, lst.host, listeners))
+        return bound
+
     async def run(self, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
         self.metrics.idle.start()
-        self.open_storage()
+        bound = await self.bind_listeners()
+        try:
+            self.open_storage()
+        except OSError as e:
+            for _name, _host, ls in bound:
+                for sock in ls:
+                    await sock.aclose()
+            self.close()
+            raise StartupError(f"cannot open the log directories: {e}") from None
         try:
             async with trio.open_nursery() as nursery:
-                for lst in self.config.broker_listeners:
-                    listeners = await trio.open_tcp_listeners(lst.port, host=lst.host)
-                    port = listeners[0].socket.getsockname()[1]
-                    self.bound_ports[lst.name] = port
-                    await nursery.start(self.server.serve_listener, lst.name, listeners)
+                for name, host, listeners in bound:
+                    await nursery.start(self.server.serve_listener, name, listeners)
                     log.info(
                         "kafkawire node %s listening on %s:%s (%s), cluster id %s, data in %s",
-                        self.node_id, lst.host, port, lst.name, self.cluster_id,
+                        self.node_id, host, self.bound_ports[name], name, self.cluster_id,
                         self.config.log_dirs[0],
                     )
                 await self.commit_metadata(self.register())
                 for runtime in self.coordinators_by_key_type.values():
                     await nursery.start(runtime.serve)
                 await nursery.start(self.txn_coordinator.serve)
+                assert self.quorum is not None
+                await nursery.start(self.quorum.run_snapshots)
                 assert self.flusher is not None and self.cleaner is not None
                 await nursery.start(self.flusher.run)
                 nursery.start_soon(run_retention, self)

@@ -5,6 +5,11 @@ property names, unknown keys reported on start; with no arguments a single node 
 127.0.0.1:9092 with data in ./data, metrics and health on 127.0.0.1:9404 (``metrics.port``).
 SIGINT/SIGTERM shut it down cleanly (logs closed, clean-shutdown marker written).
 
+``kafkawire format --cluster-id ID [server.properties] [--override key=value]...
+[--standalone | --initial-controllers ... | --no-initial-controllers] [--ignore-formatted]``
+formats the log directories (Kafka's ``kafka-storage format``); ``kafkawire random-uuid``
+prints a new cluster id.
+
 Client commands (any Kafka broker, through confluent-kafka/librdkafka; see
 ``kafkawire.cli_client``): ``topic``, ``produce``, ``consume``, ``group``, ``cluster info``.
 Kafka's own tools by their usual names: ``kafkawire kafka-topics ...`` runs the Apache Kafka
@@ -53,14 +58,63 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--log-format", choices=LOG_FORMATS, default="text",
                    help="text (default) or json: one JSON object per line")
     s.set_defaults(func=run_serve)
+    f = sub.add_parser(
+        "format", help="format the log directories (as kafka-storage format -t ID -c FILE)")
+    f.set_defaults(func=_format)
+    f.add_argument("properties", nargs="?", type=Path, help="a Kafka server.properties file")
+    f.add_argument("--config", "-c", type=Path, dest="config_file",
+                   help="the properties file (kafka-storage's spelling)")
+    f.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a property (repeatable), as for serve")
+    f.add_argument("--cluster-id", "-t", required=True, help="the cluster id (random-uuid)")
+    f.add_argument("--ignore-formatted", "-g", action="store_true",
+                   help="skip directories that are already formatted instead of failing")
+    quorum = f.add_mutually_exclusive_group()
+    quorum.add_argument("--standalone", "-s", action="store_true",
+                        help="start a dynamic quorum with this controller as its only voter")
+    quorum.add_argument("--initial-controllers", "-I", metavar="ID@HOST:PORT:DIR,...",
+                        help="the initial voters of a dynamic quorum (same on every node)")
+    quorum.add_argument("--no-initial-controllers", "-N", action="store_true",
+                        help="a controller that will join an existing dynamic quorum")
+    f.add_argument("--release-version", "-r", help="the metadata.version to start with")
+    f.add_argument("--feature", "-f", action="append", default=[], metavar="NAME=LEVEL",
+                   help="a feature level to start with (repeatable), e.g. group.version=0")
+    f.add_argument("--add-scram", "-S", action="append", default=[], metavar="CREDENTIAL",
+                   help="a SCRAM credential, e.g. 'SCRAM-SHA-256=[name=alice,password=x]'")
+    u = sub.add_parser("random-uuid", help="print a new random id (for --cluster-id)")
+    u.set_defaults(func=_random_uuid)
     cli_client.add_commands(sub)
     k = sub.add_parser("kafka-tools", help="list Kafka's tools runnable as `kafkawire kafka-...`")
     k.set_defaults(func=cli_kafka.list_tools)
     return ap
 
 
+def _format(args: argparse.Namespace) -> int:
+    import time
+
+    from kafkawire.storage import FormatOptions, StorageError, format_storage
+
+    if args.properties is not None and args.config_file is not None:
+        print("kafkawire: give the properties file once (positional or --config)", file=sys.stderr)
+        return 2
+    try:
+        cfg = BrokerConfig.load(args.properties or args.config_file, args.override)
+        opts = FormatOptions(
+            cluster_id=args.cluster_id, standalone=args.standalone,
+            initial_controllers=args.initial_controllers,
+            no_initial_controllers=args.no_initial_controllers,
+            ignore_formatted=args.ignore_formatted, release_version=args.release_version,
+            features=tuple(args.feature), add_scram=tuple(args.add_scram),
+        )
+        format_storage(cfg, opts, print, int(time.time() * 1000))
+    except (ConfigError, StorageError, OSError) as e:
+        print(f"kafkawire: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
 async def _serve(cfg: BrokerConfig) -> None:
-    from kafkawire.broker import Broker
+    from kafkawire.broker import Broker, StartupError
     from kafkawire.ops_http import OpsEndpoint
 
     broker = Broker(cfg)
@@ -69,8 +123,8 @@ async def _serve(cfg: BrokerConfig) -> None:
     if cfg.metrics_port:
         try:
             ops_listeners = await trio.open_tcp_listeners(cfg.metrics_port, host=cfg.metrics_host)
-        except OSError as e:
-            raise ConfigError(
+        except OSError as e:  # a listener that cannot be had, as a busy broker port
+            raise StartupError(
                 f"cannot serve metrics on {cfg.metrics_host}:{cfg.metrics_port}: "
                 f"{e.strerror or e} (set metrics.port to a free port, or 0 to turn it off)"
             ) from None
@@ -90,6 +144,30 @@ async def _serve(cfg: BrokerConfig) -> None:
         await nursery.start(broker.run)
 
 
+def startup_error(exc: BaseException) -> Exception | None:
+    """The refusal to start (storage not formatted or of another cluster, metadata that cannot
+    be loaded) inside what ``trio.run`` raised, if that is what stopped the node."""
+    from kafkawire.bootstrap import BootstrapError
+    from kafkawire.metadata_snapshots import MetadataLoadError
+    from kafkawire.storage import StorageError
+
+    if isinstance(exc, (StorageError, MetadataLoadError, ConfigError, BootstrapError)):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for sub in exc.exceptions:
+            found = startup_error(sub)
+            if found is not None:
+                return found
+    return None
+
+
+def _random_uuid(args: argparse.Namespace) -> int:
+    from kafkawire.storage import random_uuid
+
+    print(random_uuid())
+    return 0
+
+
 def run_serve(args: argparse.Namespace) -> int:
     setup_logging(args.log_level, args.log_format)
     try:
@@ -102,13 +180,22 @@ def run_serve(args: argparse.Namespace) -> int:
         logger.warning("unknown configuration key %r (ignored)", key)
     for key in cfg.ignored:
         logger.warning("configuration key %r is accepted but has no effect in kafkawire", key)
+    from kafkawire.broker import StartupError
+
     try:
         trio.run(_serve, cfg)
     except KeyboardInterrupt:
         pass
-    except ConfigError as e:
-        logger.error("%s", e)
-        return 2
+    except BaseException as e:  # one clear line for a node that must not start
+        bound = _find(e, StartupError)  # a listener or a log directory that cannot be had
+        if bound is not None:
+            logger.error("kafkawire cannot start: %s", bound)
+            return 1
+        err = startup_error(e)  # storage or metadata that must not be served
+        if err is None:
+            raise
+        print(f"kafkawire: {err}", file=sys.stderr)
+        return 1
     logger.info("kafkawire stopped")
     return 0
 
@@ -121,6 +208,18 @@ def main(argv: list[str] | None = None) -> int:
         return cli_kafka.run_tool(argv[0], argv[1:])
     args = build_parser().parse_args(argv)
     return int(args.func(args))
+
+
+def _find(exc: BaseException, kind: type[Exception]) -> BaseException | None:
+    """``exc`` itself or the first ``kind`` inside (nested) exception groups."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for sub in exc.exceptions:
+            found = _find(sub, kind)
+            if found is not None:
+                return found
+    return None
 
 
 if __name__ == "__main__":

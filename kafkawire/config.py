@@ -169,6 +169,10 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": ("int", 10000),
     "transaction.remove.expired.transaction.cleanup.interval.ms": ("int", 3600000),
     "transaction.partition.verification.enable": ("boolean", True),
+    # Produce with transaction version 2: the broker's own retries of CONCURRENT_TRANSACTIONS
+    # while the previous transaction's markers are written (KAFKA-18654)
+    "add.partitions.to.txn.retry.backoff.ms": ("int", 20),
+    "add.partitions.to.txn.retry.backoff.max.ms": ("int", 100),
     "transactional.id.expiration.ms": ("int", 604800000),
     "producer.id.expiration.ms": ("int", 86400000),
     "producer.id.expiration.check.interval.ms": ("int", 600000),
@@ -177,11 +181,22 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "num.io.threads": ("int", 8),
     "num.recovery.threads.per.data.dir": ("int", 2),
     "queued.max.requests": ("int", 500),
+    "queued.max.request.bytes": ("long", -1),
     "metadata.max.idle.interval.ms": ("int", 500),
+    "metadata.log.max.record.bytes.between.snapshots": ("long", 20971520),
+    "metadata.log.max.snapshot.interval.ms": ("long", 3600000),
+    "metadata.max.retention.bytes": ("long", 104857600),
+    "metadata.max.retention.ms": ("long", 604800000),
+    "metadata.log.segment.bytes": ("int", 1073741824),
+    "metadata.log.segment.ms": ("long", 604800000),
+    "internal.metadata.log.segment.bytes": ("int", None),
     "group.share.enable": ("boolean", False),
     "share.coordinator.state.topic.replication.factor": ("short", 1),
     "share.coordinator.state.topic.min.isr": ("int", 1),
     "connections.max.idle.ms": ("long", 600000),
+    # kafkawire's own (not a Kafka key): segment and index files kept open between uses, over
+    # all partitions (log/file_cache.py); capped at half the open-file limit at start.
+    "log.open.files.max": ("int", 256),
     "request.timeout.ms": ("int", 30000),
     "replica.lag.time.max.ms": ("long", 30000),
     "cluster.id": ("string", None),
@@ -267,7 +282,9 @@ KAFKAWIRE_CONFIGS: dict[str, tuple[str, Any]] = {
 }
 
 # Kafka's internal configs (``defineInternal``): accepted, never listed by DescribeConfigs.
-INTERNAL_BROKER_CONFIGS = frozenset({"log.initial.task.delay.ms"})
+INTERNAL_BROKER_CONFIGS = frozenset({
+    "log.initial.task.delay.ms", "internal.metadata.log.segment.bytes", "log.open.files.max",
+})
 
 # Keys Kafka has no default for (DescribeConfigs lists no DEFAULT_CONFIG synonym); kafkawire
 # falls back to the value above so that a node starts without any configuration.
@@ -390,8 +407,11 @@ class BrokerConfig:
         return cfg
 
     def validate(self) -> None:
+        from kafkawire.quorum_config import QuorumConfigError, validate_kraft
+
         if self.node_id < 0:
-            raise ConfigError("node.id must be >= 0")
+            raise ConfigError(f"Invalid value {self.node_id} for configuration node.id: "
+                              "Value must be at least 0")
         if self.socket_request_max_bytes <= 0:
             raise ConfigError("socket.request.max.bytes must be > 0")
         if self.message_max_bytes <= 0:
@@ -402,11 +422,26 @@ class BrokerConfig:
             Listener.parse(spec)
         if not 0 <= self.metrics_port <= 65535:
             raise ConfigError("metrics.port must be 0 (off) or a TCP port")
+        try:
+            validate_kraft(self)
+        except QuorumConfigError as e:
+            raise ConfigError(str(e)) from None
+        if int(self.values["metadata.log.segment.bytes"]) < 8 * 1024 * 1024:
+            raise ConfigError(
+                f"Invalid value {self.values['metadata.log.segment.bytes']} for configuration "
+                "metadata.log.segment.bytes: Value must be at least 8388608")
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
     # ---- typed accessors ------------------------------------------------------------------
+    @property
+    def metadata_log_segment_bytes(self) -> int:
+        """``internal.metadata.log.segment.bytes`` when set (tests), else
+        ``metadata.log.segment.bytes`` (Kafka's minimum 8 MiB is checked in ``validate``)."""
+        internal = self.values["internal.metadata.log.segment.bytes"]
+        return int(internal if internal is not None else self.values["metadata.log.segment.bytes"])
+
     @property
     def node_id(self) -> int:
         return int(self.values["node.id"])
@@ -426,6 +461,19 @@ class BrokerConfig:
             return str(host)
         listeners = self.broker_listeners
         return listeners[0].host if listeners else "127.0.0.1"
+
+    @property
+    def process_roles(self) -> frozenset[str]:
+        return frozenset(s.strip() for s in str(self.values["process.roles"]).split(",")
+                         if s.strip())
+
+    @property
+    def names_a_quorum(self) -> bool:
+        """``controller.quorum.voters`` or ``controller.quorum.bootstrap.servers`` is set: a
+        cluster configuration (Kafka's rules apply, the node must be formatted), not the
+        implicit single node."""
+        return bool(str(self.values["controller.quorum.voters"] or "").strip()
+                    or str(self.values["controller.quorum.bootstrap.servers"] or "").strip())
 
     @property
     def listener_specs(self) -> list[str]:

@@ -36,9 +36,16 @@ for the contract a coordinator implements.
 * **Timers**: each shard reports ``next_deadline_ms()``; one background task sleeps until the
   earliest, calls ``on_timer(now_ms)`` and appends the records that returns. Every operation
   re-arms it (a deadline may have moved closer).
-* Single node: the high watermark moves with the append (the ISR is this node), so a write is
-  committed when ``append`` returns; the reply is released then. Coordinator batches are
-  appended with ``AppendOrigin.COORDINATOR`` semantics (no sequence checks).
+* **Commit before reply**: writes go through the partition-state layer
+  (``Partition.append_as_leader``, ``AppendOrigin.COORDINATOR`` semantics: no sequence checks)
+  and ``run`` releases the reply only once the partition's high watermark passes the last
+  offset this runtime wrote there (an operation that wrote nothing waits for earlier writes
+  too, as Kafka's runtime defers a read behind pending writes). ``append`` / ``append_marker``
+  callers await ``wait_committed`` themselves. With one replica the high watermark moves with
+  the append, so nothing actually waits. A write that can no longer commit (leadership lost,
+  ISR below min.insync.replicas) answers NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE; the
+  shard has replayed it already, so reverting it (Kafka's snapshot registry) comes with
+  followers.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import trio
 
+from log.replica import FetchIsolation
 from protocol.coordinator import CoordinatorRecord, Pending
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import (
@@ -196,6 +204,7 @@ class CoordinatorRuntime:
         self.topic = topic
         self.shard_factory: Callable[[int], Shard] = shard_factory or (lambda _p: NullShard())
         self.slots: dict[int, _Slot] = {}
+        self._create_error = ""  # the last reason the topic could not be created (logged once)
         self._changed = trio.Event()
         self._rearm = trio.Event()
         self._nursery: trio.Nursery | None = None
@@ -205,6 +214,8 @@ class CoordinatorRuntime:
         #: one INFO line per wave instead of one per partition
         self._loading: set[int] = set()
         self._wave = [0, 0, 0.0]
+        #: per partition, the end offset of the last batch this runtime wrote
+        self._written_end: dict[int, int] = {}
 
     # ---- the internal topic -------------------------------------------------------------
     def _config(self, key: str) -> int:
@@ -240,8 +251,10 @@ class CoordinatorRuntime:
                 self.topic_configs(),
             )
         except KafkaError as e:
-            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            # retried every second while clients ask: say it once per distinct reason
+            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS and str(e) != self._create_error:
                 log.warning("cannot create %s: %s", self.topic.name, e)
+            self._create_error = str(e)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
 
     def leader_of(self, partition: int) -> int:
@@ -294,6 +307,7 @@ class CoordinatorRuntime:
                     led[p.partition] = p.leader_epoch
         for partition in sorted(set(self.slots) - set(led)):
             slot = self.slots.pop(partition)
+            self._written_end.pop(partition, None)
             slot.shard.on_unloaded()
             self._notify()
         for partition, epoch in sorted(led.items()):
@@ -339,18 +353,20 @@ class CoordinatorRuntime:
 
     async def _load_partition(self, partition: int) -> None:
         slot = self.slots.get(partition)
-        plog = self.broker.partition_log(self.topic.name, partition)
+        replicas = self.broker.replicas
+        p = replicas.partition(self.topic.name, partition) if replicas is not None else None
         if slot is None:
             return
         started = time.monotonic()
-        offset = plog.log_start_offset if plog is not None else 0
+        offset = p.log.log_start_offset if p is not None else 0
         records = 0
-        while plog is not None and not plog.closed:
-            end = plog.log_end_offset
-            if offset >= end:
+        while p is not None and not p.log.closed:
+            if offset >= p.log_end_offset:
                 break
             try:
-                data = plog.read(offset, LOAD_CHUNK_BYTES).read_bytes()
+                res = p.read(-1, offset, LOAD_CHUNK_BYTES, isolation=FetchIsolation.LOG_END,
+                             now_ms=now_ms()).records
+                data = res.read_bytes() if res is not None else b""
             except (KafkaError, OSError):
                 log.exception("loading %s-%d at offset %d", self.topic.name, partition, offset)
                 break
@@ -420,6 +436,9 @@ class CoordinatorRuntime:
         if records:
             self._append(slot, records)
         self._notify()
+        code = await self.wait_committed(partition)
+        if code:
+            raise KafkaError(code, f"{self.topic.name}-{partition}: write not committed")
         return reply
 
     def append(
@@ -439,16 +458,31 @@ class CoordinatorRuntime:
         return offset
 
     def _write(self, partition: int, batch: bytes, ts: int) -> int:
-        plog = self.broker.partition_log(self.topic.name, partition)
-        pimg = self.broker.image.partition(self.topic.name, partition)
-        if plog is None or pimg is None:
-            raise KafkaError(ErrorCode.NOT_COORDINATOR, "internal partition is gone")
+        assert self.broker.replicas is not None
+        try:
+            p = self.broker.replicas.leader_partition(self.topic.name, partition)
+        except KafkaError as e:
+            raise KafkaError(ErrorCode.NOT_COORDINATOR, f"internal partition: {e}") from e
         buf = bytearray(batch)
         batches = validate_batches(buf, from_client=False)
-        info = plog.append(buf, batches, leader_epoch=pimg.leader_epoch, now_ms=ts, coordinator=True)
-        plog.update_high_watermark(plog.log_end_offset)
-        self.broker.notifier.notify(self.topic.name, partition)
+        info = p.append_as_leader(buf, batches, now_ms=ts, coordinator=True)
+        self._written_end[partition] = info.last_offset + 1
         return info.first_offset
+
+    async def wait_committed(self, partition: int) -> ErrorCode:
+        """Until everything this runtime wrote to ``partition`` is committed (the high
+        watermark passed it): NONE, or the coordinator error to answer instead."""
+        end = self._written_end.get(partition)
+        replicas = self.broker.replicas
+        p = replicas.partition(self.topic.name, partition) if replicas is not None else None
+        if end is None:
+            return ErrorCode.NONE
+        if p is None or replicas is None:
+            return ErrorCode.NOT_COORDINATOR
+        code = await replicas.wait_for_high_watermark(p, end)
+        if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+            return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE if code else ErrorCode.NONE
 
     def _append(
         self,
@@ -506,10 +540,16 @@ class CoordinatorRuntime:
         ev.set()
         self._rearm.set()
 
-    async def wait(self, pending: Pending[T]) -> T:
-        """Wait until ``pending`` is completed by a later operation or timer."""
+    async def wait(self, pending: Pending[T], partition: int | None = None) -> T:
+        """Wait until ``pending`` is completed by a later operation or timer, then (with
+        ``partition``) until what the runtime wrote there is committed; raises KafkaError
+        with the coordinator error when it cannot be."""
         while not pending.done:
             await self._changed.wait()
+        if partition is not None:
+            code = await self.wait_committed(partition)
+            if code:
+                raise KafkaError(code, f"{self.topic.name}-{partition}: write not committed")
         return pending.value  # type: ignore[return-value]
 
     async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -80,14 +80,15 @@ async def on_group(
     on_error: Callable[[KafkaError], R],
 ) -> R:
     """``op`` on the shard of ``group_id``; coordinator errors go through ``on_error``; a
-    parked reply (``Pending``) is awaited."""
+    parked reply (``Pending``) is awaited, and answered once its partition's writes are
+    committed (the partition-state layer's high watermark)."""
     runtime = broker.group_runtime
     try:
         reply: Any = await runtime.run(group_id, op)
+        if isinstance(reply, Pending):  # released once the write completing it is committed
+            reply = await runtime.wait(reply, runtime.partition_for(group_id))
     except KafkaError as e:
         return on_error(e)
-    if isinstance(reply, Pending):
-        reply = await runtime.wait(reply)
     return reply  # type: ignore[no-any-return]
 
 

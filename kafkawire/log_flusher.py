@@ -44,18 +44,20 @@ IDLE_CHECK_MS = 1000
 MIN_CHECK_MS = 5
 
 
-def _flush_all(logs: list[PartitionLog]) -> list[PartitionLog]:
-    """fsync each log (worker thread). Returns the logs whose flush failed."""
+def _flush_all(logs: list[PartitionLog]) -> tuple[list[PartitionLog], OSError | None]:
+    """fsync each log (worker thread). Returns the logs whose flush failed and the first
+    error."""
     failed: list[PartitionLog] = []
+    first: OSError | None = None
     for plog in logs:
         if plog.closed:
             continue
         try:
             plog.flush()
-        except OSError:
-            log.exception("fsync of %s failed", plog.dir)
+        except OSError as e:
             failed.append(plog)
-    return failed
+            first = first or e
+    return failed, first
 
 
 class LogFlusher:
@@ -130,7 +132,14 @@ class LogFlusher:
             self._wakeup = trio.Event()
             batch = list(self._pending.values())
             self._pending.clear()
-            failed = await trio.to_thread.run_sync(_flush_all, batch)
+            if self.logs.offline:  # nothing is written to an offline directory
+                failed: list[PartitionLog] = batch
+            else:
+                failed, error = await trio.to_thread.run_sync(_flush_all, batch)
+                if error is not None and not self.logs.mark_offline(error) and (
+                    not self.logs.offline
+                ):
+                    log.warning("fsync of %d log(s) failed: %s", len(failed), error)
             now = self.clock()
             for plog in batch:
                 plog.last_flush_ms = now
@@ -167,10 +176,13 @@ class LogFlusher:
 
     async def _checkpoint(self, write: Callable[[], None]) -> None:
         async with self._checkpoint_lock:
+            if self.logs.offline:
+                return
             try:
                 await trio.to_thread.run_sync(write)
-            except OSError:
-                log.exception("writing a checkpoint file failed")
+            except OSError as e:
+                if not self.logs.mark_offline(e) and not self.logs.offline:
+                    log.warning("writing a checkpoint file failed: %s", e)
 
     async def checkpoint_log_start_offsets(self) -> None:
         """Write ``log-start-offset-checkpoint`` now (after DeleteRecords)."""

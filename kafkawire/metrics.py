@@ -226,7 +226,7 @@ class BrokerCollector(Collector):
                                 labels=labels)
         segs = GaugeMetricFamily("kafka_log_log_numlogsegments", "Segments", labels=labels)
         logs = self.broker.logs
-        if logs is not None:
+        if logs is not None and not logs.offline:  # as Kafka, an offline dir's logs go
             for (topic, partition), plog in sorted(logs, key=lambda e: e[0]):
                 if topic == "__cluster_metadata":  # Kafka's raft log is not a kafka.log Log
                     continue
@@ -261,20 +261,21 @@ class BrokerCollector(Collector):
         if q is None or q.log is None:
             return
         leo = q.log_end_offset()
+        hw = q.partition.high_watermark if q.partition is not None else leo
         applied = q.image.offset
         rf = "kafka_server_raft_metrics_"
         yield gauge(rf + "current_leader", "Node id of the quorum leader", self.broker.node_id)
         yield gauge(rf + "current_epoch", "Quorum leader epoch", q.epoch)
-        yield gauge(rf + "high_watermark", "Quorum high watermark", leo)
+        yield gauge(rf + "high_watermark", "Quorum high watermark", hw)
         yield gauge(rf + "log_end_offset", "Metadata log end offset", leo)
         yield gauge(rf + "current_state", "1 = leader (kafkawire: a one-voter quorum)", 1)
         kc = "kafka_controller_kafkacontroller_"
         yield gauge(kc + "lastappliedrecordoffset", "Last metadata record applied", applied)
         yield gauge(kc + "lastcommittedrecordoffset", "Last metadata record committed",
-                    leo - 1)
+                    hw - 1)
         yield gauge("kafka_server_raft_metrics_lag",
                     "Committed metadata records not yet applied to the image (offsets)",
-                    max(0, leo - 1 - applied))
+                    max(0, hw - 1 - applied))
 
     # ---- consumer groups (kafka_exporter's names) -----------------------------------------
     def group_lag_families(self) -> Iterator[Metric]:
@@ -290,11 +291,11 @@ class BrokerCollector(Collector):
                 continue
             for group, offsets in sorted(store.committed.items()):
                 for (topic, partition), om in sorted(offsets.items()):
-                    plog = b.partition_log(topic, partition) if b.logs is not None else None
+                    p = b.replicas.partition(topic, partition) if b.replicas is not None else None
                     lv = [group, topic, str(partition)]
                     cur.add_metric(lv, om.offset)
-                    if plog is not None:
-                        lag.add_metric(lv, max(0, plog.high_watermark - om.offset))
+                    if p is not None:  # the high watermark of the partition-state layer
+                        lag.add_metric(lv, max(0, p.high_watermark - om.offset))
         yield lag
         yield cur
 

@@ -59,7 +59,10 @@ class BrokerProcess:
         log_file: str | Path | None = None,
         log_level: str | None = None,
         metrics_port: int | None = None,
+        open_files_limit: int | None = None,
     ) -> None:
+        #: the broker's soft open-file limit (``ulimit -n``); None: inherited
+        self.open_files_limit = open_files_limit
         #: the broker's ``--log-level``; ``KAFKAWIRE_LOG_LEVEL`` (e.g. DEBUG, which traces
         #: every request and response) when not given
         self.log_level = log_level or os.environ.get("KAFKAWIRE_LOG_LEVEL")
@@ -113,7 +116,10 @@ class BrokerProcess:
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-        self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen(
+            self.command(), stdout=out, stderr=subprocess.STDOUT, env=env,
+            preexec_fn=self._limit_open_files if self.open_files_limit else None,
+        )
         out.close()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -124,6 +130,12 @@ class BrokerProcess:
             time.sleep(0.05)
         self.kill()
         raise RuntimeError(f"kafkawire did not start within {timeout_s}s:\n{self.log()}")
+
+    def _limit_open_files(self) -> None:  # runs in the child before exec
+        import resource
+
+        _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files_limit or _soft, hard))
 
     def log(self) -> str:
         try:
@@ -187,6 +199,8 @@ class InProcessBroker:
         self._token: Any = None
         self._cancel: Any = None
         self._error: BaseException | None = None
+        #: the running ``kafkawire.broker.Broker`` (tests that hold one of its parts)
+        self.broker: Any = None
 
     @property
     def bootstrap(self) -> str:
@@ -205,7 +219,8 @@ class InProcessBroker:
             self._token = trio.lowlevel.current_trio_token()
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
-                await nursery.start(Broker(cfg).run)
+                self.broker = Broker(cfg)
+                await nursery.start(self.broker.run)
                 ready.set()
 
         def runner() -> None:

@@ -205,7 +205,8 @@ class TxnCoordinator:
         else:
             plog = self.broker.partition_log(OFFSETS_TOPIC, partition)
             if not self.verification_enabled() or (
-                plog is not None and producer_id in plog.producer_state.ongoing
+                plog is not None
+                and plog.producer_state.has_ongoing_txn(producer_id, producer_epoch)
             ):
                 return ErrorCode.NONE
             code, _ = self.verify(
@@ -218,22 +219,39 @@ class TxnCoordinator:
 
     async def add_implicitly(
         self, transactional_id: str, topic: str, partition: int, producer_id: int,
-        producer_epoch: int,
+        producer_epoch: int, *, retry: bool = False,
     ) -> tuple[ErrorCode, ErrorCode]:
         """Transaction version 2 (Produce v12+, TxnOffsetCommit v5+): the partition joins the
         producer's transaction with the write itself, no AddPartitionsToTxn. Errors mapped as
-        :meth:`verify` maps them (TRANSACTION_ABORTABLE is understood by these versions)."""
-        try:
-            code: ErrorCode = await self.run(
-                transactional_id,
-                lambda shard, now: shard.add_partitions(
-                    transactional_id, producer_id, producer_epoch, [(topic, partition)], now,
-                    client_version=2,
-                ),
-            )
-        except KafkaError as e:
-            code = e.code
-        return _mapped(code, True), code
+        :meth:`verify` maps them (TRANSACTION_ABORTABLE is understood by these versions).
+
+        ``retry`` (Produce, as Kafka's ReplicaManager since KAFKA-18654): CONCURRENT_TRANSACTIONS
+        (the previous transaction's markers are still being written, the normal case right
+        after an EndTxn) is retried here every ``add.partitions.to.txn.retry.backoff.ms`` for
+        up to ``add.partitions.to.txn.retry.backoff.max.ms`` (at most ``request.timeout.ms``)
+        before the client is told (NOT_ENOUGH_REPLICAS, retriable)."""
+        values = self.broker.config.values
+        backoff_ms = int(values["add.partitions.to.txn.retry.backoff.ms"])
+        budget_ms = min(int(values["add.partitions.to.txn.retry.backoff.max.ms"]),
+                        int(values["request.timeout.ms"]))
+        deadline = trio.current_time() + budget_ms / 1000
+        while True:
+            try:
+                code: ErrorCode = await self.run(
+                    transactional_id,
+                    lambda shard, now: shard.add_partitions(
+                        transactional_id, producer_id, producer_epoch, [(topic, partition)],
+                        now, client_version=2,
+                    ),
+                )
+            except KafkaError as e:
+                code = e.code
+            if (
+                not retry or code != ErrorCode.CONCURRENT_TRANSACTIONS
+                or trio.current_time() + backoff_ms / 1000 > deadline
+            ):
+                return _mapped(code, True), code
+            await trio.sleep(backoff_ms / 1000)
 
     def shard_or_error(self, transactional_id: str) -> TxnShard | ErrorCode:
         try:
@@ -269,7 +287,7 @@ class TxnCoordinator:
                 for topic, p in pending:
                     code = await write_marker(
                         self.broker, topic, p, job.producer_id, job.producer_epoch, job.commit,
-                        coordinator_epoch,
+                        coordinator_epoch, job.transaction_version,
                     )
                     if code in _MOVED_ON:
                         log.warning(

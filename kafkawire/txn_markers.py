@@ -8,7 +8,9 @@ A marker is a control batch with one record: key ``(version 0, type 0 ABORT / 1 
 value ``(version 0, coordinator epoch)``, transactional + control attributes, the
 transaction's producer id and epoch, no sequence, and this broker's clock as timestamp (as
 Kafka's ``MemoryRecords.withEndTransactionMarker``). The log checks it as Kafka's producer
-state does: an epoch older than the producer's -> INVALID_PRODUCER_EPOCH, a coordinator epoch
+state does: an epoch older than the producer's (transaction version 2: not newer than the open
+transaction's, the coordinator bumps the epoch for the marker) -> INVALID_PRODUCER_EPOCH, a
+coordinator epoch
 older than the last marker's -> TRANSACTION_COORDINATOR_FENCED; otherwise it closes the
 producer's open transaction on that partition (an ABORT goes into the ``.txnindex``) and the
 last stable offset moves.
@@ -46,6 +48,7 @@ async def write_marker(
     producer_epoch: int,
     commit: bool,
     coordinator_epoch: int,
+    transaction_version: int = 0,
 ) -> ErrorCode:
     """Write one marker on this node: through the group coordinator runtime for
     ``__consumer_offsets`` (its shard replays the marker: pending transactional offsets
@@ -56,22 +59,21 @@ async def write_marker(
             runtime.append_marker(partition, producer_id, producer_epoch, commit, coordinator_epoch)
         except KafkaError as e:
             return e.code
-        return ErrorCode.NONE
-    pimg = broker.image.partition(topic, partition)
-    if pimg is None:
+        code = await runtime.wait_committed(partition)
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER if code == ErrorCode.NOT_COORDINATOR else code
+    if broker.image.partition(topic, partition) is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    plog = broker.partition_log(topic, partition)
-    if pimg.leader != broker.node_id or plog is None:
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert broker.replicas is not None
     now = _now_ms()
     kind = ControlType.COMMIT if commit else ControlType.ABORT
     batch = bytearray(
         build_control_batch(kind, producer_id, producer_epoch, coordinator_epoch, timestamp=now)
     )
     try:
-        plog.append(batch, iter_headers(batch), leader_epoch=pimg.leader_epoch, now_ms=now)
+        p = broker.replicas.leader_partition(topic, partition)
+        info = p.append_as_leader(batch, iter_headers(batch), now_ms=now, coordinator=False,
+                                  marker_transaction_version=transaction_version)
     except KafkaError as e:
         return e.code
-    plog.update_high_watermark(plog.log_end_offset)
-    broker.notifier.notify(topic, partition)
-    return ErrorCode.NONE
+    # as Kafka's WriteTxnMarkers, answered once the marker is replicated to the ISR
+    return await broker.replicas.wait_for_high_watermark(p, info.last_offset + 1)

@@ -2,8 +2,11 @@
 
 Kafka's on-disk layout (segments, sparse offset/time indexes, producer snapshots, leader epoch
 and offset checkpoints) so Kafka's tools can read it; see ``partition_log`` for the design of
-the append / read hot paths, recovery, retention and flushing, ``producer_state`` for
-idempotence, ``cleaner`` for compaction, and ``manager`` for the log directory. Time is always
+the append / read hot paths, recovery, retention and flushing (split by job into ``log_core``,
+``log_recovery``, ``log_append``, ``log_read``, ``log_retention``, ``log_swap``),
+``producer_state`` for idempotence, ``cleaner`` for compaction, ``manager`` for the log
+directory, and ``replica`` for the partition-state layer (Kafka's ``Partition``: roles, ISR,
+the high watermark and its waiters) through which everything above ``log/`` uses a log. Time is always
 passed in (``now_ms``); nothing here reads a clock, opens a socket or starts a thread.
 """
 

@@ -27,6 +27,8 @@ import struct
 from pathlib import Path
 from typing import ClassVar
 
+from log.file_cache import FILE_CACHE, OpenFile, open_fd
+
 __all__ = ["OffsetIndex", "TimeIndex", "OFFSET_ENTRY", "TIME_ENTRY"]
 
 OFFSET_ENTRY = struct.Struct(">ii")
@@ -37,7 +39,10 @@ _INT32_MAX = 0x7FFFFFFF
 class _Index:
     ENTRY: ClassVar[struct.Struct]
 
-    __slots__ = ("path", "base_offset", "max_entries", "_buf", "_entries", "_first", "_last", "_wfd")
+    __slots__ = (
+        "path", "base_offset", "max_entries", "_buf", "_entries", "_first", "_last", "_writer",
+        "_wfile",
+    )
 
     def __init__(self, path: Path, base_offset: int, max_bytes: int) -> None:
         self.path = path
@@ -47,7 +52,10 @@ class _Index:
         self._entries = 0
         self._first: tuple[int, int] | None = None  # decoded (absolute) first entry
         self._last: tuple[int, int] | None = None  # decoded (absolute) last entry
-        self._wfd: int | None = None
+        #: the index of the active segment: its entries stay in memory, appends go to the file
+        self._writer = False
+        #: the append handle, opened on the first append and kept while the file cache keeps it
+        self._wfile: OpenFile | None = None
 
     # -- decoding ---------------------------------------------------------------------------
     def _decode(self, raw: tuple[int, int]) -> tuple[int, int]:
@@ -63,8 +71,7 @@ class _Index:
     def create(self) -> None:
         """Start an empty index file (replacing any existing one)."""
         self.close_writer()
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.close(fd)
+        os.close(open_fd(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))
         self._buf = bytearray()
         self._entries = 0
         self._first = self._last = None
@@ -73,7 +80,7 @@ class _Index:
         """Read size, first and last entry of an existing file. False if missing or malformed."""
         size_of = self.ENTRY.size
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = open_fd(self.path, os.O_RDONLY)
         except FileNotFoundError:
             return False
         try:
@@ -109,21 +116,33 @@ class _Index:
         return buf
 
     def unload(self) -> None:
-        if self._wfd is None:
+        if not self._writer:
             self._buf = None
 
     def open_writer(self) -> None:
-        if self._wfd is None:
+        """Become the active segment's index (the file itself is opened on first append)."""
+        if not self._writer:
             self.load()
-            self._wfd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._writer = True
 
     def close_writer(self) -> None:
-        if self._wfd is not None:
-            os.close(self._wfd)
-            self._wfd = None
+        self._writer = False
+        self.drop_handle()
+        FILE_CACHE.forget(self)
+
+    def drop_handle(self) -> None:
+        """Called by the file cache: forget the append handle (reopened on the next append)."""
+        self._wfile = None
+
+    def _write_handle(self) -> OpenFile:
+        f = self._wfile
+        if f is None:
+            f = self._wfile = OpenFile(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        FILE_CACHE.touch(self)
+        return f
 
     def fsync(self) -> None:
-        fd = os.open(self.path, os.O_RDONLY)
+        fd = open_fd(self.path, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
@@ -157,12 +176,22 @@ class _Index:
 
     # -- mutation ---------------------------------------------------------------------------
     def _append(self, entry: tuple[int, int]) -> None:
+        """Add an entry. An index is sparse, so an entry that cannot be written (no descriptor
+        left, disk full) is skipped, in memory too: the file stays a valid index and lookups scan
+        a little further (the batches it describes are already in the log file)."""
         data = self._encode(entry)
         buf = self.load()
-        if self._wfd is None:
-            self.open_writer()
-        assert self._wfd is not None
-        os.write(self._wfd, data)
+        self._writer = True
+        try:
+            written = os.write(self._write_handle().fd, data)
+        except OSError:
+            return
+        if written != len(data):  # a torn entry (full disk): cut it off again
+            try:
+                os.truncate(self.path, len(buf))
+            except OSError:
+                pass
+            return
         buf += data
         self._entries += 1
         if self._first is None:
@@ -250,6 +279,18 @@ class OffsetIndex(_Index):
         unpack = OFFSET_ENTRY.unpack_from
         i = bisect.bisect_right(range(self._entries), position, key=lambda j: unpack(buf, j * 8)[1])
         return 0 if i == 0 else int(unpack(buf, (i - 1) * 8)[1])
+
+    def entry_at_or_below_position(self, position: int) -> tuple[int, int] | None:
+        """The last entry (offset, position) whose position is <= ``position``, or None."""
+        last = self._last
+        if last is not None and last[1] <= position:
+            return last
+        if last is None:
+            return None
+        buf = self.load()
+        unpack = OFFSET_ENTRY.unpack_from
+        i = bisect.bisect_right(range(self._entries), position, key=lambda j: unpack(buf, j * 8)[1])
+        return None if i == 0 else self._entry(buf, i - 1)
 
     def first_at_or_after_position(self, position: int) -> int | None:
         """The offset of the first entry whose position is >= ``position`` (Kafka's

@@ -30,24 +30,32 @@ class LeaderEpochCache:
         for e, o in entries or []:
             self._epochs.append(e)
             self._starts.append(o)
+        #: what the file holds (None: unknown or missing), so that flush() skips a rewrite
+        #: (and its fsyncs) when nothing changed: every start flushes every partition's cache
+        self._saved: list[tuple[int, int]] | None = None
 
     @classmethod
     def load(cls, dir: Path) -> LeaderEpochCache:
         path = dir / LEADER_EPOCH_CHECKPOINT
         try:
-            entries = read_epoch_checkpoint(path) or []
+            raw = read_epoch_checkpoint(path)
         except CorruptCheckpointError:
-            entries = []
+            raw = None
+        entries = raw or []
         # keep only a strictly increasing chain (defensive against a hand-edited file)
         clean: list[tuple[int, int]] = []
         for e, o in entries:
             if e >= 0 and o >= 0 and (not clean or (e > clean[-1][0] and o >= clean[-1][1])):
                 clean.append((e, o))
-        return cls(path, clean)
+        cache = cls(path, clean)
+        cache._saved = raw
+        return cache
 
     def _save(self) -> None:
         if self.path is not None:
-            write_epoch_checkpoint(self.path, self.entries())
+            entries = self.entries()
+            write_epoch_checkpoint(self.path, entries)
+            self._saved = entries
 
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._epochs, self._starts, strict=True))
@@ -118,4 +126,10 @@ class LeaderEpochCache:
             self._save()
 
     def flush(self) -> None:
+        """Write the checkpoint unless it already holds these entries."""
+        entries = self.entries()
+        if self._saved == entries:
+            return
+        if self._saved is None and not entries and (self.path is None or not self.path.exists()):
+            return  # a new partition: nothing to persist yet
         self._save()

@@ -18,6 +18,7 @@ asynchronously) are removed at startup, ``*-future`` / ``*-stray`` ones are left
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -50,6 +51,8 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+#: errors that say nothing about the directory (the process is out of descriptors)
+_NOT_DIR_FAILURES = (errno.EMFILE, errno.ENFILE)
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 
@@ -70,6 +73,8 @@ class LogManager:
         self._closed = False
         self._roll_listener: Callable[[PartitionLog], None] | None = None
         self._cleaner_offsets: dict[TopicPartition, int] = {}
+        #: why the directory went offline (Kafka's log dir failure), None while it is online
+        self.offline_reason: str | None = None
 
     @classmethod
     def open(
@@ -145,11 +150,17 @@ class LogManager:
         return len(self.logs)
 
     def create(
-        self, topic: str, partition: int, now_ms: int, config: LogConfig | None = None
+        self, topic: str, partition: int, now_ms: int, config: LogConfig | None = None,
+        *, sync_dir: bool = True,
     ) -> PartitionLog:
-        """Create an empty partition log (TOPIC_ALREADY_EXISTS if it is already here)."""
+        """Create an empty partition log (TOPIC_ALREADY_EXISTS if it is already here).
+        ``sync_dir=False``: the caller fsyncs the log directory once for many creations
+        (:meth:`sync_dir`)."""
         if self._closed:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log manager is closed")
+        if self.offline_reason is not None:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"log directory {self.log_dir} is offline: {self.offline_reason}")
         if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"illegal topic name {topic!r}")
         if partition < 0:
@@ -167,10 +178,15 @@ class LogManager:
             log_start_offset=0,
             high_watermark=0,
         )
-        fsync_dir(self.log_dir)
+        if sync_dir:
+            fsync_dir(self.log_dir)
         log.roll_listener = self._roll_listener
         self.logs[key] = log
         return log
+
+    def sync_dir(self) -> None:
+        """fsync the log directory (new partition directories in it)."""
+        fsync_dir(self.log_dir)
 
     def get_or_create(
         self, topic: str, partition: int, now_ms: int, config: LogConfig | None = None
@@ -263,9 +279,35 @@ class LogManager:
     def expire_producers(self, now_ms: int) -> int:
         return sum(len(log.expire_producers(now_ms)) for _, log in self)
 
+    @property
+    def offline(self) -> bool:
+        return self.offline_reason is not None
+
+    def mark_offline(self, exc: BaseException) -> bool:
+        """Kafka's log directory failure: after an I/O error (a full disk, EIO, a read-only
+        remount) nothing more is written here; the broker answers KAFKA_STORAGE_ERROR for the
+        directory's partitions, :meth:`close` writes no checkpoint and no clean-shutdown
+        marker, and the next start recovers the logs. Running out of descriptors is not a
+        directory failure (ignored here). Logs one ERROR line; True the first time."""
+        if isinstance(exc, OSError) and exc.errno in _NOT_DIR_FAILURES:
+            return False
+        if self.offline_reason is not None:
+            return False
+        self.offline_reason = str(exc)
+        logger.error(
+            "log directory %s is offline after an I/O error: %s. Its partitions answer "
+            "KAFKA_STORAGE_ERROR and nothing more is written there; restart the broker once "
+            "the directory is usable again (it then recovers the logs).", self.log_dir, exc,
+        )
+        return True
+
     def close(self) -> None:
-        """Close every log, write the checkpoints, then the clean shutdown marker."""
+        """Close every log, write the checkpoints, then the clean shutdown marker (an offline
+        directory is left as it is: its next open recovers it)."""
         if self._closed:
+            return
+        if self.offline:
+            self._closed = True
             return
         for _, log in self:
             log.close()

@@ -16,8 +16,11 @@ Append checks for a client append (Kafka's ProducerAppendInfo semantics, Kafka 2
 * same epoch: first seq must be last seq + 1, where 0 follows 2147483647 -> else
   ``OUT_OF_ORDER_SEQUENCE_NUMBER``.
 * a non-transactional batch while the producer has an open transaction -> ``INVALID_TXN_STATE``.
-* transaction markers (control batches): epoch must not go backwards; a marker whose coordinator
-  epoch is older than the last one seen -> ``TRANSACTION_COORDINATOR_FENCED``.
+* transaction markers (control batches): epoch must not go backwards (transaction version 2:
+  must be newer than the open transaction's, the coordinator bumped it for the marker) ->
+  ``INVALID_PRODUCER_EPOCH``; a
+  marker whose coordinator epoch is older than the last one seen ->
+  ``TRANSACTION_COORDINATOR_FENCED``.
 
 Validation is staged in a :class:`ProducerAppend` and only committed after the bytes are
 written, so a failed append leaves the state untouched. Recovery replays batch headers through
@@ -257,15 +260,30 @@ class ProducerAppend:
             self.started_txns.append((pid, first_offset))
 
     def add_control_batch(
-        self, h: BatchHeader, control_type: int | None, coordinator_epoch: int | None
+        self, h: BatchHeader, control_type: int | None, coordinator_epoch: int | None,
+        transaction_version: int = 0,
     ) -> CompletedTxn | None:
-        """Check and stage a control batch. ``control_type``: 0 abort, 1 commit, None other."""
+        """Check and stage a control batch. ``control_type``: 0 abort, 1 commit, None other.
+        ``transaction_version`` 2 (WriteTxnMarkers v2, KIP-1228): the coordinator bumped the
+        epoch for the marker, so it must be NEWER than the epoch of the producer's open
+        transaction here; one at that epoch would close a transaction it does not belong to
+        (INVALID_PRODUCER_EPOCH, as Kafka 4.3.1). The same epoch with no transaction open is
+        a retry of a marker already written (KAFKA-19999) and is accepted."""
         pid = h.producer_id
         if pid < 0 or control_type not in (CONTROL_ABORT, CONTROL_COMMIT):
             return None
         st = self._stage(pid)
         epoch = h.producer_epoch
         self._check_epoch(st, pid, epoch, h.base_offset)
+        if (
+            transaction_version >= 2 and epoch == st.epoch and st.txn_first is not None
+            and self._validate
+        ):
+            raise KafkaError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"transaction version 2 marker of producer {pid} at offset {h.base_offset} has "
+                f"the epoch of the open transaction ({epoch}); it must be newer",
+            )
         if coordinator_epoch is not None:
             if st.coordinator_epoch > coordinator_epoch and self._validate:
                 raise KafkaError(
@@ -301,6 +319,19 @@ class ProducerStateManager:
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
+
+    def has_ongoing_txn(self, producer_id: int, producer_epoch: int) -> bool:
+        """Does ``producer_id`` have a transaction open on this partition that was started at
+        ``producer_epoch``? (Kafka's ``hasOngoingTransaction(pid, epoch)``.) A write with a
+        newer epoch belongs to a new transaction even while the old one waits for its marker:
+        with transaction version 2 every EndTxn bumps the epoch, and the next transaction's
+        first write can reach the partition before the previous transaction's marker."""
+        entry = self.producers.get(producer_id)
+        return (
+            entry is not None
+            and entry.current_txn_first_offset is not None
+            and entry.producer_epoch == producer_epoch
+        )
 
     def find_duplicate(self, h: BatchHeader) -> BatchMetadata | None:
         """The stored batch ``h`` duplicates, if any (same epoch and sequence range)."""

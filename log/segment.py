@@ -14,7 +14,9 @@ File descriptors: a segment's file is a :class:`SegmentFile` that closes its des
 last reference to it goes away. The log hands these objects out inside read results (for
 ``os.sendfile``), so a segment deleted by retention or truncation while a fetch is still being
 sent keeps its inode alive until the send completes, and a descriptor number is never reused
-under a reader's feet. The owning log keeps only a few segments' files open (LRU).
+under a reader's feet. A segment opens its file on first use and keeps it only while it is among
+the ``log.open.files.max`` most recently used handles of the process (``log/file_cache.py``);
+an idle partition holds no descriptor, not even for its active segment.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import NamedTuple
 import crc32c as _crc32c
 
 from log.config import LogConfig
+from log.file_cache import FILE_CACHE, OpenFile, open_fd
 from log.index import OFFSET_ENTRY, TIME_ENTRY, OffsetIndex, TimeIndex
 from log.txn_index import TXN_INDEX_SUFFIX, TxnIndex
 from protocol.records import (
@@ -68,34 +71,14 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
-class SegmentFile:
-    """An open segment file. The descriptor closes when the last reference is dropped.
+class SegmentFile(OpenFile):
+    """An open segment file (read/append). The descriptor closes when the last reference is
+    dropped; keep the object (not just ``fd``) alive while using the descriptor."""
 
-    Keep the object (not just ``fd``) alive while using the descriptor.
-    """
-
-    __slots__ = ("fd", "path")
+    __slots__ = ()
 
     def __init__(self, path: Path, *, create: bool = True) -> None:
-        self.path = path
-        self.fd = -1
-        flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
-        self.fd = os.open(path, flags, 0o644)
-
-    def pread(self, n: int, pos: int) -> bytes:
-        return os.pread(self.fd, n, pos)
-
-    def __del__(self) -> None:
-        fd = self.fd
-        if fd >= 0:
-            self.fd = -1
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-    def __repr__(self) -> str:
-        return f"SegmentFile({self.path.name}, fd={self.fd})"
+        super().__init__(path, os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0))
 
 
 def scan_file(fd: int, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
@@ -135,18 +118,75 @@ class CorruptBatch(NamedTuple):
     reason: str
 
 
+class _OffsetChecker:
+    """Offset sanity of consecutive batch headers (the part of a header the CRC does not cover).
+
+    baseOffset lies outside the CRC, so a damaged one is found only by its neighbours: a batch
+    must start after the previous one ends and end before ``limit_offset`` (the next segment's
+    base offset). When batch B overlaps its predecessor A, either header may be the damaged one:
+    A is blamed unless it is anchored (it follows its own predecessor without a gap, starts
+    the segment at its base offset, or matches the offset index), since serving A with a wrong
+    base offset would make consumers skip records silently. ``first_last_offset``: the last
+    offset the offset index gives for the first batch checked."""
+
+    __slots__ = ("segment_base", "expected", "limit_offset", "first_last_offset", "_prev")
+
+    def __init__(
+        self, segment_base: int, min_offset: int, limit_offset: int | None = None,
+        first_last_offset: int | None = None,
+    ) -> None:
+        self.segment_base = segment_base
+        self.expected = min_offset
+        self.limit_offset = limit_offset
+        self.first_last_offset = first_last_offset
+        self._prev: tuple[int, int, bool] | None = None  # (position, base offset, anchored)
+
+    def check(self, pos: int, h: BatchHeader) -> CorruptBatch | None:
+        """The bad batch (``h`` or the previous one) or None; call :meth:`accept` if None and
+        the rest of ``h`` (length, CRC) is good."""
+        prev = self._prev
+        if h.base_offset < self.expected and prev is not None and not prev[2]:
+            return CorruptBatch(
+                prev[0], prev[1],
+                f"base offset {prev[1]} overlaps the next batch (base offset {h.base_offset} at "
+                f"position {pos}): one of the two headers is damaged",
+            )
+        bad = _header_problem(h, self.segment_base, self.expected)
+        last = h.base_offset + h.last_offset_delta
+        if bad is None and prev is None and self.first_last_offset is not None and (
+            last != self.first_last_offset
+        ):
+            bad = f"last offset {last}, the offset index says {self.first_last_offset}"
+        if bad is None and self.limit_offset is not None and last >= self.limit_offset:
+            bad = f"last offset {last} not below the next segment's base {self.limit_offset}"
+        return None if bad is None else CorruptBatch(pos, h.base_offset, bad)
+
+    def accept(self, pos: int, h: BatchHeader) -> None:
+        prev = self._prev
+        anchored = (
+            h.base_offset == self.expected if prev is not None
+            else self.first_last_offset is not None or h.base_offset == self.segment_base
+        )
+        self._prev = (pos, h.base_offset, anchored)
+        self.expected = h.base_offset + h.last_offset_delta + 1
+
+
 def check_batches(
-    fd: int, start: int, end: int, base_offset: int, min_offset: int = -1
+    fd: int, start: int, end: int, base_offset: int, min_offset: int = -1, *,
+    limit_offset: int | None = None, first_last_offset: int | None = None,
+    data_end: int | None = None,
 ) -> tuple[int, CorruptBatch | None]:
     """CRC-check every batch of ``fd`` in [start, end) (batch boundaries), as recovery does.
 
     Returns (end of the valid prefix, the first bad batch or None). A batch is bad when its
-    header is not a plausible v2 header (length, magic, offsets not increasing, offsets out of
-    the segment's int32 range) or its CRC-32C does not match; a batch running past ``end``
-    counts as bad only if ``end`` is where the data ends.
+    header is not a plausible v2 header (length, magic, offsets out of the segment's int32
+    range or not below ``limit_offset``), its offsets overlap a neighbour's (see
+    :class:`_OffsetChecker`) or its CRC-32C does not match; a batch running past ``end`` counts
+    as bad only if ``end`` is where the data ends. With ``data_end`` (the file's data end), the
+    header after ``end`` is read too, to find a last batch whose base offset overlaps it.
     """
     pos = start
-    expected = min_offset
+    checker = _OffsetChecker(base_offset, min_offset, limit_offset, first_last_offset)
     while end - pos >= LOG_OVERHEAD:
         buf = os.pread(fd, min(_RECOVER_CHUNK, end - pos), pos)
         if len(buf) < RECORD_BATCH_OVERHEAD:
@@ -155,11 +195,12 @@ def check_batches(
         while len(buf) - off >= RECORD_BATCH_OVERHEAD:
             h = _make_header(_unpack_header(buf, off))
             size = h.batch_length + LOG_OVERHEAD
-            bad = _header_problem(h, base_offset, expected)
-            if bad is None and pos + size > end:
-                bad = f"batch of {size} bytes runs past the end of the data"
-            if bad is not None:
-                return pos, CorruptBatch(pos, h.base_offset, bad)
+            found = checker.check(pos, h)
+            if found is None and pos + size > end:
+                found = CorruptBatch(pos, h.base_offset,
+                                     f"batch of {size} bytes runs past the end of the data")
+            if found is not None:
+                return found.position, found
             if off + size > len(buf):
                 if off == 0:
                     buf = os.pread(fd, size, pos)
@@ -172,11 +213,18 @@ def check_batches(
                 return pos, CorruptBatch(
                     pos, h.base_offset, f"CRC mismatch (stored {h.crc:#010x}, computed {crc:#010x})"
                 )
-            expected = h.base_offset + h.last_offset_delta + 1
+            checker.accept(pos, h)
             pos += size
             off += size
     if pos < end:
         return pos, CorruptBatch(pos, -1, f"{end - pos} trailing bytes")
+    if data_end is not None and data_end - end >= RECORD_BATCH_OVERHEAD:
+        nxt = os.pread(fd, RECORD_BATCH_OVERHEAD, end)
+        found = None
+        if len(nxt) == RECORD_BATCH_OVERHEAD:
+            found = checker.check(end, _make_header(_unpack_header(nxt, 0)))
+        if found is not None and found.position < end:  # the last batch checked is to blame
+            return found.position, found
     return pos, None
 
 
@@ -275,8 +323,7 @@ class LogSegment:
         cls, dir: Path, base_offset: int, config: LogConfig, now_ms: int, *, file_suffix: str = ""
     ) -> LogSegment:
         seg = cls(dir, base_offset, config, now_ms, file_suffix=file_suffix)
-        fd = os.open(seg.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.close(fd)
+        os.close(open_fd(seg.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))
         seg.offset_index.create()
         seg.time_index.create()
         return seg
@@ -301,10 +348,16 @@ class LogSegment:
 
     # -- file handle ----------------------------------------------------------------------------
     def file(self) -> SegmentFile:
+        """The open file (opened now if it is not cached); raises OSError (e.g. EMFILE)."""
         f = self._file
         if f is None:
-            f = self._file = SegmentFile(self.log_path)
+            f = self._file = SegmentFile(self.log_path, create=False)
+        FILE_CACHE.touch(self)
         return f
+
+    def drop_handle(self) -> None:
+        """The handle cache evicted this segment's file (readers holding it keep it open)."""
+        self._file = None
 
     def file_for_sync(self) -> SegmentFile | None:
         """The open file, or a fresh one not cached here (so fsync never grows the open set);
@@ -324,6 +377,7 @@ class LogSegment:
     def release(self) -> None:
         """Drop the open file and the in-memory indexes (inactive segments only)."""
         self._file = None
+        FILE_CACHE.forget(self)
         self.offset_index.unload()
         self.time_index.unload()
 
@@ -372,31 +426,42 @@ class LogSegment:
         self.unverified_end = self.size
         self._verified = []
 
-    def verify_range(self, start: int, end: int) -> tuple[int, CorruptBatch | None]:
+    def verify_range(
+        self, start: int, end: int, limit_offset: int | None = None
+    ) -> tuple[int, CorruptBatch | None]:
         """CRC-check the batches in [start, end) that are not known good yet.
 
-        ``start`` and ``end`` are batch boundaries. Returns (end of the valid prefix, the bad
-        batch or None); checked ranges are remembered, so each byte is checked once.
+        ``start`` and ``end`` are batch boundaries; ``limit_offset`` is the next segment's base
+        offset (None for the last segment). The check starts at the offset-index entry at or
+        below ``start`` (its last offset anchors the base offsets, which the CRC does not
+        cover). Returns (end of the valid prefix, the bad batch or None); the prefix may end
+        before ``start`` when a batch before it is the damaged one. Checked ranges are
+        remembered, so each byte is checked once.
         """
+        entry = self.offset_index.entry_at_or_below_position(start) if start else None
+        pos = entry[1] if entry is not None else 0
+        first_last: int | None = entry[0] if entry is not None else None
         stop = min(end, self.unverified_end)
-        pos = start
         for a, b in self._verified:
             if b <= pos:
                 continue
             if a > pos:
                 break
-            pos = b  # pos lies in a checked range: skip to its end
+            pos, first_last = b, None  # pos lies in a checked range: skip to its end
         if pos >= stop:
             return end, None
         # check up to the next checked range (or the end), then continue from there
         nxt = next((a for a, _b in self._verified if a > pos), stop)
         f = self.file()
-        good, bad = check_batches(f.fd, pos, min(nxt, stop), self.base_offset)
+        good, bad = check_batches(
+            f.fd, pos, min(nxt, stop), self.base_offset,
+            limit_offset=limit_offset, first_last_offset=first_last, data_end=self.size,
+        )
         self._add_verified(pos, good)
         if bad is not None:
             return good, bad
         if min(nxt, stop) < stop:
-            return self.verify_range(min(nxt, stop), end)
+            return self.verify_range(min(nxt, stop), end, limit_offset)
         return end, None
 
     def _add_verified(self, a: int, b: int) -> None:
@@ -527,9 +592,10 @@ class LogSegment:
         self.time_index.replace_all(time_buf)
         self.version += 1
 
-    def recover(self, min_offset: int) -> RecoveryResult:
+    def recover(self, min_offset: int, limit_offset: int | None = None) -> RecoveryResult:
         """Validate every batch (header sanity + CRC-32C), truncate at the first bad one, and
-        rebuild the indexes. ``min_offset``: batches must start at or after this offset."""
+        rebuild the indexes. ``min_offset``: batches must start at or after this offset;
+        ``limit_offset`` (the next segment's base offset): and end before it."""
         self.size = os.stat(self.log_path).st_size
         fd = self.file().fd
         file_size = self.size
@@ -539,7 +605,7 @@ class LogSegment:
         off_buf = bytearray()
         time_buf = bytearray()
         nxt: int | None = None
-        expected = max(min_offset, self.base_offset)
+        checker = _OffsetChecker(self.base_offset, max(min_offset, self.base_offset), limit_offset)
         pos = 0
         buf = b""
         buf_start = 0
@@ -554,7 +620,17 @@ class LogSegment:
                     break
             h = _make_header(_unpack_header(buf, off))
             size = h.batch_length + LOG_OVERHEAD
-            reason = _header_problem(h, self.base_offset, expected)
+            found = checker.check(pos, h)
+            if found is not None and found.position < pos:
+                # the previous batch's base offset is the damaged one: cut there and rescan
+                os.ftruncate(fd, found.position)
+                again = self.recover(min_offset, limit_offset)
+                return RecoveryResult(
+                    again.next_offset, file_size - self.size,
+                    f"batch at position {found.position} (offset {found.base_offset}): "
+                    f"{found.reason}",
+                )
+            reason = found.reason if found is not None else None
             if reason is None and pos + size > file_size:
                 reason = f"batch of {size} bytes runs past the end of the file (torn write)"
             if reason is not None:
@@ -575,7 +651,7 @@ class LogSegment:
                 )
                 break
             nxt = self._index_batch(pos, h, off_buf, time_buf)
-            expected = nxt
+            checker.accept(pos, h)
             pos += size
             valid_end = pos
         truncated = file_size - valid_end
@@ -628,6 +704,7 @@ class LogSegment:
     # -- deletion -------------------------------------------------------------------------------
     def delete_files(self) -> None:
         self._file = None
+        FILE_CACHE.forget(self)
         self.offset_index.delete()
         self.time_index.delete()
         self.txn_index.delete()

@@ -69,3 +69,22 @@ def test_the_checker_catches_an_upward_import(tmp_path: Path) -> None:
     tree = ast.parse("from kafkawire.broker import Broker\nimport trio\n")
     tops = [t for t, _ in imported_tops(tree)]
     assert "kafkawire" in tops and "trio" in tops
+
+
+# The partition-state layer (log/replica.py) is the only way above log/ to move a partition's
+# high watermark or cut its log: handlers and coordinators go through it (docs/DESIGN.md).
+LOG_ONLY_CALLS = {"update_high_watermark", "truncate_to", "truncate_fully_and_start_at",
+                  "delete_records_before", "append_as_follower"}
+
+
+@pytest.mark.parametrize("pkg,path", [m for m in modules() if m[0] != "log"],
+                         ids=lambda v: str(v).rsplit("/", 1)[-1])
+def test_only_the_partition_layer_moves_the_high_watermark(pkg: str, path: Path) -> None:
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name = node.func.attr
+            if name in LOG_ONLY_CALLS:
+                # a Partition's own methods of the same name are fine only when called on one
+                target = ast.unparse(node.func.value)
+                assert "log" not in target.lower(), f"{path}:{node.lineno} calls {target}.{name}"

@@ -103,9 +103,9 @@ def test_unclean_restart_recovers_from_checkpoint(tmp_path: Path, monkeypatch: p
     recovered: list[int] = []
     real = LogSegment.recover
 
-    def spy(self: LogSegment, min_offset: int):  # type: ignore[no-untyped-def]
+    def spy(self: LogSegment, min_offset: int, limit_offset: int | None = None):  # type: ignore[no-untyped-def]
         recovered.append(self.base_offset)
-        return real(self, min_offset)
+        return real(self, min_offset, limit_offset)
 
     monkeypatch.setattr(LogSegment, "recover", spy)
     mgr = LogManager.open(tmp_path, NOW, default_config=config)

@@ -228,6 +228,7 @@ class TxnLogMachine(RuleBasedStateMachine):
         self.w = Writer(self.log)
         self.open: dict[int, int] = {}  # pid -> first offset
         self.aborted: list[AbortedTxn] = []
+        self.epoch: dict[int, int] = {}  # pid -> the epoch its next data batch carries
 
     def teardown(self) -> None:
         if not self.log.closed:
@@ -236,7 +237,7 @@ class TxnLogMachine(RuleBasedStateMachine):
 
     @rule(pid=st.sampled_from(PIDS), n=st.integers(1, 4))
     def data(self, pid: int, n: int) -> None:
-        off = self.w.data(pid, n)
+        off = self.w.data(pid, n, epoch=self.epoch.get(pid, 0))
         self.open.setdefault(pid, off)
 
     @rule(n=st.integers(1, 3))
@@ -245,7 +246,19 @@ class TxnLogMachine(RuleBasedStateMachine):
 
     @rule(pid=st.sampled_from(PIDS), commit=st.booleans())
     def marker(self, pid: int, commit: bool) -> None:
-        off = self.w.marker(pid, commit)
+        self._marker(pid, commit, self.epoch.get(pid, 0))
+
+    @rule(pid=st.sampled_from(PIDS), commit=st.booleans())
+    def marker_bumped(self, pid: int, commit: bool) -> None:
+        """Transaction version 2: EndTxn bumps the epoch and the marker carries epoch + 1;
+        the producer's next transaction runs on that epoch from sequence 0."""
+        epoch = self.epoch.get(pid, 0) + 1
+        self._marker(pid, commit, epoch)
+        self.epoch[pid] = epoch
+        self.w.seq[pid] = 0
+
+    def _marker(self, pid: int, commit: bool, epoch: int) -> None:
+        off = self.w.marker(pid, commit, epoch=epoch)
         first = self.open.pop(pid, None)
         if first is not None and not commit:
             lso = min(self.open.values()) if self.open else off + 1
@@ -284,10 +297,22 @@ class TxnLogMachine(RuleBasedStateMachine):
                     self.open.pop(h.producer_id, None)
                 else:
                     self.open.setdefault(h.producer_id, h.base_offset)
-        self.w.seq = {}  # sequences restart: new epochs are not modelled, use fresh pids' state
+        self.w.seq = {}  # the producers continue from what the log kept
         for pid in PIDS:
             entry = self.log.producer_state.last_entry(pid)
             self.w.seq[pid] = entry.last_seq + 1 if entry and entry.batches else 0
+            self.epoch[pid] = entry.producer_epoch if entry else 0
+
+    @invariant()
+    def ongoing_by_epoch(self) -> None:
+        """Produce asks ``has_ongoing_txn(pid, epoch)``: true only for the epoch that opened
+        the transaction, never for the next one (issue 11: the next transaction's first write
+        must not be taken as part of the open one)."""
+        state = self.log.producer_state
+        for pid in PIDS:
+            epoch = self.epoch.get(pid, 0)
+            assert state.has_ongoing_txn(pid, epoch) == (pid in self.open)
+            assert not state.has_ongoing_txn(pid, epoch + 1)
 
     @invariant()
     def matches_model(self) -> None:

@@ -389,28 +389,28 @@ def test_flush_ms_flushes_in_the_background(tmp_path: Path) -> None:
         )
 
 
-def _corrupt_middle_of_first_segment(data_dir: Path, topic: str) -> None:
+def _corrupt_middle_of_first_segment(data_dir: Path, topic: str, where: str = "crc") -> None:
+    """Damage the batch holding the middle of the first segment: its last byte (covered by the
+    CRC), or the low byte of its base offset (not covered: found by its neighbours' offsets)."""
     seg = sorted((data_dir / f"{topic}-0").glob("*.log"))[0]
     raw = bytearray(seg.read_bytes())
-    raw[len(raw) // 2] ^= 0xFF  # in the middle of some batch (not necessarily its CRC range)
-    # make sure a CRC-covered byte is hit: flip the last byte of the batch holding the middle
     from protocol.records import iter_headers
 
     for pos, h in iter_headers(bytes(seg.read_bytes())):
         if pos <= len(raw) // 2 < pos + h.size:
-            raw[len(raw) // 2] ^= 0xFF  # undo
-            raw[pos + h.size - 1] ^= 0xFF
+            raw[pos + h.size - 1 if where == "crc" else pos + 7] ^= 0xFF
             break
     seg.write_bytes(bytes(raw))
 
 
-def test_corrupt_batch_below_recovery_point_is_never_served(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["crc", "base_offset"])
+def test_corrupt_batch_below_recovery_point_is_never_served(tmp_path: Path, where: str) -> None:
     with BrokerProcess(tmp_path / "d", overrides=FAST) as b:
         t = name("corrupt")
         create(b.bootstrap, t)
         produce(b.bootstrap, t, [(None, f"value-{i}".encode()) for i in range(40)])
         b.stop()  # clean: the restart trusts the files and does not scan them
-        _corrupt_middle_of_first_segment(b.data_dir, t)
+        _corrupt_middle_of_first_segment(b.data_dir, t, where)
         b.start()
         c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": name("g"),
                       "enable.auto.commit": False, "check.crcs": False})

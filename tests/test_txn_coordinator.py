@@ -446,6 +446,41 @@ class CoordinatorMachine(RuleBasedStateMachine):
             assert err == E.NONE
             assert self.log.shard.txns[tid].state is (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT)
 
+    @rule(tid=st.sampled_from(["a", "b"]), commit=st.booleans())
+    def end_v2(self, tid: str, commit: bool) -> None:
+        """EndTxn v5 (transaction version 2): the Prepare record carries epoch + 1."""
+        pid, epoch = self._current(tid)
+        before = self.log.shard.txns.get(tid)
+        res = self.log.run(self.log.shard.end_txn_v2(tid, pid, epoch, commit, self.now))
+        if res is NEED_PRODUCER_ID:
+            res = self.log.run(self.log.shard.end_txn_v2(
+                tid, pid, epoch, commit, self.now, new_producer_id=self._pid()))
+        assert isinstance(res, InitResult)
+        if before is not None and before.state is S.ONGOING:
+            assert res.error == E.NONE
+            m = self.log.shard.txns[tid]
+            assert m.state is (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT)
+            assert m.producer_epoch == before.producer_epoch + 1
+
+    @precondition(lambda self: any(m.state.is_prepare for m in self.log.shard.txns.values()))
+    @rule(data=st.data(), version=st.sampled_from([0, 2]))
+    def write_before_markers(self, data: st.DataObject, version: int) -> None:
+        """Issue 11: EndTxn answered, its markers not written yet, and the client already
+        writes its next transaction: with the epoch EndTxn returned (version 2: epoch + 1) or
+        the same one (version 1). Neither an add nor a verification may succeed, so the write
+        cannot join the transaction the pending markers will close."""
+        shard = self.log.shard
+        tid = data.draw(st.sampled_from(sorted(t for t, m in shard.txns.items()
+                                               if m.state.is_prepare)))
+        m = shard.txns[tid]
+        part = data.draw(st.tuples(st.sampled_from("xy"), st.integers(0, 2)))
+        err = self.log.run(shard.add_partitions(
+            tid, m.producer_id, m.producer_epoch, [part], self.now, client_version=version))
+        assert err == E.CONCURRENT_TRANSACTIONS
+        assert shard.verify_partitions(tid, m.producer_id, m.producer_epoch, [part]) == {
+            part: E.CONCURRENT_TRANSACTIONS}
+        assert shard.txns[tid] == m
+
     @rule()
     def markers(self) -> None:
         for job in self.log.shard.marker_jobs():
@@ -486,6 +521,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
                 assert m.start_ms == -1 and not m.partitions
             elif m.state.is_complete:
                 assert not m.partitions and m.start_ms >= T0
+            elif m.state.is_prepare and m.client_version >= 2:
+                assert m.start_ms >= T0  # version 2 may abort with nothing added
             else:
                 assert m.partitions and m.start_ms >= T0
             key = f"{tid}/{m.producer_id}"

@@ -170,6 +170,36 @@ def test_write_txn_markers_errors(raw: RawClient) -> None:
     assert fetch(raw, topic, 0, READ_COMMITTED).high_watermark == 3
 
 
+def test_transaction_version_2_markers_must_bump_the_epoch(raw: RawClient) -> None:
+    """WriteTxnMarkers v2 names the transaction version (KIP-1228): a version-2 marker must
+    carry an epoch newer than the open transaction's (the coordinator bumps it for the marker),
+    else INVALID_PRODUCER_EPOCH; the same epoch again once nothing is open is a retry and is
+    written (KAFKA-19999). Version 1 keeps "not older". The same calls on Kafka 4.3.1 answer
+    47, 0, 0, 0 with LSO 0 then 4 and the abort listed at 0."""
+    topic = new_topic(raw, "txm")
+    pid = idempotent_pid(raw)
+
+    def markers(epoch: int, tv: int, commit: bool = True) -> list[int]:
+        req = WriteTxnMarkersRequest(markers=[WriteTxnMarkersRequest.WritableTxnMarker(
+            producer_id=pid, producer_epoch=epoch, transaction_result=commit,
+            coordinator_epoch=0, transaction_version=tv,
+            topics=[WriteTxnMarkersRequest.WritableTxnMarkerTopic(
+                name=topic, partition_indexes=[0])])])
+        return [p.error_code for m in raw.request(req, 2).markers for t in m.topics
+                for p in t.partitions]
+
+    assert produce(raw, topic, txn_batch(pid, 0, ["a"], epoch=3)).error_code == 0
+    assert markers(3, 2) == [ErrorCode.INVALID_PRODUCER_EPOCH]  # not newer: refused
+    assert fetch(raw, topic, 0, READ_COMMITTED).last_stable_offset == 0  # still open
+    assert markers(4, 2, commit=False) == [0]  # epoch + 1: closes it
+    assert markers(4, 2, commit=False) == [0]  # a retry of it: written again, nothing to close
+    assert markers(4, 1) == [0]  # version 1: the same epoch is fine
+    assert markers(3, 2) == [ErrorCode.INVALID_PRODUCER_EPOCH]  # older: refused anyway
+    p = fetch(raw, topic, 0, READ_COMMITTED)
+    assert p.last_stable_offset == 4
+    assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(pid, 0)]
+
+
 def test_describe_producers(raw: RawClient) -> None:
     topic = new_topic(raw, "txd")
     pid = idempotent_pid(raw)

@@ -122,6 +122,8 @@ class MarkerJob(NamedTuple):
     producer_epoch: int
     commit: bool
     partitions: tuple[TopicPartition, ...]
+    #: 2 when the coordinator bumped the epoch for these markers (transaction version 2)
+    transaction_version: int = 0
 
 
 class TxnDescription(NamedTuple):
@@ -503,6 +505,7 @@ class TxnShard:
                     MarkerJob(
                         tid, meta.producer_id, meta.producer_epoch,
                         meta.state is TxnState.PREPARE_COMMIT, tuple(sorted(meta.partitions)),
+                        2 if meta.client_version >= 2 else 0,
                     )
                 )
         return jobs

@@ -11,7 +11,10 @@
 - A topic named twice: INVALID_REQUEST "Duplicate topic name.", listed first as Kafka does.
 - Every result carries its topic name (the Tansu finding: one result per requested topic).
 - All additions of one request are one batch of PartitionRecords; ``validate_only`` commits
-  nothing. The new partitions' logs are created once the records are committed.
+  nothing. More than 10,000 records (Kafka's ``MAX_RECORDS_PER_USER_OP``): POLICY_VIOLATION
+  "Unable to perform excessively large batch operation." for every topic, nothing committed.
+- The new partitions' logs are created before the records are committed; if that fails, the
+  topics get KAFKA_STORAGE_ERROR and nothing is committed.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ if TYPE_CHECKING:
 
 API_KEY = 37
 VERSIONS = (0, 3)
+
+#: Kafka's controller bound on the metadata records of one user operation
+MAX_RECORDS_PER_USER_OP = 10_000
 
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 
@@ -57,6 +63,19 @@ async def handle(
                 results.append(Result(name=t.name, error_code=e.code, error_message=e.message))
                 continue
             results.append(Result(name=t.name, error_code=ErrorCode.NONE, error_message=None))
-        if records and not req.validate_only:
-            await broker.commit_metadata(records)
+        if len(records) > MAX_RECORDS_PER_USER_OP:  # Kafka's controller fails the request
+            results = results[: len(duplicates)] + [
+                Result(name=t.name, error_code=ErrorCode.POLICY_VIOLATION,
+                       error_message="Unable to perform excessively large batch operation.")
+                for t in req.topics if t.name not in duplicates
+            ]
+        elif records and not req.validate_only:
+            try:
+                await broker.commit_metadata(records)
+            except KafkaError as e:  # the logs could not be created: nothing was committed
+                results = [
+                    r if r.error_code else Result(name=r.name, error_code=e.code,
+                                                  error_message=e.message)
+                    for r in results
+                ]
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)

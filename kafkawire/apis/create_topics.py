@@ -15,6 +15,13 @@
 - v5+: each created topic reports num_partitions, replication_factor and every topic config
   with its value, source and flags (sorted by name); v7 adds the topic id. Failed topics keep
   num_partitions/replication_factor at -1 and no configs.
+- Limits as Kafka's controller: more than 10,000 partitions asked for in one request (counted
+  before any other check) -> POLICY_VIOLATION "Excessively large number of partitions per
+  request." for every topic; more than 10,000 metadata records (e.g. one topic of exactly
+  10,000 partitions: its TopicRecord makes 10,001) -> POLICY_VIOLATION "Unable to perform
+  excessively large batch operation.". Nothing is committed either way.
+- The partition logs are created before the records are committed; if that fails (no
+  descriptors, a full disk), the created topics get KAFKA_STORAGE_ERROR and nothing is committed.
 - ``timeout_ms`` is not waited on: creation completes before the response on a single node.
 """
 
@@ -39,6 +46,12 @@ if TYPE_CHECKING:
 
 API_KEY = 19
 VERSIONS = (2, 7)
+
+#: Kafka's controller limits (not configurable in Kafka): partitions per CreateTopics request
+#: (``MAX_PARTITIONS_PER_BATCH``) and metadata records per user operation
+#: (``MAX_RECORDS_PER_USER_OP``). Both are answered with POLICY_VIOLATION for every topic.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+MAX_RECORDS_PER_USER_OP = 10_000
 
 Result = CreateTopicsResponse.CreatableTopicResult
 ResultConfig = CreateTopicsResponse.CreatableTopicConfigs
@@ -146,20 +159,18 @@ async def handle(
     tail: list[Result] = [
         error_result(n, ErrorCode.INVALID_REQUEST, "Duplicate topic name.") for n in duplicates
     ]
+    wanted = [t for t in req.topics if counts[t.name] == 1 and t.name != METADATA_TOPIC]
+    tail += [
+        error_result(t.name, ErrorCode.INVALID_REQUEST,
+                     f"Creation of internal topic {METADATA_TOPIC} is prohibited.")
+        for t in req.topics if counts[t.name] == 1 and t.name == METADATA_TOPIC
+    ]
+    if requested_partitions(wanted, broker.config.num_partitions) > MAX_PARTITIONS_PER_REQUEST:
+        return _refuse_all(wanted, tail, "Excessively large number of partitions per request.")
     async with broker.metadata_lock:
         image = broker.image
         all_records: list[Any] = []
-        for t in req.topics:
-            if counts[t.name] > 1:
-                continue
-            if t.name == METADATA_TOPIC:
-                tail.append(
-                    error_result(
-                        t.name, ErrorCode.INVALID_REQUEST,
-                        f"Creation of internal topic {METADATA_TOPIC} is prohibited.",
-                    )
-                )
-                continue
+        for t in wanted:
             try:
                 records, configs = plan_topic(broker.config, image, t)
             except KafkaError as e:
@@ -167,6 +178,35 @@ async def handle(
                 continue
             results.append(success_result(broker.config, image, t.name, records, configs, v))
             all_records.extend(records)
+        if len(all_records) > MAX_RECORDS_PER_USER_OP:
+            return _refuse_all(wanted, tail, "Unable to perform excessively large batch operation.")
         if all_records and not req.validate_only:
-            await broker.commit_metadata(all_records)
+            try:
+                await broker.commit_metadata(all_records)
+            except KafkaError as e:  # the logs could not be created: nothing was committed
+                results = [
+                    r if r.error_code else error_result(r.name, e.code, e.message) for r in results
+                ]
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results + tail)
+
+
+def requested_partitions(topics: list[CreateTopicsRequest.CreatableTopic], default: int) -> int:
+    """Partitions asked for by the request, counted as Kafka's controller does before any other
+    check (assignments, else num_partitions, -1 meaning ``num.partitions``)."""
+    total = 0
+    for t in topics:
+        if t.assignments:
+            total += len(t.assignments)
+        elif t.num_partitions == -1:
+            total += default
+        elif t.num_partitions > 0:
+            total += t.num_partitions
+    return total
+
+
+def _refuse_all(
+    topics: list[CreateTopicsRequest.CreatableTopic], tail: list[Result], message: str
+) -> CreateTopicsResponse:
+    """Kafka's controller fails the whole request: every topic gets POLICY_VIOLATION."""
+    results = [error_result(t.name, ErrorCode.POLICY_VIOLATION, message) for t in topics]
     return CreateTopicsResponse(throttle_time_ms=0, topics=results + tail)

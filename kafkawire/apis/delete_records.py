@@ -11,7 +11,8 @@ leaves that to its retention thread: the visible outcome is the same).
 - cleanup.policy without ``delete`` (a compact-only topic): POLICY_VIOLATION.
 - internal topics (``__consumer_offsets``, ``__transaction_state``, ``__share_group_state``):
   INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager refuses them.
-- unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION.
+- unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION; not led here: NOT_LEADER_OR_FOLLOWER
+  (through the partition-state layer, ``log.replica.Partition.delete_records``).
 - ``timeout_ms`` is not waited for: with one replica the low watermark moves at once.
 
 The log-start-offset checkpoint is written (off the event loop) before the answer, so a crash
@@ -43,6 +44,7 @@ async def handle(
     broker: Broker, ctx: RequestContext, req: DeleteRecordsRequest
 ) -> DeleteRecordsResponse:
     img = broker.image
+    assert broker.replicas is not None
     topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult] = []
     changed = False
     for t in req.topics:
@@ -51,27 +53,23 @@ async def handle(
         for p in t.partitions:
             res = Result(partition_index=p.partition_index, low_watermark=-1, error_code=0)
             parts.append(res)
-            pimg = img.partition(t.name, p.partition_index)
-            plog = broker.partition_log(t.name, p.partition_index) if pimg is not None else None
-            if pimg is None or plog is None:
+            if img.partition(t.name, p.partition_index) is None:
                 res.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             if t.name in INTERNAL_TOPICS:
                 res.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
                 continue
-            if not plog.config.delete:
-                res.error_code = ErrorCode.POLICY_VIOLATION
-                continue
-            offset = plog.high_watermark if p.offset == HIGH_WATERMARK else p.offset
             try:
-                before = plog.log_start_offset
-                res.low_watermark = plog.delete_records_before(offset)
+                part = broker.replicas.leader_partition(t.name, p.partition_index)
+                before = part.log.log_start_offset
+                res.low_watermark = part.delete_records(
+                    HIGH_WATERMARK if p.offset == HIGH_WATERMARK else p.offset
+                )
             except KafkaError as e:
                 res.error_code = e.code
                 continue
             if res.low_watermark != before:
                 changed = True
-                broker.notifier.notify(t.name, p.partition_index)
     if changed and broker.flusher is not None:
         await broker.flusher.checkpoint_log_start_offsets()
     return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)

@@ -76,6 +76,9 @@ async def handle(
         total_bytes=total,
         usable_bytes=usable,
         is_cordoned=False,
+    )] if not broker.logs.offline else [Result(  # failed (full disk, I/O error): as Kafka
+        error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=str(log_dir), topics=[],
+        total_bytes=-1, usable_bytes=-1, is_cordoned=False,
     )]
     for other in dict.fromkeys(Path(d).resolve() for d in broker.config.log_dirs):
         if other != log_dir:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from protocol._generated.describe_producers_request import DescribeProducersRequest
 from protocol._generated.describe_producers_response import DescribeProducersResponse
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
@@ -29,13 +29,14 @@ R = DescribeProducersResponse
 
 def _partition(broker: Broker, topic: str, index: int) -> R.PartitionResponse:
     resp = R.PartitionResponse(partition_index=index, error_code=0, active_producers=[])
-    pimg = broker.image.partition(topic, index)
-    if pimg is None:
+    if broker.image.partition(topic, index) is None:
         resp.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return resp
-    plog = broker.partition_log(topic, index)
-    if pimg.leader != broker.node_id or plog is None:
-        resp.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert broker.replicas is not None
+    try:
+        plog = broker.replicas.leader_partition(topic, index).log
+    except KafkaError as err:
+        resp.error_code = err.code
         return resp
     producers = plog.producer_state.producers
     for pid in sorted(producers):

@@ -14,7 +14,9 @@ sends it to a broker listener. Answered the way Kafka 4.3.1's Raft leader answer
 - Voters: this node only, its log end offset; v1+ ``last_fetch_timestamp`` and
   ``last_caught_up_timestamp`` are the current wall clock for the leader (Kafka reports the
   leader as caught up "now"). v2 ``replica_directory_id`` is the zero UUID, as Kafka reports
-  voters of a static quorum (``kraft.version`` 0). Observers: none (a combined node's broker
+  voters of a static quorum (``kraft.version`` 0); a dynamic quorum (``kraft.version`` 1,
+  formatted with ``--standalone``/``--initial-controllers``) reports the voter's directory id
+  and endpoints from its VotersRecord. Observers: none (a combined node's broker
   side reads the log in-process, as in Kafka's combined mode).
 - v2 ``nodes``: the voter's endpoints. Kafka lists the controller listener from
   ``controller.quorum.voters``; kafkawire has no separate controller listener (the quorum lives
@@ -81,6 +83,10 @@ def _not_hosted(req: DescribeQuorumRequest) -> R:
 def voter_listeners(broker: Broker) -> list[tuple[str, str, int]]:
     """(listener name, host, port) of this voter, as DescribeQuorum v2 lists them."""
     cfg = broker.config
+    voters = broker.quorum.voters if broker.quorum is not None else None
+    for v in voters.voters if voters is not None else []:
+        if v.voter_id == broker.node_id and v.endpoints:
+            return [(e.name, e.host, e.port) for e in v.endpoints]
     controller_names = [
         n.strip() for n in str(cfg.values["controller.listener.names"]).split(",") if n.strip()
     ]
@@ -108,6 +114,9 @@ async def handle(broker: Broker, ctx: RequestContext, req: DescribeQuorumRequest
         last_fetch_timestamp=now,
         last_caught_up_timestamp=now,
     )
+    for v in quorum.voters.voters if quorum.voters is not None else []:
+        if v.voter_id == broker.node_id:
+            voter.replica_directory_id = v.voter_directory_id
     return R(
         error_code=ErrorCode.NONE,
         error_message="",

@@ -17,19 +17,31 @@
 - Fetch sessions (KIP-227) are declined: every response has session id 0, so clients keep
   sending full fetch requests. A request naming a session id we never issued gets
   FETCH_SESSION_ID_NOT_FOUND.
+- Descriptors: a response holds at most ``FETCH_RESPONSE_OPEN_FILES_MAX`` segment files open
+  (for sendfile); the data of the other partitions is read into the response. A file that
+  cannot be opened (no descriptor left) gives KAFKA_STORAGE_ERROR for that partition.
 - Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (v13+: UNKNOWN_TOPIC_ID by id),
   OFFSET_OUT_OF_RANGE, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a current leader epoch
-  older / newer than ours.
+  older / newer than ours, NOT_LEADER_OR_FOLLOWER for a partition not hosted here, or not
+  led here when the fetcher must read from the leader (followers; consumers before v11).
+- Every read goes through the partition-state layer (``log.replica.Partition.read``). A
+  ``replica_id`` (v4-14) or ``replica_state.replica_id`` (v15+) >= 0 is a follower fetch: it
+  reads up to the log end offset, and its fetch offset is that follower's log end offset on
+  the leader (which moves the high watermark of a partition whose ISR holds it). A
+  ``last_fetched_epoch`` (v12+) that diverges from this log is answered with
+  ``diverging_epoch`` and no records (KIP-320/KIP-595), as Kafka's leader does.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import trio
 
+from log.replica import FetchIsolation, Partition
 from protocol._generated.fetch_request import FetchRequest
 from protocol._generated.fetch_response import FetchResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -43,15 +55,12 @@ API_KEY = 1
 VERSIONS = (4, 18)
 
 READ_COMMITTED = 1
+#: Segment files one response keeps open for ``os.sendfile``; the data of further partitions is
+#: copied into the response instead (a fetch of thousands of partitions must not take
+#: thousands of descriptors until it is sent; their data is small then).
+FETCH_RESPONSE_OPEN_FILES_MAX = 16
 Part = FetchResponse.PartitionData
 Aborted = FetchResponse.AbortedTransaction
-
-
-def check_leader_epoch(requested: int, current: int) -> ErrorCode:
-    """-1 means the client knows no epoch; any other value must be the leader's."""
-    if requested == -1 or requested == current:
-        return ErrorCode.NONE
-    return ErrorCode.FENCED_LEADER_EPOCH if requested < current else ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
 @dataclass
@@ -62,64 +71,108 @@ class _Slot:
     fetch_offset: int
     partition_max_bytes: int
     current_leader_epoch: int
+    last_fetched_epoch: int
+    log_start_offset: int
     resp: Part
 
 
-def _read_all(broker: Broker, slots: list[_Slot], max_bytes: int, isolation: int) -> int:
+@dataclass
+class _Params:
+    """Kafka's FetchParams: who fetches and how far it may read."""
+
+    replica_id: int  # >= 0: a follower
+    isolation: FetchIsolation
+    require_leader: bool
+    now_ms: int
+    held_files: int = 0  # segment files this response keeps open until it is sent
+
+
+def _params(req: FetchRequest, version: int, now_ms: int) -> _Params:
+    replica_id = req.replica_state.replica_id if version >= 15 else req.replica_id
+    if replica_id >= 0:
+        return _Params(replica_id, FetchIsolation.LOG_END, True, now_ms)
+    isolation = (
+        FetchIsolation.TXN_COMMITTED if req.isolation_level == READ_COMMITTED
+        else FetchIsolation.HIGH_WATERMARK
+    )
+    # consumers from v11 (which carry client metadata) may read from a follower (KIP-392)
+    return _Params(replica_id, isolation, version < 11, now_ms)
+
+
+def _failed(r: Part, code: int) -> None:
+    """As Kafka: an errored partition carries default (-1) offsets and no aborted list."""
+    r.error_code = code
+    r.high_watermark = r.last_stable_offset = r.log_start_offset = -1
+    r.aborted_transactions = None
+
+
+def _read_one(p: Partition, s: _Slot, params: _Params, limit: int, first: bool) -> int:
+    """One partition's part of the response; returns its record bytes."""
+    r = s.resp
+    read = p.read(
+        params.replica_id, s.fetch_offset, max(limit, 0), isolation=params.isolation,
+        now_ms=params.now_ms, current_leader_epoch=s.current_leader_epoch,
+        last_fetched_epoch=s.last_fetched_epoch, replica_log_start_offset=s.log_start_offset,
+        min_one_message=first, require_leader=params.require_leader,
+    )
+    r.high_watermark = read.high_watermark
+    r.last_stable_offset = read.last_stable_offset
+    r.log_start_offset = read.log_start_offset
+    committed = params.isolation is FetchIsolation.TXN_COMMITTED
+    r.aborted_transactions = [] if committed else None
+    r.error_code = ErrorCode.NONE
+    if read.diverging_epoch is not None:
+        r.diverging_epoch = FetchResponse.EpochEndOffset(
+            epoch=read.diverging_epoch[0], end_offset=read.diverging_epoch[1]
+        )
+        return 0
+    res = read.records
+    if res is None or res.size == 0:
+        return 0
+    if params.held_files + len(res.ranges) <= FETCH_RESPONSE_OPEN_FILES_MAX:
+        r.records = res  # a ReadResult: file ranges the server sends with sendfile
+        params.held_files += len(res.ranges)
+    else:  # enough descriptors held by this response: copy the bytes instead
+        r.records = res.read_bytes()  # OSError: KAFKA_STORAGE_ERROR in _read_all
+    if committed:
+        # Kafka's bound: the first index entry past the bytes read (else the next segment /
+        # the log end), not the LSO; an empty read lists nothing.
+        bound = p.log.fetch_upper_bound(res)
+        r.aborted_transactions = [
+            Aborted(producer_id=t.producer_id, first_offset=t.first_offset)
+            for t in p.log.aborted_transactions(s.fetch_offset, bound)
+        ]
+    return res.size
+
+
+def _read_all(broker: Broker, slots: list[_Slot], max_bytes: int, params: _Params) -> int:
     """Fill each slot's response; returns the number of record bytes gathered."""
+    assert broker.replicas is not None
     total = 0
-    first_data = True
     img = broker.image
     for s in slots:
         r = s.resp
         r.records = b""
         if s.topic is None:
             continue
-        pimg = img.partition(s.topic, s.partition)
-        plog = broker.partition_log(s.topic, s.partition) if pimg is not None else None
-        if pimg is None or plog is None:
+        if img.partition(s.topic, s.partition) is None:
             r.error_code = (
-                ErrorCode.UNKNOWN_TOPIC_ID if s.topic_id != ZERO_UUID and pimg is None
+                ErrorCode.UNKNOWN_TOPIC_ID if s.topic_id != ZERO_UUID
                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
             continue
-        code = check_leader_epoch(s.current_leader_epoch, pimg.leader_epoch)
-        if code:
-            r.error_code = code
+        if broker.is_offline(s.topic, s.partition):
+            _failed(r, ErrorCode.KAFKA_STORAGE_ERROR)
             continue
-        hw = plog.high_watermark
-        lso = plog.last_stable_offset
-        r.high_watermark = hw
-        r.last_stable_offset = lso
-        r.log_start_offset = plog.log_start_offset
-        r.aborted_transactions = [] if isolation == READ_COMMITTED else None
-        r.error_code = ErrorCode.NONE
         limit = min(s.partition_max_bytes, max_bytes - total)
-        if limit <= 0 and not first_data:
-            continue
-        upper = lso if isolation == READ_COMMITTED else hw
         try:
-            res = plog.read(
-                s.fetch_offset, max(limit, 0), max_offset=upper, min_one_message=first_data
-            )
+            p = broker.replicas.hosted(s.topic, s.partition)
+            total += _read_one(p, s, params, limit, total == 0)
         except KafkaError as e:
-            # as Kafka: an errored partition carries default (-1) offsets and no aborted list
-            r.error_code = e.code
-            r.high_watermark = r.last_stable_offset = r.log_start_offset = -1
-            r.aborted_transactions = None
-            continue
-        if res.size > 0:
-            r.records = res  # a ReadResult: file ranges the server sends with sendfile
-            total += res.size
-            first_data = False
-            if isolation == READ_COMMITTED:
-                # Kafka's bound: the first index entry past the bytes read (else the next
-                # segment / the log end), not the LSO; an empty read lists nothing.
-                bound = plog.fetch_upper_bound(res)
-                r.aborted_transactions = [
-                    Aborted(producer_id=t.producer_id, first_offset=t.first_offset)
-                    for t in plog.aborted_transactions(s.fetch_offset, bound)
-                ]
+            _failed(r, e.code)
+        except OSError:  # e.g. no descriptor left to open the segment
+            r.records = b""
+            _failed(r, ErrorCode.KAFKA_STORAGE_ERROR)
     return total
 
 
@@ -129,7 +182,7 @@ async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Fetc
         return FetchResponse(
             error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[]
         )
-    isolation = req.isolation_level
+    params = _params(req, v, int(time.time() * 1000))
     max_bytes = req.max_bytes if v >= 3 else 2**31 - 1
     img = broker.image
     slots: list[_Slot] = []
@@ -162,12 +215,12 @@ async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Fetc
             parts.append(resp)
             slots.append(
                 _Slot(name, ft.topic_id, fp.partition, fp.fetch_offset, fp.partition_max_bytes,
-                      fp.current_leader_epoch, resp)
+                      fp.current_leader_epoch, fp.last_fetched_epoch, fp.log_start_offset, resp)
             )
     deadline = trio.current_time() + max(req.max_wait_ms, 0) / 1000.0
     keys = [(s.topic, s.partition) for s in slots if s.topic is not None]
     while True:
-        total = _read_all(broker, slots, max_bytes, isolation)
+        total = _read_all(broker, slots, max_bytes, params)
         errors = any(s.resp.error_code for s in slots)
         if total >= req.min_bytes or errors or req.max_wait_ms <= 0 or not keys:
             break

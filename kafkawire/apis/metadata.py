@@ -1,6 +1,8 @@
 """Metadata (key 3), versions 0-13.
 
-- Topics null (v1+) or empty (v0) = all topics. v10+ topics may be named by topic id.
+- Topics null (v1+) or empty (v0) = all topics. v12+ topics may be named by topic id; a null
+  name or a topic id in v10/v11 fails the whole request as Kafka does: every topic
+  INVALID_REQUEST (null names sent back as ""), no brokers, controller -1.
 - Auto topic creation when ``allow_auto_topic_creation`` (always for v0-3) and
   ``auto.create.topics.enable``: created with ``num.partitions`` and
   ``default.replication.factor``. Like Kafka, the request that triggers the creation is
@@ -72,6 +74,21 @@ def error_topic(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UU
     return Topic(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[])
 
 
+def invalid_request(req: MetadataRequest) -> MetadataResponse:
+    """Kafka's error response to a whole Metadata request (null names or topic ids before
+    v12): every topic INVALID_REQUEST, a null name sent back as "" (v10/v11 responses cannot
+    carry a null name), no brokers, no cluster id, controller -1."""
+    return MetadataResponse(
+        throttle_time_ms=0,
+        topics=[
+            Topic(error_code=ErrorCode.INVALID_REQUEST, name=rt.name or "", topic_id=rt.topic_id,
+                  is_internal=False, partitions=[])
+            for rt in req.topics or []
+        ],
+        error_code=ErrorCode.INVALID_REQUEST,
+    )
+
+
 async def handle(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     v = ctx.api_version
     auto_create = (req.allow_auto_topic_creation if v >= 4 else True) and (
@@ -81,6 +98,10 @@ async def handle(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> M
     topic_ops = TOPIC_ALL_OPS if want_topic_ops else AUTH_OPS_NOT_REQUESTED
     topics: list[Topic] = []
     all_topics = req.topics is None or (v == 0 and not req.topics)
+    if not all_topics and v < 12 and req.topics is not None and any(
+        rt.name is None or rt.topic_id != ZERO_UUID for rt in req.topics
+    ):
+        return invalid_request(req)
     if all_topics:
         img = broker.image
         for ti in sorted(img.topics.values(), key=lambda x: x.name):

@@ -3,7 +3,9 @@
 For each partition: the end offset of the requested leader epoch (the start offset of the next
 larger epoch, or the log end offset for the current epoch), from the partition's leader-epoch
 cache. A requested epoch newer than any we know gives epoch -1 and offset -1. The request's
-current leader epoch is checked like Fetch's (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
+current leader epoch is checked like Fetch's (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH), then
+leadership (NOT_LEADER_OR_FOLLOWER: only the leader answers, followers included), through the
+partition-state layer (``log.replica.Partition.end_offset_for_epoch``).
 Consumers (KIP-320) use it to detect log truncation.
 """
 
@@ -11,10 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkawire.apis.fetch import check_leader_epoch
 from protocol._generated.offset_for_leader_epoch_request import OffsetForLeaderEpochRequest
 from protocol._generated.offset_for_leader_epoch_response import OffsetForLeaderEpochResponse
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
@@ -30,6 +31,7 @@ async def handle(
     broker: Broker, ctx: RequestContext, req: OffsetForLeaderEpochRequest
 ) -> OffsetForLeaderEpochResponse:
     img = broker.image
+    assert broker.replicas is not None
     topics = []
     for t in req.topics:
         parts: list[Res] = []
@@ -37,14 +39,14 @@ async def handle(
         for p in t.partitions:
             res = Res(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1)
             parts.append(res)
-            pimg = img.partition(t.topic, p.partition)
-            plog = broker.partition_log(t.topic, p.partition) if pimg else None
-            if pimg is None or plog is None:
+            if img.partition(t.topic, p.partition) is None:
                 res.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            code = check_leader_epoch(p.current_leader_epoch, pimg.leader_epoch)
-            if code:
-                res.error_code = code
-                continue
-            res.leader_epoch, res.end_offset = plog.end_offset_for_epoch(p.leader_epoch)
+            try:
+                part = broker.replicas.hosted(t.topic, p.partition)
+                res.leader_epoch, res.end_offset = part.end_offset_for_epoch(
+                    p.current_leader_epoch, p.leader_epoch
+                )
+            except KafkaError as e:
+                res.error_code = e.code
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

@@ -86,4 +86,7 @@ async def handle(broker: Broker, ctx: RequestContext, req: TxnOffsetCommitReques
             )
         except KafkaError as e:
             return answer({k: e.code for k in keys})
+        code = await runtime.wait_committed(partition)
+        if code:
+            return answer({k: code for k in keys})
     return answer(codes)

@@ -8,8 +8,10 @@ producer id, epoch and coordinator epoch (``kafkawire.txn_markers``).
 - Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
   INVALID_PRODUCER_EPOCH (older than the producer's epoch on that partition),
   TRANSACTION_COORDINATOR_FENCED (older coordinator epoch than the last marker's).
-- v2 adds ``TransactionVersion`` (KIP-1228); it is read and not needed here: the epoch checks
-  are those of transaction version 1 (the version this broker finalizes).
+- v2 adds ``TransactionVersion`` (KIP-1228): with 2 the marker's epoch must be newer than the
+  epoch of the producer's open transaction on the partition (the coordinator bumped it for the
+  marker), else INVALID_PRODUCER_EPOCH, as Kafka 4.3.1; the same epoch with nothing open is a
+  retry and is written (KAFKA-19999). Below 2 it must not be older.
 - Results keep the request's order; Kafka groups them by producer id (a map), so two markers
   for one producer id in one request are answered as two entries here.
 """
@@ -44,6 +46,7 @@ async def handle(
                 code = await write_marker(
                     broker, t.name, p, m.producer_id, m.producer_epoch,
                     m.transaction_result, m.coordinator_epoch,
+                    m.transaction_version if ctx.api_version >= 2 else 0,
                 )
                 parts.append(R.WritableTxnMarkerPartitionResult(partition_index=p, error_code=code))
             topics.append(R.WritableTxnMarkerTopicResult(name=t.name, partitions=parts))

@@ -1,0 +1,198 @@
+"""Many partitions on one node: start time, memory and open files per 1,000 partitions.
+
+    .venv/bin/python bench/partitions.py                    # 10,000 partitions, ulimit -n 1024
+    .venv/bin/python bench/partitions.py --partitions 2000 --topics 2 --nofile 256
+
+Creates the partitions over a few topics (one CreateTopics each: Kafka refuses more than 10,000
+metadata records per request), produces one record to every partition and consumes them all
+(confluent-kafka), then restarts the broker cleanly and after kill -9, consuming everything
+again each time. Prints a Markdown table: start time (process start to the first ApiVersions
+answer), RSS and open descriptors after each phase, and the figures per 1,000 partitions
+against the empty broker. ``run()`` is what tests/test_limits.py calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kafkawire.testing import BrokerProcess  # noqa: E402
+
+
+@dataclass
+class Phase:
+    name: str
+    start_s: float
+    rss_mb: float
+    open_files: int
+
+
+@dataclass
+class Result:
+    partitions: int
+    nofile: int
+    phases: list[Phase] = field(default_factory=list)
+    create_s: float = 0.0
+    stop_s: list[float] = field(default_factory=list)
+    produce_s: float = 0.0
+    consume_s: float = 0.0
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _snapshot(bp: BrokerProcess, name: str, start_s: float) -> Phase:
+    assert bp.proc is not None
+    pid = bp.proc.pid
+    return Phase(name, start_s, _rss_mb(pid), len(os.listdir(f"/proc/{pid}/fd")))
+
+
+def _timed_start(bp: BrokerProcess, kill: bool = False, stops: list[float] | None = None) -> float:
+    """Seconds from process start to the first ApiVersions answer (the stop before it is
+    timed into ``stops``)."""
+    if bp.proc is not None:
+        t = time.monotonic()
+        if kill:
+            bp.kill()
+        else:
+            bp.stop(timeout_s=600)
+        if stops is not None:
+            stops.append(time.monotonic() - t)
+    t = time.monotonic()
+    bp.start(timeout_s=900)
+    return time.monotonic() - t
+
+
+def create_topics(bootstrap: str, topics: list[str], parts: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for t in topics:  # one request per topic: at most 10,000 records per request
+        admin.create_topics([NewTopic(t, parts, 1)], request_timeout=600)[t].result(600)
+
+
+def produce_all(bootstrap: str, topics: list[str], parts: int, tag: str) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
+                  "message.timeout.ms": 600000, "queue.buffering.max.messages": 1000000})
+    for t in topics:
+        for i in range(parts):
+            p.produce(t, value=f"{tag}-{t}-{i}".encode(), partition=i)
+        p.poll(0)
+    left = p.flush(600)
+    if left:
+        raise RuntimeError(f"{left} records not delivered")
+
+
+def consume_all(bootstrap: str, topics: list[str], parts: int, per_partition: int) -> dict[
+    tuple[str, int], list[bytes]
+]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+    c.assign([TopicPartition(t, i, 0) for t in topics for i in range(parts)])
+    got: dict[tuple[str, int], list[bytes]] = {}
+    want = len(topics) * parts
+    deadline = time.monotonic() + 900
+    try:
+        while time.monotonic() < deadline:
+            for m in c.consume(5000, timeout=1):
+                if m.error() is None:
+                    got.setdefault((m.topic(), m.partition()), []).append(m.value())
+            if len(got) == want and all(len(v) >= per_partition for v in got.values()):
+                break
+    finally:
+        c.close()
+    return got
+
+
+def _check(got: dict[tuple[str, int], list[bytes]], topics: list[str], parts: int,
+           tags: list[str]) -> None:
+    for t in topics:
+        for i in range(parts):
+            values = got.get((t, i), [])
+            expected = [f"{tag}-{t}-{i}".encode() for tag in tags]
+            if values[: len(tags)] != expected:
+                raise AssertionError(f"{t}-{i}: {values[:3]!r}, expected {expected!r}")
+
+
+def run(data_dir: Path, partitions: int, topics: int, nofile: int, log: Any = print) -> Result:
+    parts = partitions // topics
+    names = [f"p{k}-{uuid.uuid4().hex[:6]}" for k in range(topics)]
+    res = Result(parts * topics, nofile)
+    bp = BrokerProcess(data_dir, open_files_limit=nofile)
+    try:
+        res.phases.append(_snapshot(bp, "empty", _timed_start(bp)))
+        t = time.monotonic()
+        create_topics(bp.bootstrap, names, parts)
+        res.create_s = time.monotonic() - t
+        log(f"created {res.partitions} partitions in {res.create_s:.1f} s")
+        t = time.monotonic()
+        produce_all(bp.bootstrap, names, parts, "one")
+        res.produce_s = time.monotonic() - t
+        t = time.monotonic()
+        _check(consume_all(bp.bootstrap, names, parts, 1), names, parts, ["one"])
+        res.consume_s = time.monotonic() - t
+        res.phases.append(_snapshot(bp, "after produce + consume", 0.0))
+        res.phases.append(_snapshot(bp, "clean restart", _timed_start(bp, stops=res.stop_s)))
+        produce_all(bp.bootstrap, names, parts, "two")
+        res.phases.append(_snapshot(bp, "restart after kill -9", _timed_start(bp, kill=True)))
+        _check(consume_all(bp.bootstrap, names, parts, 2), names, parts, ["one", "two"])
+        res.phases.append(_snapshot(bp, "after consuming all again", 0.0))
+        if "Traceback" in bp.log():
+            raise AssertionError(f"traceback in the broker log:\n{bp.log()}")
+    finally:
+        bp.close()
+    return res
+
+
+def table(res: Result) -> str:
+    empty = res.phases[0]
+    k = res.partitions / 1000
+    lines = [
+        f"{res.partitions} partitions, `ulimit -n {res.nofile}`: create {res.create_s:.1f} s, "
+        f"produce one record to each {res.produce_s:.1f} s, consume them {res.consume_s:.1f} s, "
+        f"clean stop {res.stop_s[0] if res.stop_s else 0:.1f} s",
+        "",
+        "| phase | start (s) | RSS (MB) | open files | per 1,000 partitions vs empty |",
+        "|---|---|---|---|---|",
+    ]
+    for p in res.phases:
+        start = f"{p.start_s:.1f}" if p.start_s else ""
+        per = (f"{(p.start_s - empty.start_s) / k:+.2f} s, " if p.start_s and p is not empty
+               else "")
+        per += f"{(p.rss_mb - empty.rss_mb) / k:+.1f} MB, {(p.open_files - empty.open_files) / k:+.1f} files"
+        lines.append(f"| {p.name} | {start} | {p.rss_mb:.0f} | {p.open_files} | "
+                     f"{per if p is not empty else ''} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--partitions", type=int, default=10_000)
+    ap.add_argument("--topics", type=int, default=4)
+    ap.add_argument("--nofile", type=int, default=1024)
+    ap.add_argument("--dir", type=Path, default=None)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kw-partitions-", dir=args.dir) as tmp:
+        res = run(Path(tmp) / "data", args.partitions, args.topics, args.nofile)
+    print(table(res))
+
+
+if __name__ == "__main__":
+    main()
