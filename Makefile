@@ -2,20 +2,32 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+# Two install stamps: `make run` needs only the broker's own dependencies (a small venv, seconds
+# on a warm pip cache); `make test` adds the dev and Spark extras (clients, mypy, pyspark).
+RUN_STAMP := $(VENV)/.installed-run
+STAMP     := $(VENV)/.installed
 
 .PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
+$(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
+	@echo "kafkawire: installing the broker's dependencies into $(VENV) (first run only)..."
+	@$(PY) -m pip install --disable-pip-version-check --progress-bar on -e '.[cli]' \
+	  | grep -v -E '^Requirement already satisfied' || true
+	@$(PY) -c 'import kafkawire.cli, trio, prometheus_client, confluent_kafka' || \
+	  { echo "kafkawire: installing failed (see above)"; exit 1; }
+	@touch $(RUN_STAMP)
+
 $(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,spark]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
 
-## run: a single node on 127.0.0.1:9092 with data in ./data (Ctrl-C stops it cleanly)
-run: $(STAMP)
+## run: a single node on 127.0.0.1:9092 with data in ./data, metrics and health on
+## 127.0.0.1:9404 (Ctrl-C stops it cleanly). Installs only what the broker needs.
+run: $(RUN_STAMP)
 	$(PY) -m kafkawire serve $(ARGS)
 
 ## test: install the dev extras and system tools, fetch Apache Kafka's jars (cached in
@@ -41,12 +53,18 @@ fuzz-soak: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow and not compat and not spark" $(PYTEST_ARGS)
 
-## deps-system: Debian packages the client tests use (kcat); no-op when present
+## deps-system: Debian packages the tests use (kcat; prometheus for the metrics test, tmux for
+## the CLI's terminal test); no-op when present
 deps-system:
-	@command -v kcat >/dev/null 2>&1 || command -v kafkacat >/dev/null 2>&1 || \
-	  { echo "installing kcat"; \
+	@missing=""; \
+	  { command -v kcat >/dev/null 2>&1 || command -v kafkacat >/dev/null 2>&1; } || missing="kcat"; \
+	  command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	  command -v tmux >/dev/null 2>&1 || missing="$$missing tmux"; \
+	  [ -z "$$missing" ] || { echo "installing$$missing"; \
 	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq kcat >/dev/null; }
+	    $$SUDO apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends \
+	      $$missing >/dev/null; }
 
 ## deps-java: Java 17+ and Maven for the Spark tests (Debian packages); no-op when present
 deps-java:

@@ -27,10 +27,13 @@ outside the table is our bug (AssertionError); peers only ever get error codes.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from enum import Enum
 
 from protocol.coordinator import Pending
+
+log = logging.getLogger("kafkawire.groups")
 
 
 class ClassicGroupState(Enum):
@@ -108,6 +111,13 @@ class ClassicGroup:
     # ---- state -----------------------------------------------------------------------
     def transition(self, target: ClassicGroupState, now_ms: int) -> None:
         assert self.state in TRANSITIONS[target], f"{self.state} -> {target}"
+        if target == S.COMPLETING_REBALANCE and log.isEnabledFor(logging.INFO):
+            # one line per rebalance, for operators: the new generation is formed
+            log.info("group %s: generation %d with %d member(s), protocol %s (rebalance %d ms)",
+                     self.group_id, self.generation_id, len(self.members), self.protocol_name,
+                     max(0, now_ms - self.state_timestamp_ms))
+        elif target == S.EMPTY and self.state != S.EMPTY and log.isEnabledFor(logging.INFO):
+            log.info("group %s: empty (generation %d)", self.group_id, self.generation_id)
         self.state = target
         self.state_timestamp_ms = now_ms
 

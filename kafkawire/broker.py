@@ -32,6 +32,7 @@ from kafkawire.log_cleaner import LogCleanerService
 from kafkawire.log_flusher import LogFlusher
 from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum, metadata_log_config
 from kafkawire.metadata_snapshots import SnapshotSettings
+from kafkawire.metrics import BrokerMetrics
 from kafkawire.purgatory import AppendNotifier
 from kafkawire.quorum_config import parse_voters
 from kafkawire.quota_manager import (
@@ -53,6 +54,7 @@ from kafkawire.security_config import SECURITY_PROTOCOL_IDS, listener_protocol
 from kafkawire.server import Connection, FrameMemory, RequestContext, Server
 from kafkawire.share_coordinator import ShareService, share_version_records
 from kafkawire.storage import StorageError, format_or_check
+from kafkawire.telemetry import TelemetryManager
 from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_records
 from kraft import controller
 from kraft.acls import ALTER, CLUSTER, CLUSTER_NAME, DESCRIBE, DESCRIBE_CONFIGS
@@ -159,7 +161,11 @@ class Broker:
         self.quorum: MetadataQuorum | None = None
         self.replicas: ReplicaManager | None = None
         self.notifier = AppendNotifier()
-        self.server = Server(self.dispatch, config.socket_request_max_bytes, self.on_disconnect)
+        self.metrics = BrokerMetrics()
+        self.telemetry = TelemetryManager()
+        self.metrics.client_telemetry = self.telemetry.series
+        self.server = Server(self.dispatch, config.socket_request_max_bytes, self.on_disconnect,
+                             self.metrics)
         self.server.connection_limits = lambda: connection_limits(self.config, self.image)
         idle_ms = int(config["connections.max.idle.ms"])
         self.server.idle_ms = idle_ms if idle_ms >= 0 else float("inf")
@@ -596,6 +602,7 @@ class Broker:
     async def run(self, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
         assert self.server.security is not None
         self.server.security.check([lst.name for lst in self.config.broker_listeners])
+        self.metrics.idle.start()
         bound = await self.bind_listeners()
         try:
             self.open_storage()

@@ -1,11 +1,19 @@
-"""Command line: ``kafkawire serve [server.properties] [--override key=value]...``,
+"""Command line.
+
+``kafkawire serve [server.properties] [--override key=value]...`` runs a broker: Kafka's
+property names, unknown keys reported on start; with no arguments a single node on
+127.0.0.1:9092 with data in ./data, metrics and health on 127.0.0.1:9404 (``metrics.port``).
+SIGINT/SIGTERM shut it down cleanly (logs closed, clean-shutdown marker written).
+
 ``kafkawire format --cluster-id ID [server.properties] [--override key=value]...
 [--standalone | --initial-controllers ... | --no-initial-controllers] [--ignore-formatted]``
-(Kafka's ``kafka-storage format``) and ``kafkawire random-uuid``.
+formats the log directories (Kafka's ``kafka-storage format``); ``kafkawire random-uuid``
+prints a new cluster id.
 
-Reads Kafka's property names; unknown keys are reported on start. With no arguments it serves a
-single node on 127.0.0.1:9092 with data in ./data. SIGINT/SIGTERM shut it down cleanly (logs
-closed, clean-shutdown marker written).
+Client commands (any Kafka broker, through confluent-kafka/librdkafka; see
+``kafkawire.cli_client``): ``topic``, ``produce``, ``consume``, ``group``, ``cluster info``.
+Kafka's own tools by their usual names: ``kafkawire kafka-topics ...`` runs the Apache Kafka
+jars (``kafkawire.cli_kafka``).
 """
 
 from __future__ import annotations
@@ -14,25 +22,45 @@ import argparse
 import logging
 import signal
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import trio
 
 from kafkawire.config import BrokerConfig, ConfigError
+from kafkawire.logs import LOG_FORMATS, log_level, setup_logging
+
+
+def package_version() -> str:
+    try:
+        return version("kafkawire")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "0+unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="kafkawire", description="A Kafka-compatible broker")
-    sub = ap.add_subparsers(dest="command", required=True)
+    from kafkawire import cli_client, cli_kafka
+
+    ap = argparse.ArgumentParser(
+        prog="kafkawire", description="A Kafka-compatible broker, and a client CLI for any Kafka",
+        epilog="Kafka's tools: kafkawire kafka-topics|kafka-console-producer|... [ARGS] "
+               f"({', '.join(cli_kafka.TOOLS[:4])}, ...; `kafkawire kafka-tools` lists them)")
+    ap.add_argument("--version", action="version", version=f"kafkawire {package_version()}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
     s = sub.add_parser("serve", help="run a broker")
     s.add_argument("properties", nargs="?", type=Path, help="a Kafka server.properties file")
     s.add_argument(
         "--override", action="append", default=[], metavar="KEY=VALUE",
         help="override a property (repeatable), like Kafka's kafka-server-start --override",
     )
-    s.add_argument("--log-level", default="INFO")
+    s.add_argument("--log-level", type=log_level, default="INFO",
+                   help="CRITICAL, ERROR, WARNING, INFO (default) or DEBUG")
+    s.add_argument("--log-format", choices=LOG_FORMATS, default="text",
+                   help="text (default) or json: one JSON object per line")
+    s.set_defaults(func=run_serve)
     f = sub.add_parser(
         "format", help="format the log directories (as kafka-storage format -t ID -c FILE)")
+    f.set_defaults(func=_format)
     f.add_argument("properties", nargs="?", type=Path, help="a Kafka server.properties file")
     f.add_argument("--config", "-c", type=Path, dest="config_file",
                    help="the properties file (kafka-storage's spelling)")
@@ -53,7 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a feature level to start with (repeatable), e.g. group.version=0")
     f.add_argument("--add-scram", "-S", action="append", default=[], metavar="CREDENTIAL",
                    help="a SCRAM credential, e.g. 'SCRAM-SHA-256=[name=alice,password=x]'")
-    sub.add_parser("random-uuid", help="print a new random id (for --cluster-id)")
+    u = sub.add_parser("random-uuid", help="print a new random id (for --cluster-id)")
+    u.set_defaults(func=_random_uuid)
+    cli_client.add_commands(sub)
+    k = sub.add_parser("kafka-tools", help="list Kafka's tools runnable as `kafkawire kafka-...`")
+    k.set_defaults(func=cli_kafka.list_tools)
     return ap
 
 
@@ -82,9 +114,20 @@ def _format(args: argparse.Namespace) -> int:
 
 
 async def _serve(cfg: BrokerConfig) -> None:
-    from kafkawire.broker import Broker
+    from kafkawire.broker import Broker, StartupError
+    from kafkawire.ops_http import OpsEndpoint
 
     broker = Broker(cfg)
+    endpoint = OpsEndpoint(broker)
+    ops_listeners = []
+    if cfg.metrics_port:
+        try:
+            ops_listeners = await trio.open_tcp_listeners(cfg.metrics_port, host=cfg.metrics_host)
+        except OSError as e:  # a listener that cannot be had, as a busy broker port
+            raise StartupError(
+                f"cannot serve metrics on {cfg.metrics_host}:{cfg.metrics_port}: "
+                f"{e.strerror or e} (set metrics.port to a free port, or 0 to turn it off)"
+            ) from None
     async with trio.open_nursery() as nursery:
         async def on_signals() -> None:
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as sigs:
@@ -96,6 +139,8 @@ async def _serve(cfg: BrokerConfig) -> None:
                     return
 
         nursery.start_soon(on_signals)
+        if ops_listeners:
+            await nursery.start(endpoint.serve, ops_listeners)
         await nursery.start(broker.run)
 
 
@@ -116,19 +161,15 @@ def startup_error(exc: BaseException) -> Exception | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command == "random-uuid":
-        from kafkawire.storage import random_uuid
+def _random_uuid(args: argparse.Namespace) -> int:
+    from kafkawire.storage import random_uuid
 
-        print(random_uuid())
-        return 0
-    if args.command == "format":
-        return _format(args)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    print(random_uuid())
+    return 0
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    setup_logging(args.log_level, args.log_format)
     try:
         cfg = BrokerConfig.load(args.properties, args.override)
     except (ConfigError, OSError) as e:
@@ -166,6 +207,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     logger.info("kafkawire stopped")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from kafkawire import cli_kafka
+
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0].startswith("kafka-") and argv[0] != "kafka-tools":
+        return cli_kafka.run_tool(argv[0], argv[1:])
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
 
 
 def _find(exc: BaseException, kind: type[Exception]) -> BaseException | None:

@@ -274,6 +274,18 @@ BROKER_CONFIGS.update({
     "group.streams.initial.rebalance.delay.ms": ("int", 3000),
 })
 
+# kafkawire's own keys (Kafka has none of these): not broker configs Kafka would describe, so
+# they are kept out of DescribeConfigs.
+KAFKAWIRE_CONFIGS: dict[str, tuple[str, Any]] = {
+    # the HTTP endpoint for /metrics (Prometheus) and /health/{live,ready}; 0 turns it off
+    "metrics.port": ("int", 9404),
+    # its bind address; default: the host of the first listener
+    "metrics.host": ("string", None),
+    # KIP-714: accept client telemetry (GetTelemetrySubscriptions, PushTelemetry) and expose it
+    # on /metrics; off by default, as Kafka without a telemetry-receiving metrics reporter
+    "metrics.client.telemetry.enable": ("boolean", False),
+}
+
 # Kafka's internal configs (``defineInternal``): accepted, never listed by DescribeConfigs.
 INTERNAL_BROKER_CONFIGS = frozenset({
     "log.initial.task.delay.ms", "internal.metadata.log.segment.bytes", "log.open.files.max",
@@ -385,10 +397,12 @@ class BrokerConfig:
     @classmethod
     def from_dict(cls, raw: dict[str, str]) -> BrokerConfig:
         cfg = cls()
-        for key, (_kind, default) in BROKER_CONFIGS.items():
+        for key, (_kind, default) in (*BROKER_CONFIGS.items(), *KAFKAWIRE_CONFIGS.items()):
             cfg.values[key] = default
         for key, value in raw.items():
-            if key in BROKER_CONFIGS:
+            if key in KAFKAWIRE_CONFIGS:
+                cfg.values[key] = parse_value(KAFKAWIRE_CONFIGS[key][0], value, key)
+            elif key in BROKER_CONFIGS:
                 cfg.values[key] = parse_value(BROKER_CONFIGS[key][0], value, key)
                 cfg.explicit[key] = value
             elif key.startswith(SECURITY_PREFIXES) or key in SECURITY_KEYS:
@@ -424,6 +438,8 @@ class BrokerConfig:
             raise ConfigError("num.partitions must be > 0")
         for spec in self.listener_specs:
             Listener.parse(spec)
+        if not 0 <= self.metrics_port <= 65535:
+            raise ConfigError("metrics.port must be 0 (off) or a TCP port")
         try:
             validate_kraft(self)
         except QuorumConfigError as e:
@@ -447,6 +463,22 @@ class BrokerConfig:
     @property
     def node_id(self) -> int:
         return int(self.values["node.id"])
+
+    @property
+    def metrics_port(self) -> int:
+        return int(self.values["metrics.port"])
+
+    @property
+    def client_telemetry(self) -> bool:
+        return bool(self.values["metrics.client.telemetry.enable"])
+
+    @property
+    def metrics_host(self) -> str:
+        host = self.values["metrics.host"]
+        if host:
+            return str(host)
+        listeners = self.broker_listeners
+        return listeners[0].host if listeners else "127.0.0.1"
 
     @property
     def process_roles(self) -> frozenset[str]:

@@ -217,6 +217,10 @@ class CoordinatorRuntime:
         self._nursery: trio.Nursery | None = None
         #: called with the partition after each timer run (txn: send markers after aborts)
         self.after_timer: list[Callable[[int], None]] = []
+        #: partitions being loaded, and (partitions, records, start) of the current wave, for
+        #: one INFO line per wave instead of one per partition
+        self._loading: set[int] = set()
+        self._wave = [0, 0, 0.0]
         #: per partition, the end offset of the last batch this runtime wrote
         self._written_end: dict[int, int] = {}
 
@@ -320,6 +324,9 @@ class CoordinatorRuntime:
             if old is not None:
                 old.shard.on_unloaded()
             self.slots[partition] = _Slot(partition, self.shard_factory(partition), epoch)
+            if not self._loading:
+                self._wave = [0, 0, time.monotonic()]
+            self._loading.add(partition)
             self._nursery.start_soon(self._load, partition)
         for slot in list(self.slots.values()):
             if slot.loaded:
@@ -341,6 +348,17 @@ class CoordinatorRuntime:
             log.warning("metadata update of %s-%d: %s", self.topic.name, slot.partition, e)
 
     async def _load(self, partition: int) -> None:
+        try:
+            await self._load_partition(partition)
+        finally:
+            self._loading.discard(partition)
+            if not self._loading and self._wave[0]:
+                parts, records, started = self._wave
+                log.info("loaded %d partition(s) of %s: %d records in %.0f ms", parts,
+                         self.topic.name, records, (time.monotonic() - started) * 1000)
+                self._wave = [0, 0, 0.0]
+
+    async def _load_partition(self, partition: int) -> None:
         slot = self.slots.get(partition)
         replicas = self.broker.replicas
         p = replicas.partition(self.topic.name, partition) if replicas is not None else None
@@ -374,10 +392,12 @@ class CoordinatorRuntime:
         slot.loaded = True
         slot.shard.on_loaded(now_ms())
         self._metadata_changed(slot)
-        log.info(
+        log.debug(
             "loaded %s-%d: %d records in %.0f ms", self.topic.name, partition, records,
             (time.monotonic() - started) * 1000,
         )
+        self._wave[0] += 1
+        self._wave[1] += records
         self._notify()
 
     def _replay_batch(self, slot: _Slot, data: bytes, pos: int, control: bool) -> int:

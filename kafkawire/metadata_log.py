@@ -180,8 +180,12 @@ class MetadataQuorum:
         assert self.partition is not None
         self.partition.on_flushed()  # the high watermark passes the flushed entries
         assert self.partition.high_watermark > last_offset, self.partition
+        old = self.image
         self.image = apply(self.image, records, last_offset, self.epoch)
         self.last_epoch, self.last_timestamp = self.epoch, append_ms
+        if log.isEnabledFor(logging.INFO):
+            for line in metadata_events(old, records):
+                log.info("%s", line)
         if self.snapshot_due(self.clock()):
             self._snapshot_wakeup.set()
 
@@ -279,3 +283,62 @@ def write_file_atomically(path: Path, data: bytes) -> None:
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+_SECRET_WORDS = ("password", "jaas", "secret")
+
+
+def metadata_events(old: MetadataImage, records: list[Any]) -> list[str]:
+    """One line per change an operator cares about in a committed batch of metadata records:
+    topics created or deleted, partitions added, leader changes, brokers registered, fenced or
+    unfenced, configs set."""
+    out: list[str] = []
+    names = {t.topic_id: t.name for t in old.topics.values()}
+    new_topics: dict[Any, list[Any]] = {}
+    new_configs: dict[str, list[str]] = {}
+    created = {rec.name for rec in records if type(rec).__name__ == "TopicRecord"}
+    for rec in records:
+        kind = type(rec).__name__
+        if kind == "TopicRecord":
+            names[rec.topic_id] = rec.name
+            new_topics[rec.topic_id] = []
+        elif kind == "PartitionRecord":
+            if rec.topic_id in new_topics:
+                new_topics[rec.topic_id].append(rec)
+            else:
+                out.append(f"partition added: {names.get(rec.topic_id)}-{rec.partition_id} "
+                           f"(replicas {list(rec.replicas)})")
+        elif kind == "RemoveTopicRecord":
+            out.append(f"topic deleted: {names.get(rec.topic_id, rec.topic_id)}")
+        elif kind == "PartitionChangeRecord" and rec.leader != -2:
+            prev = old.topics_by_id.get(rec.topic_id)
+            p = prev.partitions.get(rec.partition_id) if prev is not None else None
+            out.append(f"leader of {names.get(rec.topic_id)}-{rec.partition_id}: "
+                       f"{p.leader if p is not None else '?'} -> {rec.leader}")
+        elif kind == "RegisterBrokerRecord":
+            eps = ", ".join(f"{e.name}://{e.host}:{e.port}" for e in rec.end_points)
+            out.append(f"broker {rec.broker_id} registered (epoch {rec.broker_epoch}, {eps}"
+                       f"{', fenced' if rec.fenced else ''})")
+        elif kind in ("FenceBrokerRecord", "UnfenceBrokerRecord"):
+            out.append(f"broker {rec.id} {'fenced' if kind[0] == 'F' else 'unfenced'}")
+        elif kind == "BrokerRegistrationChangeRecord" and rec.fenced in (1, -1):
+            out.append(f"broker {rec.broker_id} {'fenced' if rec.fenced == 1 else 'unfenced'}")
+        elif kind == "ConfigRecord" and rec.resource_type == 2 and rec.resource_name in created:
+            new_configs.setdefault(rec.resource_name, []).append(f"{rec.name}={rec.value}")
+        elif kind == "ConfigRecord":
+            secret = any(w in rec.name for w in _SECRET_WORDS)
+            value = "(deleted)" if rec.value is None else "(hidden)" if secret else rec.value
+            target = rec.resource_name or "(cluster default)"
+            out.append(f"config of {_RESOURCE_NAMES.get(rec.resource_type, rec.resource_type)} "
+                       f"{target}: {rec.name} = {value}")
+    for tid, parts in new_topics.items():
+        rf = max((len(p.replicas) for p in parts), default=0)
+        configs = new_configs.get(names[tid])
+        out.insert(0, f"topic created: {names[tid]} ({len(parts)} partition(s), "
+                      f"replication factor {rf}"
+                      + (f", {', '.join(configs)})" if configs else ")"))
+    return out
+
+
+_RESOURCE_NAMES = {2: "topic", 4: "broker", 8: "broker logger", 16: "client metrics",
+                   32: "group"}

@@ -35,6 +35,7 @@ import trio
 from kafkawire.apis import REGISTRY, ApiHandler
 from kafkawire.authorizer import Authorizer
 from kafkawire.listener_security import ListenerSecurity
+from kafkawire.metrics import BrokerMetrics
 from kafkawire.quota_manager import ConnectionRate
 from kafkawire.tls_stream import TLSStream
 from protocol._generated.api_versions_response import ApiVersionsResponse
@@ -148,6 +149,8 @@ class RequestContext:
             return sum(1 << op for op in SUPPORTED_OPERATIONS.get(resource_type, ()))
         return a.operations(self.connection.principal, self.connection.host, resource_type,
                             name)
+    #: time a handler spent waiting on others (Fetch long polls: Kafka's RemoteTimeMs), seconds
+    remote_s: float = 0.0
 
 
 @dataclass(eq=False)
@@ -362,8 +365,10 @@ class Server:
         dispatch: Dispatch,
         request_max_bytes: int,
         on_disconnect: Callable[[Connection], None] | None = None,
+        metrics: BrokerMetrics | None = None,
     ) -> None:
         self.dispatch = dispatch
+        self.metrics = metrics
         self.request_max_bytes = request_max_bytes
         self.on_disconnect = on_disconnect
         self.next_conn_id = 0
@@ -494,6 +499,8 @@ class Server:
         self.next_conn_id += 1
         conn = Connection(stream, peer, listener, self.next_conn_id)
         self.connections.add(conn)
+        if self.metrics is not None:
+            self.metrics.connection_created(listener)
         memory = self.frame_memory
         try:
             if not await self._secure(stream, conn):
@@ -569,6 +576,7 @@ class Server:
                 f"{name} request after the SASL session expired (connections.max.reauth.ms)")
 
     async def handle_frame(self, conn: Connection, frame: bytearray) -> int:
+        t_received = time.perf_counter()
         if len(frame) < 8:
             conn.request_info = f"a frame of {len(frame)} bytes, too short for a request header"
             raise RemoteProtocolError("request shorter than its header")
@@ -597,15 +605,26 @@ class Server:
             api_key, api_version, correlation_id, header.client_id, conn, header,
             size_bytes=len(frame) + 4,
         )
+        t_dispatch = time.perf_counter()
         response = await self.dispatch(ctx, request)
+        t_local = time.perf_counter()
         if api_key not in TRACE_SKIPPED_KEYS and trace.isEnabledFor(logging.DEBUG):
             trace.debug("conn %d %s v%d corr %d client %s: %r -> %r", conn.conn_id, handler.name,
                         api_version, correlation_id, header.client_id, request, response)
-        if response is None:  # e.g. Produce with acks=0
-            return correlation_id
-        hv = response_header_version(api_key, api_version, handler)
-        w = encode_response(correlation_id, hv, response, api_version)
-        await send_chunks(conn.stream, w.chunks())
+        if response is not None:  # None: e.g. Produce with acks=0
+            hv = response_header_version(api_key, api_version, handler)
+            w = encode_response(correlation_id, hv, response, api_version)
+            await send_chunks(conn.stream, w.chunks())
+        if self.metrics is not None:
+            t_sent = time.perf_counter()
+            local = t_local - t_dispatch - ctx.remote_s
+            args = (api_version, t_dispatch - t_received, local, ctx.remote_s, t_sent - t_local)
+            self.metrics.request_done(handler.name, *args)
+            if api_key == 1:  # Kafka also files Fetch under FetchConsumer / FetchFollower
+                follower = getattr(request, "replica_id", -1) >= 0 or getattr(
+                    getattr(request, "replica_state", None), "replica_id", -1) >= 0
+                self.metrics.request_done("FetchFollower" if follower else "FetchConsumer",
+                                          *args)
         return correlation_id
 
 

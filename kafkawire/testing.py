@@ -58,6 +58,7 @@ class BrokerProcess:
         overrides: dict[str, str] | None = None,
         log_file: str | Path | None = None,
         log_level: str | None = None,
+        metrics_port: int | None = None,
         open_files_limit: int | None = None,
     ) -> None:
         #: the broker's soft open-file limit (``ulimit -n``); None: inherited
@@ -72,6 +73,11 @@ class BrokerProcess:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.overrides = dict(overrides or {})
+        #: /metrics and /health on this port (``metrics.port``; 0: off); a free one by default
+        if "metrics.port" in self.overrides:
+            self.metrics_port = int(self.overrides.pop("metrics.port"))
+        else:
+            self.metrics_port = free_port() if metrics_port is None else metrics_port
         self.log_path = Path(log_file) if log_file else self.data_dir.parent / (
             self.data_dir.name + ".broker.log"
         )
@@ -81,10 +87,16 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def metrics_url(self) -> str:
+        """``http://127.0.0.1:<metrics port>`` (append /metrics, /health/ready, /health/live)."""
+        return f"http://127.0.0.1:{self.metrics_port}"
+
     def command(self) -> list[str]:
         props = {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "log.dir": str(self.data_dir),
+            "metrics.port": str(self.metrics_port),
             **self.overrides,
         }
         cmd = [sys.executable, "-m", "kafkawire", "serve"]

@@ -71,7 +71,7 @@ def test_serve_logs_unknown_keys_formats_storage_and_stops_cleanly(tmp_path: Pat
     proc = subprocess.Popen(
         [sys.executable, "-m", "kafkawire", "serve", "--override",
          f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dir={data}",
-         "--override", "bogus.key=1"],
+         "--override", "bogus.key=1", "--override", "metrics.port=0"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:

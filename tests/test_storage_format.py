@@ -217,7 +217,7 @@ def test_cluster_node_must_be_formatted_to_start(tmp_path: Path) -> None:
         f"process.roles=broker,controller\nnode.id=1\ncontroller.quorum.voters=1@127.0.0.1:"
         f"{cport}\ncontroller.listener.names=CONTROLLER\nlisteners=PLAINTEXT://127.0.0.1:"
         f"{port},CONTROLLER://127.0.0.1:{cport}\nlistener.security.protocol.map={MAP}\n"
-        f"log.dirs={tmp_path}/data\n")
+        f"log.dirs={tmp_path}/data\nmetrics.port=0\n")
     p = _cli("serve", str(conf))
     assert p.returncode != 0
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
@@ -252,7 +252,7 @@ def test_node_formatted_standalone_starts_with_its_voters(tmp_path: Path) -> Non
         f"process.roles=broker,controller\nnode.id=1\ncontroller.quorum.bootstrap.servers="
         f"127.0.0.1:{cport}\ncontroller.listener.names=CONTROLLER\nlisteners=PLAINTEXT://"
         f"127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}\nlistener.security.protocol.map={MAP}\n"
-        f"log.dirs={tmp_path}/data\n")
+        f"log.dirs={tmp_path}/data\nmetrics.port=0\n")
     p = _cli("format", "-t", CID, "-c", str(conf), "--standalone")
     assert p.returncode == 0, p.stderr
     overrides = {k: v for k, v in (ln.split("=", 1) for ln in conf.read_text().splitlines())}
@@ -388,7 +388,7 @@ def test_a_quorum_of_several_voters_does_not_start_single(tmp_path: Path) -> Non
         f"{cport},2@127.0.0.1:{cport + 1},3@127.0.0.1:{cport + 2}\n"
         f"controller.listener.names=CONTROLLER\nlisteners=PLAINTEXT://127.0.0.1:{port},"
         f"CONTROLLER://127.0.0.1:{cport}\nlistener.security.protocol.map={MAP}\n"
-        f"log.dirs={tmp_path}/data\n")
+        f"log.dirs={tmp_path}/data\nmetrics.port=0\n")
     assert _cli("format", "-t", CID, str(conf)).returncode == 0
     p = _cli("serve", str(conf))
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]

@@ -86,6 +86,9 @@ MODULES = [
     "end_txn",
     "describe_transactions",
     "list_transactions",
+    # KIP-714 client telemetry: advertised only with metrics.client.telemetry.enable=true
+    "get_telemetry_subscriptions",
+    "push_telemetry",
 ]
 
 
@@ -100,6 +103,8 @@ class ApiHandler:
     request_cls: Any
     response_cls: Any
     handle: Callable[..., Awaitable[Any]]
+    #: a broker setting that must be on for ApiVersions to list this API ("" = always)
+    optional: str = ""
 
     def flexible(self, version: int) -> bool:
         return 0 <= self.flexible_from <= version
@@ -128,6 +133,7 @@ def build_registry(modules: list[str]) -> dict[int, ApiHandler]:
             request_cls=_load_class(REQUESTS[key]),
             response_cls=_load_class(RESPONSES[key]),
             handle=m.handle,
+            optional=str(getattr(m, "OPTIONAL", "")),
         )
     return reg
 

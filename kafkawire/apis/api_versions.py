@@ -51,6 +51,7 @@ async def handle(
                 api_key=h.api_key, min_version=h.advertised_min, max_version=h.max_version
             )
             for h in sorted(REGISTRY.values(), key=lambda h: h.api_key)
+            if not h.optional or getattr(broker.config, h.optional)
         ],
         throttle_time_ms=0,
     )

@@ -238,7 +238,24 @@ async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Fetc
             break
         if trio.current_time() >= deadline:
             break
+        waited = trio.current_time()
         await broker.notifier.wait_any(keys, deadline)
+        ctx.remote_s += trio.current_time() - waited
+    _count(broker, slots)
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=out)
 
 
+def _count(broker: Broker, slots: list[_Slot]) -> None:
+    """BytesOutPerSec, FailedFetchRequestsPerSec and TotalFetchRequestsPerSec per topic."""
+    metrics = broker.metrics
+    topics = broker.image.topics
+    seen: set[str] = set()
+    for s in slots:
+        c = metrics.topic(s.topic if s.topic in topics else None)
+        if s.topic is not None and s.topic not in seen:
+            seen.add(s.topic)
+            c.total_fetch += 1
+        if s.resp.error_code:
+            c.failed_fetch += 1
+        elif not isinstance(s.resp.records, (bytes, bytearray)):
+            c.bytes_out += s.resp.records.size

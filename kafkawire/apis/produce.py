@@ -260,6 +260,9 @@ async def _append_partition(
     except OSError as e:  # e.g. no descriptor left to open the segment or an index
         broker.storage_failed(e)
         return _error(pd.index, ErrorCode.KAFKA_STORAGE_ERROR, str(e)), None, -1
+    counters = broker.metrics.topic(topic)  # per batch, never per record
+    counters.messages_in += sum(h.records_count for _pos, h in batches)
+    counters.bytes_in += last_pos + last_h.size
     resp = PartResp(
         index=pd.index, error_code=ErrorCode.NONE, base_offset=info.first_offset,
         log_append_time_ms=info.log_append_time_ms, log_start_offset=info.log_start_offset,
@@ -330,6 +333,7 @@ async def handle(
                              f"Cannot append to internal topic {topic.name}")
                       for p in td.partition_data]
             continue
+        broker.metrics.topic(topic.name).total_produce += 1
         settings = _TopicSettings.of(broker.effective_topic_configs(topic.name))
         for pd in td.partition_data:
             if pd.index not in topic.partitions:
@@ -346,8 +350,10 @@ async def handle(
             plog = partition.log
             if plog.unflushed_messages >= plog.config.flush_messages:
                 to_flush.append((resp, plog))
-    if to_ack:
+    if to_ack:  # waiting on the followers is Kafka's RemoteTimeMs of the request
+        waited = time.perf_counter()
         await _wait_for_acks(broker.replicas, to_ack, req.timeout_ms)
+        ctx.remote_s += time.perf_counter() - waited
     if to_flush:  # as Kafka, the append that reaches flush.messages is fsynced before the answer
         assert broker.flusher is not None
         failed = await broker.flusher.wait_all_durable(
@@ -358,6 +364,18 @@ async def handle(
                 resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
                 resp.error_message = failed[id(plog)]
                 resp.base_offset = -1
+    _count_failures(broker, out, v)
     if acks == 0:
         return None
     return ProduceResponse(responses=out, throttle_time_ms=0)
+
+
+def _count_failures(broker: Broker, out: list[ProduceResponse.TopicProduceResponse],
+                    version: int) -> None:
+    """FailedProduceRequestsPerSec: one per failed partition, under its topic when it exists."""
+    img = broker.image
+    for t in out:
+        failed = sum(1 for p in t.partition_responses if p.error_code)
+        if failed:
+            topic = img.topics_by_id.get(t.topic_id) if version >= 13 else img.topics.get(t.name)
+            broker.metrics.topic(topic.name if topic is not None else None).failed_produce += failed
