@@ -80,6 +80,7 @@ class MemoryRaftLog:
         self._start = 0
         self._flushed = 0
         self._snapshot: tuple[SnapshotId, bytes] | None = None
+        self.version = 0  # bumped on every change (lets checkers skip an unchanged log)
 
     @property
     def start_offset(self) -> int:
@@ -106,6 +107,7 @@ class MemoryRaftLog:
         return self._snapshot
 
     def append(self, data: bytes) -> None:
+        self.version += 1
         headers = iter_headers(data)
         if not headers or sum(h.size for _, h in headers) != len(data):
             raise LogError("append needs whole record batches")
@@ -121,6 +123,7 @@ class MemoryRaftLog:
 
     def truncate_to(self, offset: int) -> None:
         """Drop every batch that ends after ``offset`` (whole batches, as Kafka does)."""
+        self.version += 1
         while self._batches and self._batches[-1].next_offset > offset:
             self._batches.pop()
         end = self.end_offset
@@ -152,6 +155,7 @@ class MemoryRaftLog:
         return EpochEnd(self._epochs[found][0], nxt)
 
     def flush(self) -> None:
+        self.version += 1
         self._flushed = self.end_offset
 
     def crash(self) -> None:
@@ -169,6 +173,7 @@ class MemoryRaftLog:
 
     def create_snapshot(self, end_offset: int) -> SnapshotId | None:
         """Snapshot the flushed prefix up to the last batch boundary <= end_offset; drop it."""
+        self.version += 1
         keep = [b for b in self._batches if b.next_offset <= min(end_offset, self._flushed)]
         if not keep:
             return None
@@ -178,12 +183,13 @@ class MemoryRaftLog:
         self._snapshot = (sid, prefix + b"".join(b.data for b in keep))
         self._batches = self._batches[len(keep):]
         self._start = sid.end_offset
-        self._epochs = [(sid.epoch, self._start)] + [e for e in self._epochs if e[1] > self._start
+        self._epochs = [(sid.epoch, self._start)] + [e for e in self._epochs if e[1] >= self._start
                                                      and e[0] > sid.epoch]
         return sid
 
     def install_snapshot(self, sid: SnapshotId, data: bytes) -> None:
         """Replace the whole log by the snapshot (a follower that fell behind the leader's start)."""
+        self.version += 1
         self._snapshot = (sid, data)
         self._batches = []
         self._start = sid.end_offset
