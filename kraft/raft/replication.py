@@ -372,14 +372,16 @@ def _on_fetch(node: RaftNode, now_ms: int, src: int, resp: m.FetchResponse,
         return
     data = bytes(p.records) if p.records else b""
     if data:
-        headers = iter_headers(data)
-        if not headers or headers[0][1].base_offset != node.log.end_offset:
-            return  # not the continuation of our log (an answer to an older position)
+        # Whole batches from the one holding our end offset; skip what we already have.
+        leo = node.log.end_offset
+        headers = [(pos, h) for pos, h in iter_headers(data) if h.next_offset > leo]
+        if not headers or headers[0][1].base_offset != leo:
+            _backoff(node, now_ms)  # not the continuation of our log: ask again
+            return
         if not all(crc_ok(data, pos, h.size) for pos, h in headers):
             _backoff(node, now_ms)
             return
-        end = headers[-1][0] + headers[-1][1].size
-        node.log.append(data[:end])
+        node.log.append(data[headers[0][0]:headers[-1][0] + headers[-1][1].size])
         node.log.flush()
     hw = min(p.high_watermark, node.log.end_offset)
     if hw > node.high_watermark:

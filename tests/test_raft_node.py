@@ -1,0 +1,257 @@
+"""RaftNode on its own: the errors Kafka answers (stale epoch, unknown voter, other cluster),
+elections, diverging-epoch truncation, DescribeQuorum, and the transition table.
+
+Messages go through the generated codecs at their wire versions, as a driver would send them.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kraft.raft import messages as m
+from kraft.raft.log import MemoryQuorumStateStore, MemoryRaftLog
+from kraft.raft.node import NotLeaderError, RaftNode
+from kraft.raft.state import TRANSITIONS, ElectionState, RaftState, check_transition
+from protocol.errors import ErrorCode
+from protocol.records import SimpleRecord, build_batch
+
+CLUSTER = "raft-unit-cluster-id0"
+
+
+def make(node_id: int, voters: set[int], log: MemoryRaftLog | None = None,
+         state: ElectionState | None = None) -> RaftNode:
+    store = MemoryQuorumStateStore()
+    if state is not None:
+        store.write(state)
+    return RaftNode(node_id, frozenset(voters), CLUSTER, log or MemoryRaftLog(), store,
+                    random.Random(node_id), 0)
+
+
+def ask(node: RaftNode, now: int, body: m.RaftRequest, src: int = 99) -> m.RaftResponse:
+    """Deliver one request (through the codecs) and return the node's answer."""
+    node.handle(now, m.RaftMessage(src, node.node_id, 7, m.wire_round_trip(body)))
+    out, _ = node.poll(now)
+    answers = [x for x in out if x.correlation_id == 7 and x.dst == src]
+    assert len(answers) == 1, out
+    body_out = m.wire_round_trip(answers[0].body)
+    assert not isinstance(body_out, m.REQUEST_TYPES)
+    return body_out
+
+
+def run(nodes: dict[int, RaftNode], until: int, now: int = 0) -> int:
+    """Deliver everything at once (no faults) and poll by deadline until ``until``."""
+    pending: list[m.RaftMessage] = []
+    while now <= until:
+        for n in nodes.values():
+            out, _ = n.poll(now)
+            pending += out
+        while pending:
+            msg = pending.pop(0)
+            nodes[msg.dst].handle(now, m.RaftMessage(msg.src, msg.dst, msg.correlation_id,
+                                                     m.wire_round_trip(msg.body)))
+            out, _ = nodes[msg.dst].poll(now)
+            pending += out
+        now += 10
+    return now
+
+
+def batch(base: int, epoch: int, n: int = 1) -> bytes:
+    return build_batch([SimpleRecord(None, b"x", (), 0)] * n, base_offset=base,
+                       partition_leader_epoch=epoch)
+
+
+def test_a_lone_voter_leads_at_once_and_commits_what_it_flushes() -> None:
+    node = make(1, {1})
+    node.poll(0)
+    assert node.is_leader and node.epoch == 1
+    off = node.append(5, [b"a", b"b"])
+    assert node.high_watermark <= off
+    node.poll(6)
+    assert node.high_watermark == off + 1 == node.log.end_offset
+
+
+def test_three_voters_elect_one_leader_and_replicate() -> None:
+    nodes = {i: make(i, {1, 2, 3}) for i in (1, 2, 3)}
+    now = run(nodes, 5_000)
+    leaders = [n for n in nodes.values() if n.is_leader]
+    assert len(leaders) == 1
+    leader = leaders[0]
+    assert {n.epoch for n in nodes.values()} == {leader.epoch}
+    assert all(n.leader_id == leader.node_id for n in nodes.values())
+    off = leader.append(now, [b"x"])
+    run(nodes, now + 1_000, now)
+    assert all(n.high_watermark > off for n in nodes.values())
+    assert all(n.store.read() == n.election_state() for n in nodes.values())
+
+
+def test_append_on_a_follower_is_refused() -> None:
+    with pytest.raises(NotLeaderError):
+        make(2, {1, 2, 3}).append(0, [b"x"])
+
+
+def test_vote_errors_as_kafka_answers_them() -> None:
+    node = make(2, {1, 2, 3}, state=ElectionState(epoch=5))
+    other = m.vote_request("another-cluster", 2, 1, 6, 0, 0, False)
+    other.cluster_id = "another-cluster"
+    assert ask(node, 0, other).error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
+
+    def part(req: m.VoteRequest) -> m.VoteResponse.PartitionData:
+        resp = ask(node, 0, req)
+        assert isinstance(resp, m.VoteResponse) and resp.error_code == 0
+        p = resp.topics[0].partitions[0]
+        return p
+    stale = part(m.vote_request(CLUSTER, 2, 1, 4, 0, 0, False))
+    assert stale.error_code == ErrorCode.FENCED_LEADER_EPOCH and stale.leader_epoch == 5
+    assert not stale.vote_granted
+    stranger = part(m.vote_request(CLUSTER, 2, 42, 6, 0, 0, False))
+    assert stranger.error_code == ErrorCode.INCONSISTENT_VOTER_SET
+    wrong_key = part(m.vote_request(CLUSTER, 3, 1, 6, 0, 0, False))
+    assert wrong_key.error_code == ErrorCode.INVALID_VOTER_KEY
+    assert node.epoch == 5 and node.voted_id == -1  # none of these changed our state
+
+
+def test_one_vote_per_epoch_and_only_for_a_log_at_least_as_long() -> None:
+    log = MemoryRaftLog()
+    log.append(batch(0, 3, 2))
+    log.flush()
+    node = make(2, {1, 2, 3}, log=log, state=ElectionState(epoch=3))
+
+    def vote(cand: int, epoch: int, last_epoch: int, end: int, pre: bool = False) -> bool:
+        resp = ask(node, 0, m.vote_request(CLUSTER, 2, cand, epoch, last_epoch, end, pre))
+        assert isinstance(resp, m.VoteResponse)
+        return bool(resp.topics[0].partitions[0].vote_granted)
+    assert not vote(1, 4, 3, 1)            # shorter log
+    assert node.epoch == 4                 # ... but the higher epoch was taken
+    assert vote(1, 4, 3, 2)
+    assert node.store.read() == ElectionState(4, -1, 1)  # durable before the answer
+    assert vote(1, 4, 3, 2)                # the same question, the same answer
+    assert not vote(3, 4, 3, 5)            # already voted in epoch 4
+    assert vote(3, 5, 3, 2, pre=True)      # a pre-vote ...
+    assert node.epoch == 4 and node.voted_id == 1  # ... changes nothing
+
+
+def test_fetch_errors_as_kafka_answers_them() -> None:
+    nodes = {i: make(i, {1, 2, 3}) for i in (1, 2, 3)}
+    run(nodes, 5_000)
+    leader = next(n for n in nodes.values() if n.is_leader)
+    follower = next(n for n in nodes.values() if not n.is_leader)
+    e = leader.epoch
+
+    def fetch(node: RaftNode, epoch: int, cluster: str = CLUSTER,
+              offset: int = 0, last_epoch: int = 0) -> m.FetchResponse:
+        req = m.fetch_request(cluster, 3, epoch, offset, last_epoch, 0, 0, 1 << 20)
+        resp = ask(node, 6_000, req, src=3)
+        assert isinstance(resp, m.FetchResponse)
+        return resp
+    assert fetch(leader, e, "another").error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
+    for node, epoch, err in ((leader, e - 1, ErrorCode.FENCED_LEADER_EPOCH),
+                             (leader, e + 1, ErrorCode.UNKNOWN_LEADER_EPOCH),
+                             (follower, e, ErrorCode.NOT_LEADER_OR_FOLLOWER)):
+        p = fetch(node, epoch).responses[0].partitions[0]
+        assert p.error_code == err
+        assert p.current_leader is not None
+        assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (leader.node_id, e)
+    ok = fetch(leader, e).responses[0].partitions[0]
+    assert ok.error_code == 0 and ok.records and ok.high_watermark >= 0
+    assert leader.is_leader and leader.epoch == e  # the quorum kept its state
+
+
+def test_diverging_epoch_truncates_the_follower() -> None:
+    """The leader has epoch 1 to offset 3 then epoch 3; a follower has epoch 2 from offset 3
+    (written by a leader of epoch 2 that the new leader never heard from)."""
+    llog = MemoryRaftLog()
+    llog.append(batch(0, 1, 3) + batch(3, 3, 2))
+    llog.flush()
+    leader = make(1, {1, 2, 3}, llog, ElectionState(3, -1, 1))
+    flog = MemoryRaftLog()
+    flog.append(batch(0, 1, 3) + batch(3, 2, 4))
+    flog.flush()
+    follower = make(2, {1, 2, 3}, flog, ElectionState(3, 1, -1))
+    nodes = {1: leader, 2: follower, 3: make(3, {1, 2, 3}, state=ElectionState(3, -1, 1))}
+    leader.become_prospective(0)
+    leader.become_candidate(0)
+    assert leader.epoch == 4
+    run(nodes, 3_000)
+    assert leader.is_leader
+    assert flog.batches()[:3] == llog.batches()[:3]
+    assert [e for _, _, e, _ in flog.batches()] == [e for _, _, e, _ in llog.batches()]
+    assert follower.high_watermark == leader.high_watermark == llog.end_offset
+
+
+def test_describe_quorum_names_voters_observers_and_lags() -> None:
+    nodes = {i: make(i, {1, 2, 3}) for i in (1, 2, 3, 4)}  # 4 observes
+    now = run(nodes, 5_000)
+    leader = next(n for n in nodes.values() if n.is_leader)
+    resp = ask(leader, now, m.DescribeQuorumRequest(topics=[m.DescribeQuorumRequest.TopicData(
+        topic_name=m.METADATA_TOPIC, partitions=[
+            m.DescribeQuorumRequest.PartitionData(partition_index=0)])]))
+    assert isinstance(resp, m.DescribeQuorumResponse)
+    p = resp.topics[0].partitions[0]
+    assert p.error_code == 0 and p.leader_id == leader.node_id
+    assert [v.replica_id for v in p.current_voters] == [1, 2, 3]
+    assert [o.replica_id for o in p.observers] == [4]
+    assert all(v.log_end_offset == leader.log.end_offset for v in p.current_voters)
+    follower = next(n for n in nodes.values() if not n.is_leader)
+    resp = ask(follower, now, m.DescribeQuorumRequest(topics=[
+        m.DescribeQuorumRequest.TopicData(topic_name=m.METADATA_TOPIC, partitions=[
+            m.DescribeQuorumRequest.PartitionData(partition_index=0)])]))
+    assert isinstance(resp, m.DescribeQuorumResponse)
+    assert resp.topics[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_a_leader_restarts_resigned_and_never_votes_in_its_own_epoch() -> None:
+    node = make(1, {1, 2, 3}, state=ElectionState(4, 1, 1))
+    assert node.state == RaftState.RESIGNED and node.epoch == 4
+    resp = ask(node, 0, m.vote_request(CLUSTER, 1, 2, 4, 9, 9, False))
+    assert isinstance(resp, m.VoteResponse)
+    assert not resp.topics[0].partitions[0].vote_granted
+
+
+def test_the_transition_table() -> None:
+    for old in RaftState:
+        for new in RaftState:
+            if new in TRANSITIONS[old]:
+                check_transition(old, new, is_voter=True)
+            else:
+                with pytest.raises(AssertionError):
+                    check_transition(old, new, is_voter=True)
+    with pytest.raises(AssertionError):
+        check_transition(RaftState.UNATTACHED, RaftState.PROSPECTIVE, is_voter=False)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 3)), min_size=1, max_size=12),
+       st.integers(0, 12), st.integers(0, 12), st.integers(0, 6))
+def test_end_offset_for_epoch_matches_a_model(steps: list[tuple[int, int]], snap_at: int,
+                                              trunc_at: int, ask_epoch: int) -> None:
+    """MemoryRaftLog's epoch cache against a list of per-offset epochs, across a snapshot
+    and a truncation."""
+    log = MemoryRaftLog()
+    epochs: list[int] = []
+    epoch = 0
+    for bump, count in steps:
+        epoch += bump
+        log.append(batch(len(epochs), epoch, count))
+        epochs += [epoch] * count
+    log.flush()
+    sid = log.create_snapshot(snap_at)
+    start = sid.end_offset if sid else 0
+    if trunc_at >= start:
+        log.truncate_to(trunc_at)
+    end = log.end_offset
+    epochs = epochs[:end]
+    # The model: every offset in [start-1, end) with its epoch (the snapshot's last one stands
+    # for the prefix); the largest epoch <= asked, and where the next larger one starts.
+    known = list(range(max(start - 1, 0), end)) if (start or end) else []
+    below = [epochs[o] for o in known if epochs[o] <= ask_epoch]
+    got = log.end_offset_for_epoch(ask_epoch)
+    if not below:
+        assert got.epoch == -1
+        return
+    found = max(below)
+    nxt = [o for o in known if epochs[o] > found and o >= start]
+    assert got == (found, nxt[0] if nxt else end)
