@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline
+.PHONY: run test test-fast lint typecheck generate bench raft-sim compat compat-fetch compat-record clean deps-system deps-java pipeline
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -77,6 +77,13 @@ compat-record: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run.py
+
+## raft-sim: the deterministic Raft simulation over SEEDS seeds (default 10000) on JOBS processes;
+## a failing seed replays with `python -m kraft.raft.sim --seed N --trace`
+SEEDS ?= 10000
+JOBS  ?= 2
+raft-sim: $(STAMP)
+	$(PY) bench/raft_sim.py --seeds $(SEEDS) --jobs $(JOBS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

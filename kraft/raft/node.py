@@ -230,13 +230,17 @@ class RaftNode:
         timeout = self.config.request_timeout_ms
         for corr in [c for c, f in self.inflight.items() if now_ms - f.sent_ms >= timeout]:
             del self.inflight[corr]
-        state = self.state
-        if state == RaftState.LEADER:
-            replication.poll_leader(self, now_ms)
-        elif state == RaftState.FOLLOWER or (state == RaftState.UNATTACHED and not self.is_voter):
-            replication.poll_follower(self, now_ms)
-        else:
-            election.poll_election(self, now_ms)
+        for _ in range(4):  # again while the state changes (a lone voter: elected, then lead)
+            state = self.state
+            if state == RaftState.LEADER:
+                replication.poll_leader(self, now_ms)
+            elif state == RaftState.FOLLOWER or (state == RaftState.UNATTACHED
+                                                 and not self.is_voter):
+                replication.poll_follower(self, now_ms)
+            else:
+                election.poll_election(self, now_ms)
+            if self.state == state:
+                break
         out, self.outbox = self.outbox, []
         return out, now_ms if out else self._next_deadline(now_ms)
 
@@ -248,6 +252,8 @@ class RaftNode:
                 deadlines.append(t)
         if self.leader is not None:
             deadlines.append(self.leader.next_deadline_ms())
+            if self.log.flushed_end_offset < self.log.end_offset:
+                deadlines.append(now_ms)  # flush what append() added
         return max(min(deadlines), now_ms + 1) if self.outbox == [] else now_ms
 
     # -- the application side ------------------------------------------------------------

@@ -190,6 +190,8 @@ class Simulation:
         return True
 
     def run_until(self, t: int, stop: Callable[[], bool] | None = None) -> bool:
+        if stop is not None and stop():
+            return True
         while self._queue and self._queue[0][0] <= t:
             self.step()
             if stop is not None and stop():
