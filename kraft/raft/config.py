@@ -25,6 +25,9 @@ class RaftConfig:
     # Bytes of records per Fetch answer and per FetchSnapshot chunk.
     fetch_max_bytes: int = 8 * 1024 * 1024
     snapshot_chunk_bytes: int = 1024 * 1024
+    # The kraft.version feature: 0 = a static quorum (controller.quorum.voters; strangers are
+    # refused, the voter set never changes), 1 = KIP-853 voters in VotersRecords.
+    kraft_version: int = 0
 
     @property
     def check_quorum_timeout_ms(self) -> int:

@@ -49,7 +49,10 @@ def _vote(node: RaftNode, now_ms: int, req: m.VoteRequest) -> m.VoteResponse:
     if req.voter_id >= 0 and req.voter_id != node.node_id:
         return m.vote_response(NONE, ErrorCode.INVALID_VOTER_KEY, node.leader_id, node.epoch)
     cand, epoch = p.replica_id, p.replica_epoch
-    if not node.is_voter or cand not in node.voters:
+    # A static quorum (no VotersRecord) refuses strangers; with KIP-853 voter records we may
+    # lag behind the candidate's set, so the candidate counts only its own voters' answers.
+    static = node.config.kraft_version == 0
+    if static and (not node.is_voter or cand not in node.voters):
         return m.vote_response(NONE, ErrorCode.INCONSISTENT_VOTER_SET, node.leader_id, node.epoch)
     if epoch < node.epoch:
         return m.vote_response(NONE, ErrorCode.FENCED_LEADER_EPOCH, node.leader_id, node.epoch)
@@ -87,9 +90,8 @@ def _begin_epoch(node: RaftNode, now_ms: int,
     if p.leader_epoch < node.epoch:
         return m.begin_epoch_response(NONE, ErrorCode.FENCED_LEADER_EPOCH, node.leader_id,
                                       node.epoch)
-    if p.leader_id not in node.voters or p.leader_id == node.node_id:
-        return m.begin_epoch_response(NONE, ErrorCode.INCONSISTENT_VOTER_SET, node.leader_id,
-                                      node.epoch)
+    if p.leader_id == node.node_id or p.leader_id < 0:
+        return m.begin_epoch_response(NONE, ErrorCode.INVALID_REQUEST, node.leader_id, node.epoch)
     node.observe_leader(now_ms, p.leader_epoch, p.leader_id)
     return m.begin_epoch_response(NONE, NONE, node.leader_id, node.epoch)
 
@@ -103,9 +105,6 @@ def _end_epoch(node: RaftNode, now_ms: int,
         return m.end_epoch_response(ErrorCode.INVALID_REQUEST)
     if p.leader_epoch < node.epoch:
         return m.end_epoch_response(NONE, ErrorCode.FENCED_LEADER_EPOCH, node.leader_id,
-                                    node.epoch)
-    if p.leader_id not in node.voters:
-        return m.end_epoch_response(NONE, ErrorCode.INCONSISTENT_VOTER_SET, node.leader_id,
                                     node.epoch)
     node.observe_leader(now_ms, p.leader_epoch, p.leader_id)
     if (node.epoch == p.leader_epoch and node.leader_id == p.leader_id
@@ -151,8 +150,7 @@ def _on_vote(node: RaftNode, now_ms: int, src: int, resp: m.VoteResponse, sent: 
     if p.error_code != NONE:
         return
     node.votes[src] = bool(p.vote_granted)
-    granted = sum(1 for v in node.votes.values() if v)
-    rejected = sum(1 for v in node.votes.values() if not v)
+    granted, rejected = node.voted_majority()
     if granted >= node.majority:
         if want == RaftState.PROSPECTIVE:
             node.become_candidate(now_ms)
@@ -182,6 +180,9 @@ def _on_epoch_ack(node: RaftNode, now_ms: int, src: int,
 def poll_election(node: RaftNode, now_ms: int) -> None:
     """Unattached (voter), Prospective, Candidate and Resigned."""
     state = node.state
+    if not node.is_voter:  # removed from the voter set (KIP-853): only observe from now on
+        node.become_unattached(now_ms, node.epoch + (state == RaftState.RESIGNED))
+        return
     if state == RaftState.RESIGNED:
         if now_ms >= node.timer_ms:
             node.become_unattached(now_ms, node.epoch + 1)

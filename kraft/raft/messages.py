@@ -11,6 +11,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from protocol._generated.add_raft_voter_request import AddRaftVoterRequest
+from protocol._generated.add_raft_voter_response import AddRaftVoterResponse
 from protocol._generated.begin_quorum_epoch_request import BeginQuorumEpochRequest
 from protocol._generated.begin_quorum_epoch_response import BeginQuorumEpochResponse
 from protocol._generated.describe_quorum_request import DescribeQuorumRequest
@@ -21,10 +23,14 @@ from protocol._generated.fetch_request import FetchRequest
 from protocol._generated.fetch_response import FetchResponse
 from protocol._generated.fetch_snapshot_request import FetchSnapshotRequest
 from protocol._generated.fetch_snapshot_response import FetchSnapshotResponse
+from protocol._generated.remove_raft_voter_request import RemoveRaftVoterRequest
+from protocol._generated.remove_raft_voter_response import RemoveRaftVoterResponse
 from protocol._generated.vote_request import VoteRequest
 from protocol._generated.vote_response import VoteResponse
 
 __all__ = [
+    "AddRaftVoterRequest", "AddRaftVoterResponse", "RemoveRaftVoterRequest",
+    "RemoveRaftVoterResponse",
     "BeginQuorumEpochRequest", "BeginQuorumEpochResponse", "DescribeQuorumRequest",
     "DescribeQuorumResponse", "EndQuorumEpochRequest", "EndQuorumEpochResponse", "FetchRequest",
     "FetchResponse", "FetchSnapshotRequest", "FetchSnapshotResponse", "VoteRequest",
@@ -41,11 +47,14 @@ METADATA_PARTITION = 0
 METADATA_TOPIC_ID = uuid.UUID(int=1)
 
 RaftRequest = (VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
-               | FetchSnapshotRequest | DescribeQuorumRequest)
+               | FetchSnapshotRequest | DescribeQuorumRequest | AddRaftVoterRequest
+               | RemoveRaftVoterRequest)
 RaftResponse = (VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
-                | FetchSnapshotResponse | DescribeQuorumResponse)
+                | FetchSnapshotResponse | DescribeQuorumResponse | AddRaftVoterResponse
+                | RemoveRaftVoterResponse)
 REQUEST_TYPES = (VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest,
-                 FetchSnapshotRequest, DescribeQuorumRequest)
+                 FetchSnapshotRequest, DescribeQuorumRequest, AddRaftVoterRequest,
+                 RemoveRaftVoterRequest)
 # The version each message travels at (the newest this codebase generates).
 WIRE_VERSION: dict[type, int] = {
     VoteRequest: 2, VoteResponse: 2,
@@ -54,6 +63,8 @@ WIRE_VERSION: dict[type, int] = {
     FetchRequest: 17, FetchResponse: 17,
     FetchSnapshotRequest: 1, FetchSnapshotResponse: 1,
     DescribeQuorumRequest: 2, DescribeQuorumResponse: 2,
+    AddRaftVoterRequest: 1, AddRaftVoterResponse: 1,
+    RemoveRaftVoterRequest: 0, RemoveRaftVoterResponse: 0,
 }
 
 

@@ -22,6 +22,7 @@ from kraft.raft.config import RETRY_BACKOFF_BASE_MS, RaftConfig
 from kraft.raft.log import QuorumStateStore, RaftLog, SnapshotId
 from kraft.raft.messages import RaftMessage, RaftRequest, RaftResponse
 from kraft.raft.state import ElectionState, RaftState, check_transition
+from kraft.raft.voters import VoterHistory, voter_sets_in
 from protocol.records import SimpleRecord, build_batch
 
 NO_DEADLINE = 2**62
@@ -48,7 +49,7 @@ class RaftNode:
                  store: QuorumStateStore, rng: random.Random, now_ms: int,
                  config: RaftConfig | None = None) -> None:
         self.node_id = node_id
-        self.voters = frozenset(voters)
+        self.history = VoterHistory(frozenset(voters))
         self.cluster_id = cluster_id
         self.log = log
         self.store = store
@@ -68,7 +69,45 @@ class RaftNode:
         self.snapshot_fetch: replication.SnapshotFetch | None = None
         self.end_epoch_sent: set[int] = set()
         self.fetched_from_leader = False
+        self._load_voters()
         self._restore(now_ms)
+
+    # -- the voter set (KIP-853: the latest VotersRecord on our log) -------------------------
+    @property
+    def voters(self) -> frozenset[int]:
+        return self.history.current
+
+    def _load_voters(self) -> None:
+        sid = self.log.latest_snapshot_id()
+        if sid is not None:
+            data, size = self.log.read_snapshot(sid, 0, 1 << 62)
+            self.history.reset(voter_sets_in(data))
+        self.history.add_from(self.log.read(self.log.start_offset, 1 << 62))
+
+    def log_appended(self, now_ms: int, data: bytes) -> None:
+        """Every append to our log comes through here (voter sets ride in control batches)."""
+        before = self.voters
+        self.history.add_from(data)
+        if self.voters != before:
+            self._voters_changed(now_ms)
+
+    def log_truncated(self, now_ms: int) -> None:
+        before = self.voters
+        self.history.truncate(self.log.end_offset)
+        if self.voters != before:
+            self._voters_changed(now_ms)
+
+    def snapshot_installed(self, now_ms: int, data: bytes) -> None:
+        before = self.voters
+        self.history.reset(voter_sets_in(data))
+        if self.voters != before:
+            self._voters_changed(now_ms)
+
+    def _voters_changed(self, now_ms: int) -> None:
+        if self.leader is not None:
+            replication.sync_voters(self)
+        if self.is_voter and self.timer_ms == NO_DEADLINE and self.state != RaftState.LEADER:
+            self._reset_timer(now_ms)  # an observer that became a voter
 
     # -- the election state --------------------------------------------------------------
     def _restore(self, now_ms: int) -> None:
@@ -80,7 +119,7 @@ class RaftNode:
             self.epoch = self.log.last_epoch()
         elif es.leader_id == self.node_id and self.is_voter:
             self.state, self.leader_id, self.voted_id = RaftState.RESIGNED, es.leader_id, es.voted_id
-        elif es.leader_id >= 0 and es.leader_id in self.voters:
+        elif es.leader_id >= 0:
             self.state, self.leader_id = RaftState.FOLLOWER, es.leader_id
         else:
             self.voted_id = es.voted_id
@@ -145,7 +184,8 @@ class RaftNode:
         self._transition(RaftState.UNATTACHED, now_ms, epoch, -1, voted_id)
 
     def become_follower(self, now_ms: int, epoch: int, leader_id: int) -> None:
-        assert leader_id != self.node_id and leader_id in self.voters
+        # The leader need not be in our voter set: we may not have its VotersRecord yet.
+        assert leader_id != self.node_id
         self._transition(RaftState.FOLLOWER, now_ms, epoch, leader_id, -1)
         self.fetched_from_leader = False
         self.election_retries = 0
@@ -157,7 +197,7 @@ class RaftNode:
                          self.voted_id)
         self.votes = {self.node_id: True}
         self.vote_round += 1
-        if len(self.votes) >= self.majority:
+        if self.voted_majority()[0] >= self.majority:
             self.become_candidate(now_ms)
 
     def become_candidate(self, now_ms: int) -> None:
@@ -165,7 +205,7 @@ class RaftNode:
         self.votes = {self.node_id: True}
         self.vote_round += 1
         self.election_retries += 1
-        if len(self.votes) >= self.majority:
+        if self.voted_majority()[0] >= self.majority:
             self.become_leader(now_ms)
 
     def become_leader(self, now_ms: int) -> None:
@@ -181,7 +221,7 @@ class RaftNode:
 
     def observe_leader(self, now_ms: int, epoch: int, leader_id: int) -> bool:
         """React to a peer's (epoch, leader); True when our state changed."""
-        known = leader_id >= 0 and leader_id != self.node_id and leader_id in self.voters
+        known = leader_id >= 0 and leader_id != self.node_id
         if epoch > self.epoch:
             if known:
                 self.become_follower(now_ms, epoch, leader_id)
@@ -270,6 +310,12 @@ class RaftNode:
         self.log.append(batch)
         return base + len(values) - 1
 
+    def voted_majority(self) -> tuple[int, int]:
+        """(granted, rejected) among the current voters."""
+        granted = sum(1 for v, ok in self.votes.items() if ok and v in self.voters)
+        rejected = sum(1 for v, ok in self.votes.items() if not ok and v in self.voters)
+        return granted, rejected
+
     def snapshot(self) -> SnapshotId | None:
         """Snapshot the committed prefix (what the controller does every N bytes or ms)."""
         return self.log.create_snapshot(self.high_watermark)
@@ -280,7 +326,9 @@ def _response_of() -> dict[type, type]:
     return {m.VoteRequest: m.VoteResponse, m.BeginQuorumEpochRequest: m.BeginQuorumEpochResponse,
             m.EndQuorumEpochRequest: m.EndQuorumEpochResponse, m.FetchRequest: m.FetchResponse,
             m.FetchSnapshotRequest: m.FetchSnapshotResponse,
-            m.DescribeQuorumRequest: m.DescribeQuorumResponse}
+            m.DescribeQuorumRequest: m.DescribeQuorumResponse,
+            m.AddRaftVoterRequest: m.AddRaftVoterResponse,
+            m.RemoveRaftVoterRequest: m.RemoveRaftVoterResponse}
 
 
 _RESPONSE_OF = _response_of()

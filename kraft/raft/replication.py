@@ -19,6 +19,13 @@ from typing import TYPE_CHECKING
 from kraft.raft import messages as m
 from kraft.raft.log import SnapshotId
 from kraft.raft.state import RaftState
+from kraft.raft.voters import (
+    PendingChange,
+    add_voter_response,
+    change_error,
+    remove_voter_response,
+    voters_batch,
+)
 from protocol._generated.leader_change_message import LeaderChangeMessage
 from protocol.errors import ErrorCode
 from protocol.records import (
@@ -70,7 +77,7 @@ class LeaderState:
         self.check_quorum_timeout_ms = node.config.check_quorum_timeout_ms
         self.check_quorum_deadline_ms = now_ms + self.check_quorum_timeout_ms
         self.fetched_since_check: set[int] = {node.node_id}
-        self.begin_epoch_sent_ms: dict[int, int] = {}
+        self.pending_change: PendingChange | None = None
 
     def progress(self, replica_id: int) -> ReplicaProgress:
         if replica_id in self.voters:
@@ -94,7 +101,20 @@ def start_leadership(node: RaftNode, now_ms: int) -> None:
                           msg.encode(LEADER_CHANGE_VERSION), (), now_ms)
     node.log.append(build_batch([record], base_offset=node.log.end_offset, is_control=True,
                                 partition_leader_epoch=node.epoch))
+    sync_voters(node)
     _update_high_watermark(node, now_ms)
+
+
+def sync_voters(node: RaftNode) -> None:
+    """Follow a voter-set change in the leader's replica table (observers <-> voters)."""
+    ls = node.leader
+    assert ls is not None
+    now = node.voters
+    for v in [v for v in ls.voters if v not in now]:
+        ls.observers[v] = ls.voters.pop(v)
+    for v in now:
+        if v not in ls.voters:
+            ls.voters[v] = ls.observers.pop(v) if v in ls.observers else ReplicaProgress()
 
 
 def leave_leadership(node: RaftNode, now_ms: int) -> None:
@@ -102,6 +122,11 @@ def leave_leadership(node: RaftNode, now_ms: int) -> None:
     node.leader = None
     if ls is None:
         return
+    if ls.pending_change is not None:
+        change = ls.pending_change
+        answer = (remove_voter_response if change.remove else add_voter_response)(
+            ErrorCode.NOT_LEADER_OR_FOLLOWER, "the leader changed before the change committed")
+        node.respond(change.msg, answer)
     for parked in ls.parked:  # answer them rather than leave them to time out
         part = m.fetch_part(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, node.epoch)
         node.respond(parked.msg, m.fetch_response(NONE, part))
@@ -113,13 +138,14 @@ def successors(node: RaftNode) -> list[int]:
     others = [v for v in sorted(node.voters) if v != node.node_id]
     if ls is None:
         return others
-    return sorted(others, key=lambda v: -ls.voters[v].end_offset)
+    return sorted(others, key=lambda v: -ls.progress(v).end_offset)
 
 
 def _update_high_watermark(node: RaftNode, now_ms: int) -> None:
     ls = node.leader
     assert ls is not None
-    ls.voters[node.node_id].end_offset = node.log.flushed_end_offset
+    if node.node_id in ls.voters:  # a leader removing itself leads until that commits
+        ls.voters[node.node_id].end_offset = node.log.flushed_end_offset
     ends = sorted((p.end_offset for p in ls.voters.values()), reverse=True)
     candidate = ends[node.majority - 1]
     if candidate > ls.epoch_start_offset and candidate > node.high_watermark:
@@ -132,7 +158,15 @@ def poll_leader(node: RaftNode, now_ms: int) -> None:
     if node.log.flushed_end_offset < node.log.end_offset:
         node.log.flush()  # group commit: everything appended since the last poll
     _update_high_watermark(node, now_ms)
-    if len(ls.fetched_since_check) >= node.majority:
+    change = ls.pending_change
+    if change is not None and node.high_watermark > change.offset:
+        ls.pending_change = None
+        node.respond(change.msg, (remove_voter_response if change.remove
+                                  else add_voter_response)(NONE))
+        if not node.is_voter:
+            node.resign(now_ms)  # we removed ourselves; the others elect among themselves
+            return
+    if len(ls.fetched_since_check & node.voters) >= node.majority:
         ls.check_quorum_deadline_ms = now_ms + ls.check_quorum_timeout_ms
         ls.fetched_since_check = {node.node_id}
     elif now_ms >= ls.check_quorum_deadline_ms:
@@ -163,6 +197,8 @@ def handle_request(node: RaftNode, now_ms: int, msg: m.RaftMessage) -> m.RaftRes
         return _fetch_snapshot(node, body)
     if isinstance(body, m.DescribeQuorumRequest):
         return describe_quorum(node, now_ms)
+    if isinstance(body, (m.AddRaftVoterRequest, m.RemoveRaftVoterRequest)):
+        return _voter_change(node, now_ms, msg, body)
     raise AssertionError(f"no handler for {type(body).__name__}")
 
 
@@ -209,6 +245,37 @@ def _fetch(node: RaftNode, now_ms: int, msg: m.RaftMessage,
         ls.parked.append(ParkedFetch(msg, p.fetch_offset, node.high_watermark, now_ms + wait))
         return None
     return _records_answer(node, p.fetch_offset)
+
+
+def _voter_change(node: RaftNode, now_ms: int, msg: m.RaftMessage,
+                  req: m.AddRaftVoterRequest | m.RemoveRaftVoterRequest
+                  ) -> m.AddRaftVoterResponse | m.RemoveRaftVoterResponse | None:
+    """KIP-853 AddRaftVoter / RemoveRaftVoter on the leader: one change at a time, written as
+    a VotersRecord, answered once committed."""
+    remove = isinstance(req, m.RemoveRaftVoterRequest)
+    answer = remove_voter_response if remove else add_voter_response
+    if req.cluster_id is not None and req.cluster_id != node.cluster_id:
+        return answer(ErrorCode.INCONSISTENT_CLUSTER_ID)
+    ls = node.leader
+    if ls is None:
+        return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    if node.config.kraft_version < 1:
+        return answer(ErrorCode.UNSUPPORTED_VERSION, "kraft.version 0: the voter set is static")
+    prog = ls.observers.get(req.voter_id)
+    caught_up = prog is not None and prog.end_offset >= node.high_watermark and (
+        now_ms - prog.last_fetch_ms <= node.config.fetch_timeout_ms)
+    pending = ls.pending_change is not None or node.history.last_offset() >= node.high_watermark
+    established = node.high_watermark > ls.epoch_start_offset
+    err, text = change_error(node.voters, req, pending, established, caught_up)
+    if err != NONE:
+        return answer(err, text)
+    voters = node.voters - {req.voter_id} if remove else node.voters | {req.voter_id}
+    offset = node.log.end_offset
+    data = voters_batch(voters, offset, node.epoch, now_ms)
+    node.log.append(data)
+    node.log_appended(now_ms, data)
+    ls.pending_change = PendingChange(msg, offset, remove)
+    return None
 
 
 def _validate_position(node: RaftNode, offset: int,
@@ -364,6 +431,7 @@ def _on_fetch(node: RaftNode, now_ms: int, src: int, resp: m.FetchResponse,
         end = node.log.start_offset if local.epoch < 0 else local.end_offset
         target = min(end, div.end_offset)
         node.log.truncate_to(max(target, 0))
+        node.log_truncated(now_ms)
         return
     snap = p.snapshot_id
     if snap is not None and snap.end_offset >= 0:
@@ -381,8 +449,10 @@ def _on_fetch(node: RaftNode, now_ms: int, src: int, resp: m.FetchResponse,
         if not all(crc_ok(data, pos, h.size) for pos, h in headers):
             _backoff(node, now_ms)
             return
-        node.log.append(data[headers[0][0]:headers[-1][0] + headers[-1][1].size])
+        new = data[headers[0][0]:headers[-1][0] + headers[-1][1].size]
+        node.log.append(new)
         node.log.flush()
+        node.log_appended(now_ms, new)
     hw = min(p.high_watermark, node.log.end_offset)
     if hw > node.high_watermark:
         node.high_watermark = hw
@@ -411,6 +481,7 @@ def _on_fetch_snapshot(node: RaftNode, now_ms: int, src: int, resp: m.FetchSnaps
     sf.data += chunk
     if len(sf.data) == p.size:
         node.log.install_snapshot(sf.sid, bytes(sf.data))
+        node.snapshot_installed(now_ms, bytes(sf.data))
         node.snapshot_fetch = None
         if sf.sid.end_offset > node.high_watermark:
             node.high_watermark = sf.sid.end_offset

@@ -30,14 +30,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kraft.raft import messages as m
 from kraft.raft.config import RaftConfig
 from kraft.raft.log import MemoryQuorumStateStore, MemoryRaftLog
 from kraft.raft.messages import RaftMessage, wire_round_trip
 from kraft.raft.node import RaftNode
 from kraft.raft.state import RaftState
+from kraft.raft.voters import voter_sets_in
 from protocol.records import iter_headers
 
 CLUSTER_ID = "kafkawire-sim-cluster0"
+ADMIN = 0  # the node id the admin client's voter changes come from
 LIVENESS_BOUND_MS = 30_000
 
 
@@ -61,6 +64,7 @@ class SimConfig:
     partition_ms: tuple[int, int] = (500, 8_000)
     append_every_ms: int = 150
     snapshot_every_ms: int = 3_000
+    voter_change_every_ms: int = 10**9  # KIP-853 AddRaftVoter / RemoveRaftVoter
     wire: bool = True                # every message through the real codecs
 
     @classmethod
@@ -71,7 +75,8 @@ class SimConfig:
                    duplicate_rate=rng.choice([0.0, 0.05]),
                    crash_every_ms=rng.choice([2_000, 5_000, 20_000]),
                    partition_every_ms=rng.choice([3_000, 8_000, 30_000]),
-                   snapshot_every_ms=rng.choice([1_000, 5_000]))
+                   snapshot_every_ms=rng.choice([1_000, 5_000]),
+                   voter_change_every_ms=rng.choice([10**9, 3_000, 8_000]))
 
 
 @dataclass
@@ -104,6 +109,7 @@ class Figures:
     partitions: int = 0
     snapshots: int = 0
     snapshot_installs: int = 0
+    voter_changes: int = 0
     truncations: int = 0
     events: int = 0
 
@@ -126,11 +132,14 @@ class Simulation:
         self.leaders: dict[int, int] = {}   # epoch -> leader id
         self.committed: list[tuple[int, int, bytes]] = []  # (base, next, batch bytes)
         self.committed_end = 0
+        self.committed_voters = self.voter_ids
         self._index: dict[int, tuple[int, bytes]] = {}
         self._parsed_snapshots: dict[Any, tuple[bytes, list[tuple[int, int, bytes]]]] = {}
         self.figures = Figures(seed=seed, voters=n)
-        self.raft_config = RaftConfig()
+        dynamic = self.cfg.voter_change_every_ms < 10**9
+        self.raft_config = RaftConfig(kraft_version=1 if dynamic else 0)
         self.faults_on = False
+        self._admin_correlation = 0
         for r in self.replicas.values():
             self._start(r)
 
@@ -208,8 +217,10 @@ class Simulation:
         self._poll(r)
 
     def _on_deliver(self, msg: RaftMessage) -> None:
+        if msg.dst == ADMIN:
+            return  # an answer to a voter change; the committed log shows what happened
         r = self.replicas[msg.dst]
-        if r.node is None or self.group[msg.src] != self.group[msg.dst]:
+        if r.node is None or (msg.src != ADMIN and self.group[msg.src] != self.group[msg.dst]):
             return
         before, snap = r.log.end_offset, r.log.latest_snapshot_id()
         r.node.handle(self.now, msg)
@@ -256,6 +267,31 @@ class Simulation:
             r.node.append(self.now, values)
             self._poll(r)
 
+    def _on_voter_change(self, pick: float) -> None:
+        """An admin asks the leader to add an observer or remove a voter (KIP-853)."""
+        leaders = [r.node for r in self.replicas.values() if r.node is not None
+                   and r.node.is_leader]
+        if not leaders or not self.faults_on:
+            return
+        leader = max(leaders, key=lambda n: n.epoch)
+        voters = leader.voters
+        others = sorted(set(self.replicas) - voters)
+        body: m.RaftRequest
+        if others and (len(voters) < 3 or pick < 0.5):
+            body = m.AddRaftVoterRequest(cluster_id=CLUSTER_ID, timeout_ms=5_000,
+                                         voter_id=others[int(pick * 1e6) % len(others)])
+        elif len(voters) > 1:
+            # Not the leader itself: see docs/RAFT.md, "known gaps" (a leader that removes
+            # itself and dies before a voter fetched the record leaves the rest without a
+            # majority for anyone).
+            rest = sorted(voters - {leader.node_id})
+            body = m.RemoveRaftVoterRequest(cluster_id=CLUSTER_ID,
+                                            voter_id=rest[int(pick * 1e6) % len(rest)])
+        else:
+            return
+        self._admin_correlation += 1
+        self._send(RaftMessage(ADMIN, leader.node_id, self._admin_correlation, body))
+
     def _on_snapshot(self, node_id: int) -> None:
         r = self.replicas[node_id]
         if r.node is not None and r.node.snapshot() is not None:
@@ -295,6 +331,8 @@ class Simulation:
             self._at(t, "append", [self._value() for _ in range(rng.randint(1, 3))])
         for t in times(cfg.snapshot_every_ms):
             self._at(t, "snapshot", rng.choice(ids))
+        for t in times(cfg.voter_change_every_ms):
+            self._at(t, "voter_change", rng.random())
 
     def _value(self) -> bytes:
         self._values = getattr(self, "_values", 0) + 1
@@ -350,13 +388,30 @@ class Simulation:
     def _found(self, value: bytes) -> bool:
         return self._find(value, max(0, len(self.committed) - 16)) >= 0
 
+    def _voter_sets(self) -> list[frozenset[int]]:
+        """The committed voter set, then every newer set some replica has on its log."""
+        sets = [self.committed_voters]
+        for r in self.replicas.values():
+            if r.node is not None:
+                sets += [v for off, v in r.node.history.sets
+                         if off >= self.committed_end and v not in sets]
+        return sets
+
     def _phase_majority(self) -> None:
-        voters = sorted(self.voter_ids)
-        need = len(voters) // 2 + 1
-        old = [r.node_id for r in self.replicas.values() if r.node is not None and r.node.is_leader]
-        pool = [v for v in voters if v not in old] if len(voters) - len(old) >= need else voters
-        majority = set(self.rng.sample(pool, need))
-        observers = [i for i in self.replicas if i not in self.voter_ids]
+        """Cut off a minority (the old leader in it when possible): the rest must elect.
+
+        With a voter change in flight the connected part is a majority of every set that
+        might win, so whichever log the new leader has, it can be elected."""
+        old = {r.node_id for r in self.replicas.values() if r.node is not None and r.node.is_leader}
+        majority: set[int] = set()
+        for voters in self._voter_sets():
+            need = len(voters) // 2 + 1 - len(majority & voters)
+            pool = sorted(voters - majority - old)
+            if len(pool) < need:
+                pool = sorted(voters - majority)
+            majority |= set(self.rng.sample(pool, max(need, 0)))
+        every_voter = frozenset().union(*self._voter_sets())
+        observers = [i for i in self.replicas if i not in every_voter]
         members = majority | {o for o in observers if self.rng.random() < 0.5}
         self._settle(members, {i: 0 if i in members else 1 for i in self.replicas})
         elect = self._await("a leader in the majority",
@@ -428,6 +483,9 @@ class Simulation:
             if base != self.committed_end or nxt > hw:
                 break
             self.committed.append((base, nxt, data))
+            for _off, voters in voter_sets_in(data):
+                self.committed_voters = voters
+                self.figures.voter_changes += 1
             self._index[base] = (nxt, data)
             self.committed_end = nxt
             self.figures.commits += 1
@@ -437,33 +495,46 @@ class Simulation:
 
     def _check_committed(self) -> None:
         """Below its own high watermark every replica holds exactly the committed batches, and
-        a majority of voters hold all of them durably (flushed)."""
+        a majority of voters hold all of them durably (flushed): of the committed voter set or,
+        while a KIP-853 change is in flight, of the set a live leader already uses."""
         index = self._index
-        durable = 0
+        holders: set[int] = set()
         for r in self.replicas.values():
             key = (r.log.version, self.committed_end, r.last_hw)
-            if r.checked == key:
-                durable += r.durable
-                continue
-            agreed = 0
-            limit = min(r.last_hw, self.committed_end)
-            flushed = r.log.flushed_end_offset
-            for base, nxt, data in self._batches(r):
-                if base >= self.committed_end:
-                    break
-                if index.get(base) != (nxt, data):
-                    if nxt <= limit:
-                        raise InvariantError(f"node {r.node_id} (hw {r.last_hw}) disagrees with the committed "
-                                             f"batch at offset {base}")
-                    break
-                if nxt <= flushed:
-                    agreed = nxt
-            r.checked = key
-            r.durable = int(r.node_id in self.voter_ids and agreed >= self.committed_end)
-            durable += r.durable
-        if durable < len(self.voter_ids) // 2 + 1:
-            raise InvariantError(f"committed offset {self.committed_end} durable on {durable} "
-                                 f"voters only")
+            if r.checked != key:
+                r.checked = key
+                r.durable = int(self._agreed_to(r, index) >= self.committed_end)
+            if r.durable:
+                holders.add(r.node_id)
+        def enough(voters: frozenset[int]) -> bool:
+            return len(holders & voters) >= len(voters) // 2 + 1
+        if enough(self.committed_voters):
+            return
+        # A KIP-853 change in flight: the new set counts as soon as it is on the leader's log
+        # (single-server changes keep every old and new majority overlapping).
+        newer = [v for r in self.replicas.values() for off, v in voter_sets_in(
+            r.log.read(self.committed_end, 1 << 62)) if off >= self.committed_end]
+        if not any(enough(v) for v in newer):
+            raise InvariantError(f"committed offset {self.committed_end} durable on "
+                                 f"{sorted(holders)} only, voters {sorted(self.committed_voters)}")
+
+    def _agreed_to(self, r: Replica, index: dict[int, tuple[int, bytes]]) -> int:
+        """How far the replica's flushed log holds the committed batches (raises where a batch
+        below its own high watermark differs)."""
+        agreed = 0
+        limit = min(r.last_hw, self.committed_end)
+        flushed = r.log.flushed_end_offset
+        for base, nxt, data in self._batches(r):
+            if base >= self.committed_end:
+                break
+            if index.get(base) != (nxt, data):
+                if nxt <= limit:
+                    raise InvariantError(f"node {r.node_id} (hw {r.last_hw}) disagrees with the "
+                                         f"committed batch at offset {base}")
+                break
+            if nxt <= flushed:
+                agreed = nxt
+        return agreed
 
 
 def percentile(values: list[int], q: float) -> int:
@@ -477,7 +548,8 @@ def summarize(runs: list[Figures]) -> dict[str, int]:
     """The figures of many seeds: sums and the percentiles of the election times."""
     out: dict[str, int] = {"seeds": len(runs)}
     for key in ("elections", "commits", "messages", "drops", "duplicates", "crashes",
-                "partitions", "snapshots", "snapshot_installs", "truncations", "events"):
+                "partitions", "snapshots", "snapshot_installs", "voter_changes", "truncations",
+                "events"):
         out[key] = sum(getattr(f, key) for f in runs)
     for key in ("first_elect_ms", "majority_elect_ms", "heal_converge_ms"):
         vals = [getattr(f, key) for f in runs if getattr(f, key) >= 0]

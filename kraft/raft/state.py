@@ -60,7 +60,8 @@ OBSERVER_STATES = frozenset({_U, _F})
 def check_transition(old: RaftState, new: RaftState, *, is_voter: bool) -> None:
     """Assert that ``old -> new`` is in the table (our own transitions only)."""
     assert new in TRANSITIONS[old], f"illegal Raft transition {old.value} -> {new.value}"
-    assert is_voter or new in OBSERVER_STATES, f"an observer cannot become {new.value}"
+    leaving = old == RaftState.LEADER and new == RaftState.RESIGNED  # it removed itself
+    assert is_voter or new in OBSERVER_STATES or leaving, f"an observer cannot become {new.value}"
 
 
 @dataclass(frozen=True, slots=True)
