@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kraft.raft import messages as m
+from kraft.raft.config import RaftConfig
 from kraft.raft.log import MemoryQuorumStateStore, MemoryRaftLog
 from kraft.raft.node import NotLeaderError, RaftNode
 from kraft.raft.state import TRANSITIONS, ElectionState, RaftState, check_transition
@@ -255,3 +256,74 @@ def test_end_offset_for_epoch_matches_a_model(steps: list[tuple[int, int]], snap
     found = max(below)
     nxt = [o for o in known if epochs[o] > found and o >= start]
     assert got == (found, nxt[0] if nxt else end)
+
+
+def dynamic(node_id: int, voters: set[int]) -> RaftNode:
+    return RaftNode(node_id, frozenset(voters), CLUSTER, MemoryRaftLog(),
+                    MemoryQuorumStateStore(), random.Random(node_id), 0,
+                    RaftConfig(kraft_version=1))
+
+
+def admin(nodes: dict[int, RaftNode], leader: RaftNode, now: int,
+          body: m.RaftRequest) -> m.RaftResponse:
+    """Send a voter change from an admin client (id 0) and run until it is answered."""
+    leader.handle(now, m.RaftMessage(0, leader.node_id, 77, m.wire_round_trip(body)))
+    pending: list[m.RaftMessage] = []
+    for _ in range(400):
+        for n in nodes.values():
+            out, _ = n.poll(now)
+            pending += out
+        while pending:
+            msg = pending.pop(0)
+            if msg.dst == 0:
+                answer = m.wire_round_trip(msg.body)
+                assert not isinstance(answer, m.REQUEST_TYPES)
+                return answer
+            nodes[msg.dst].handle(now, m.RaftMessage(msg.src, msg.dst, msg.correlation_id,
+                                                     m.wire_round_trip(msg.body)))
+            out, _ = nodes[msg.dst].poll(now)
+            pending += out
+        now += 10
+    raise AssertionError("no answer")
+
+
+def test_add_and_remove_voters_one_at_a_time() -> None:
+    nodes = {i: dynamic(i, {1, 2, 3}) for i in (1, 2, 3, 4)}
+    now = run(nodes, 5_000)
+    leader = next(n for n in nodes.values() if n.is_leader)
+    add = m.AddRaftVoterRequest(cluster_id=CLUSTER, timeout_ms=1000, voter_id=4)
+    resp = admin(nodes, leader, now, add)
+    assert isinstance(resp, m.AddRaftVoterResponse) and resp.error_code == 0
+    assert leader.voters == {1, 2, 3, 4} and leader.majority == 3
+    run(nodes, now + 2_000, now)
+    assert all(n.voters == {1, 2, 3, 4} for n in nodes.values())  # from the log, everywhere
+    again = admin(nodes, leader, now, add)
+    assert isinstance(again, m.AddRaftVoterResponse)
+    assert again.error_code == ErrorCode.DUPLICATE_VOTER
+    victim = next(v for v in (2, 3, 4) if v != leader.node_id)
+    gone = admin(nodes, leader, now, m.RemoveRaftVoterRequest(cluster_id=CLUSTER,
+                                                               voter_id=victim))
+    assert isinstance(gone, m.RemoveRaftVoterResponse) and gone.error_code == 0
+    assert victim not in leader.voters
+    missing = admin(nodes, leader, now, m.RemoveRaftVoterRequest(cluster_id=CLUSTER,
+                                                                  voter_id=victim))
+    assert isinstance(missing, m.RemoveRaftVoterResponse)
+    assert missing.error_code == ErrorCode.VOTER_NOT_FOUND
+    # A restart rebuilds the set from the log (the VotersRecords), not from the configuration.
+    n1 = nodes[1]
+    again1 = RaftNode(1, frozenset({1, 2, 3}), CLUSTER, n1.log, n1.store, random.Random(5),
+                      now, RaftConfig(kraft_version=1))
+    assert again1.voters == leader.voters
+
+
+def test_a_static_quorum_refuses_voter_changes() -> None:
+    nodes = {i: make(i, {1, 2, 3}) for i in (1, 2, 3)}
+    now = run(nodes, 5_000)
+    leader = next(n for n in nodes.values() if n.is_leader)
+    resp = admin(nodes, leader, now, m.AddRaftVoterRequest(cluster_id=CLUSTER, voter_id=4))
+    assert isinstance(resp, m.AddRaftVoterResponse)
+    assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
+    follower = next(n for n in nodes.values() if not n.is_leader)
+    resp = admin(nodes, follower, now, m.RemoveRaftVoterRequest(cluster_id=CLUSTER, voter_id=2))
+    assert isinstance(resp, m.RemoveRaftVoterResponse)
+    assert resp.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
