@@ -391,10 +391,9 @@ class Simulation:
     def _voter_sets(self) -> list[frozenset[int]]:
         """The committed voter set, then every newer set some replica has on its log."""
         sets = [self.committed_voters]
-        for r in self.replicas.values():
-            if r.node is not None:
-                sets += [v for off, v in r.node.history.sets
-                         if off >= self.committed_end and v not in sets]
+        for r in self.replicas.values():  # down replicas too: they come back with their log
+            sets += [v for off, v in voter_sets_in(r.log.read(self.committed_end, 1 << 62))
+                     if off >= self.committed_end and v not in sets]
         return sets
 
     def _phase_majority(self) -> None:
