@@ -397,25 +397,19 @@ class Simulation:
         return sets
 
     def _phase_majority(self) -> None:
-        """Cut off a minority (the old leader in it when possible): the rest must elect.
-
-        With a voter change in flight the connected part is a majority of every set that
-        might win, so whichever log the new leader has, it can be elected."""
+        """Cut off a minority (the old leader in it when possible): the rest must elect."""
         old = {r.node_id for r in self.replicas.values() if r.node is not None and r.node.is_leader}
         sets = self._voter_sets()
         if len(sets) > 1:
             # A removal in flight can leave the longest log with a replica that no longer
             # counts itself a voter while the others still need its vote (docs/RAFT.md, known
             # gaps): then every voter of every set stays connected.
-            old = set()
-            sets = [frozenset().union(*sets)]
-        majority: set[int] = set()
-        for voters in sets:
-            need = len(voters) // 2 + 1 - len(majority & voters)
-            pool = sorted(voters - majority - old)
-            if len(pool) < need:
-                pool = sorted(voters - majority)
-            majority |= set(self.rng.sample(pool, max(need, 0)))
+            majority = set(frozenset().union(*sets))
+        else:
+            voters = sets[0]
+            need = len(voters) // 2 + 1
+            pool = sorted(voters - old) if len(voters - old) >= need else sorted(voters)
+            majority = set(self.rng.sample(pool, need))
         every_voter = frozenset().union(*self._voter_sets())
         observers = [i for i in self.replicas if i not in every_voter]
         members = majority | {o for o in observers if self.rng.random() < 0.5}
