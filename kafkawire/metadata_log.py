@@ -1,17 +1,20 @@
-"""The ``__cluster_metadata`` log of a single-voter KRaft quorum.
+"""The ``__cluster_metadata`` log, written through a one-voter KRaft quorum (kraft/raft).
 
-A one-voter quorum commits an entry as soon as it is durable on its own disk, so ``append``
-writes one batch of metadata records (framed as Kafka's MetadataRecordSerde does), fsyncs it off
-the event loop, then replays it into a new ``MetadataImage`` which it publishes. ``load``
-replays the whole log on start. The leader epoch is bumped on every start and kept in the
-partition's ``quorum-state`` file (Kafka's JSON layout). Multi-voter quorums add Raft
-replication in front of the same log and image (kraft/), not a new design.
+The node runs ``RaftNode`` with itself as the only voter over the partition's real log
+(``PartitionRaftLog``): on start it elects itself (a new epoch, a LeaderChange control record,
+the election state in the partition's ``quorum-state`` file in Kafka's JSON layout), then
+``append`` hands one batch of metadata records (framed as Kafka's MetadataRecordSerde does) to
+the leader, fsyncs it off the event loop, and publishes the new ``MetadataImage`` once the high
+watermark has passed it. ``load`` replays the whole log on start. A quorum of several voters
+adds the trio driver that carries RaftNode's messages (Vote, BeginQuorumEpoch, Fetch, ...) in
+front of the same log and image.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,14 +22,53 @@ from typing import Any
 import trio
 
 from kraft.image import MetadataImage, apply
+from kraft.raft.node import RaftNode
+from kraft.raft.partition_log import PartitionRaftLog
+from kraft.raft.state import ElectionState
 from kraft.records import decode_record, encode_record
 from log.config import LogConfig
 from log.manager import LogManager
 from log.partition_log import PartitionLog
-from protocol.records import SimpleRecord, build_batch, decode_batch_records, iter_headers
+from protocol.records import decode_batch_records, iter_headers
 
 METADATA_TOPIC = "__cluster_metadata"
 READ_CHUNK_BYTES = 8 * 1024 * 1024
+
+
+class QuorumStateFile:
+    """``quorum-state`` as Kafka writes it (JSON, replaced atomically and fsynced)."""
+
+    def __init__(self, path: Path, voters: list[int]) -> None:
+        self.path = path
+        self.voters = voters
+        self._last: ElectionState | None = None
+
+    def read(self) -> ElectionState | None:
+        if self._last is None and self.path.exists():
+            try:
+                data = json.loads(self.path.read_text())
+                self._last = ElectionState(int(data.get("leaderEpoch", 0)),
+                                           int(data.get("leaderId", -1)),
+                                           int(data.get("votedId", -1)))
+            except (ValueError, OSError, TypeError, AttributeError):
+                self._last = None
+        return self._last
+
+    def write(self, state: ElectionState) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        body = json.dumps({
+            "clusterId": "", "leaderId": state.leader_id, "leaderEpoch": state.epoch,
+            "votedId": state.voted_id, "appliedOffset": 0,
+            "currentVoters": [{"voterId": v} for v in self.voters], "data_version": 0,
+        })
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, body.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        self._last = state
 
 
 class MetadataQuorum:
@@ -37,6 +79,7 @@ class MetadataQuorum:
         self.image = MetadataImage()
         self.epoch = 0
         self.log: PartitionLog | None = None
+        self.raft: RaftNode | None = None
 
     def log_end_offset(self) -> int:
         assert self.log is not None
@@ -49,21 +92,14 @@ class MetadataQuorum:
     def load(self) -> None:
         cfg = LogConfig(segment_bytes=64 * 1024 * 1024, retention_ms=-1, retention_bytes=-1)
         self.log = self.logs.get_or_create(METADATA_TOPIC, 0, self.clock(), cfg)
-        prev_epoch = 0
-        qs = self._quorum_state_path()
-        if qs.exists():
-            try:
-                prev_epoch = int(json.loads(qs.read_text()).get("leaderEpoch", 0))
-            except (ValueError, OSError):
-                prev_epoch = 0
-        self.epoch = prev_epoch + 1
-        tmp = qs.with_suffix(".tmp")
-        tmp.write_text(json.dumps({
-            "clusterId": "", "leaderId": self.node_id, "leaderEpoch": self.epoch,
-            "votedId": -1, "appliedOffset": 0, "currentVoters": [{"voterId": self.node_id}],
-            "data_version": 0,
-        }))
-        os.replace(tmp, qs)
+        store = QuorumStateFile(self._quorum_state_path(), [self.node_id])
+        self.raft = RaftNode(self.node_id, frozenset({self.node_id}), "",
+                             PartitionRaftLog(self.log, self.clock), store, random.Random(),
+                             self.clock())
+        self.raft.poll(self.clock())  # the lone voter elects itself: a new epoch
+        assert self.raft.is_leader, self.raft.state
+        self.epoch = self.raft.epoch
+        self.log.update_high_watermark(self.raft.high_watermark)
         records: list[Any] = []
         last = -1
         for offset, value in self._read_values(self.log.log_start_offset):
@@ -94,33 +130,28 @@ class MetadataQuorum:
                 offset = h.next_offset
         return out
 
-    def _write(self, records: list[Any]) -> tuple[int, int]:
-        assert self.log is not None
-        now = self.clock()
-        batch = bytearray(build_batch(
-            [SimpleRecord(key=None, value=encode_record(r), timestamp=now) for r in records],
-            partition_leader_epoch=self.epoch,
-        ))
-        batches = iter_headers(batch)
-        info = self.log.append(batch, batches, leader_epoch=self.epoch, now_ms=now,
-                               log_append_time=False)
-        return int(info.first_offset), int(info.last_offset)
+    def _write(self, records: list[Any]) -> int:
+        """Hand the records to the leader; the offset of the last one."""
+        assert self.raft is not None
+        return self.raft.append(self.clock(), [encode_record(r) for r in records])
 
     def _publish(self, records: list[Any], last_offset: int) -> None:
-        assert self.log is not None
-        self.log.update_high_watermark(self.log.log_end_offset)
+        assert self.log is not None and self.raft is not None
+        self.raft.poll(self.clock())  # the leader counts what is flushed: the high watermark
+        assert self.raft.high_watermark > last_offset, "a lone voter commits what it flushed"
+        self.log.update_high_watermark(self.raft.high_watermark)
         self.image = apply(self.image, records, last_offset, self.epoch)
 
     def append_sync(self, records: list[Any]) -> None:
         """Append, fsync and publish on the calling thread (start-up only)."""
         assert self.log is not None
-        _first, last = self._write(records)
+        last = self._write(records)
         self.log.flush()
         self._publish(records, last)
 
     async def append(self, records: list[Any]) -> None:
         """Append, fsync off the event loop, then publish the new image."""
         assert self.log is not None
-        _first, last = self._write(records)
+        last = self._write(records)
         await trio.to_thread.run_sync(self.log.flush)
         self._publish(records, last)

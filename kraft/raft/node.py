@@ -125,9 +125,9 @@ class RaftNode:
             self.voted_id = es.voted_id
         self._persist()
         self._reset_timer(now_ms)
-        if self.voters == {self.node_id}:  # a lone voter elects itself at once
-            if self.state == RaftState.RESIGNED:
-                self.become_unattached(now_ms, self.epoch + 1)
+        if self.voters == {self.node_id}:  # a lone voter elects itself at once (epoch + 1)
+            if self.state == RaftState.RESIGNED:  # keeping its own vote in the old epoch
+                self.become_unattached(now_ms, self.epoch, voted_id=self.node_id)
             self.timer_ms = now_ms
 
     @property
@@ -209,9 +209,10 @@ class RaftNode:
             self.become_leader(now_ms)
 
     def become_leader(self, now_ms: int) -> None:
+        granted = sorted(v for v, ok in self.votes.items() if ok and v in self.voters)
         self._transition(RaftState.LEADER, now_ms, self.epoch, self.node_id, self.node_id)
         self.election_retries = 0
-        replication.start_leadership(self, now_ms)
+        replication.start_leadership(self, now_ms, granted)
 
     def resign(self, now_ms: int) -> None:
         """Graceful shutdown of a leader: stop appending and tell the voters (EndQuorumEpoch)."""

@@ -89,14 +89,13 @@ class LeaderState:
         return min(deadlines)
 
 
-def start_leadership(node: RaftNode, now_ms: int) -> None:
+def start_leadership(node: RaftNode, now_ms: int, granted: list[int]) -> None:
     """Open the epoch with a LeaderChange control record and tell the voters."""
     node.leader = LeaderState(node, now_ms)
     msg = LeaderChangeMessage(
         version_=LEADER_CHANGE_VERSION, leader_id=node.node_id,
         voters=[LeaderChangeMessage.Voter(voter_id=v) for v in sorted(node.voters)],
-        granting_voters=[LeaderChangeMessage.Voter(voter_id=v)
-                         for v, ok in sorted(node.votes.items()) if ok])
+        granting_voters=[LeaderChangeMessage.Voter(voter_id=v) for v in granted])
     record = SimpleRecord(encode_control_key(ControlType.LEADER_CHANGE),
                           msg.encode(LEADER_CHANGE_VERSION), (), now_ms)
     node.log.append(build_batch([record], base_offset=node.log.end_offset, is_control=True,
