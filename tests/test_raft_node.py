@@ -327,3 +327,35 @@ def test_a_static_quorum_refuses_voter_changes() -> None:
     resp = admin(nodes, follower, now, m.RemoveRaftVoterRequest(cluster_id=CLUSTER, voter_id=2))
     assert isinstance(resp, m.RemoveRaftVoterResponse)
     assert resp.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_a_lagging_follower_installs_the_leaders_snapshot() -> None:
+    nodes = {i: make(i, {1, 2, 3}) for i in (1, 2, 3)}
+    now = run(nodes, 5_000)
+    leader = next(n for n in nodes.values() if n.is_leader)
+    for i in range(30):
+        leader.append(now, [b"x%d" % i])
+    now = run(nodes, now + 1_000, now)
+    assert leader.snapshot() is not None  # the committed prefix goes into a snapshot
+    sid = leader.log.latest_snapshot_id()
+    assert sid is not None and leader.log.start_offset == sid.end_offset > 0
+    late = make(4, {1, 2, 3})  # an observer that starts from nothing
+    nodes[4] = late
+    run(nodes, now + 3_000, now)
+    assert late.log.latest_snapshot_id() == sid
+    assert late.log.start_offset == sid.end_offset
+    assert late.log.end_offset == leader.log.end_offset
+    assert late.high_watermark == leader.high_watermark
+
+    def snap(snapshot_id: tuple[int, int], position: int) -> int:
+        Q = m.FetchSnapshotRequest
+        req = Q(cluster_id=CLUSTER, replica_id=4, max_bytes=1 << 20, topics=[Q.TopicSnapshot(
+            name=m.METADATA_TOPIC, partitions=[Q.PartitionSnapshot(
+                partition=0, current_leader_epoch=leader.epoch, position=position,
+                snapshot_id=Q.SnapshotId(end_offset=snapshot_id[0], epoch=snapshot_id[1]))])])
+        resp = ask(leader, now, req, src=4)
+        assert isinstance(resp, m.FetchSnapshotResponse)
+        return int(resp.topics[0].partitions[0].error_code)
+    assert snap((sid.end_offset, sid.epoch), 0) == 0
+    assert snap((sid.end_offset + 1, sid.epoch), 0) == ErrorCode.SNAPSHOT_NOT_FOUND
+    assert snap((sid.end_offset, sid.epoch), 1 << 30) == ErrorCode.POSITION_OUT_OF_RANGE
