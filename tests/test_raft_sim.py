@@ -29,7 +29,8 @@ def test_many_seeds_keep_every_invariant() -> None:
     figures = sim.summarize(runs)
     # The runs did exercise the faults the invariants are about.
     for key in ("elections", "commits", "drops", "duplicates", "crashes", "partitions",
-                "snapshots", "snapshot_installs", "voter_changes", "truncations"):
+                "snapshots", "snapshot_installs", "voter_changes", "resignations",
+                "truncations"):
         assert figures[key] > 0, key
     assert figures["majority_elect_ms_max"] < sim.LIVENESS_BOUND_MS
 

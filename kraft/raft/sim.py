@@ -65,6 +65,7 @@ class SimConfig:
     append_every_ms: int = 150
     snapshot_every_ms: int = 3_000
     voter_change_every_ms: int = 10**9  # KIP-853 AddRaftVoter / RemoveRaftVoter
+    shutdown_every_ms: int = 10**9   # the leader resigns (EndQuorumEpoch), then stops
     wire: bool = True                # every message through the real codecs
 
     @classmethod
@@ -76,7 +77,8 @@ class SimConfig:
                    crash_every_ms=rng.choice([2_000, 5_000, 20_000]),
                    partition_every_ms=rng.choice([3_000, 8_000, 30_000]),
                    snapshot_every_ms=rng.choice([1_000, 5_000]),
-                   voter_change_every_ms=rng.choice([10**9, 3_000, 8_000]))
+                   voter_change_every_ms=rng.choice([10**9, 3_000, 8_000]),
+                   shutdown_every_ms=rng.choice([10**9, 5_000]))
 
 
 @dataclass
@@ -110,6 +112,7 @@ class Figures:
     snapshots: int = 0
     snapshot_installs: int = 0
     voter_changes: int = 0
+    resignations: int = 0
     truncations: int = 0
     events: int = 0
 
@@ -292,6 +295,18 @@ class Simulation:
         self._admin_correlation += 1
         self._send(RaftMessage(ADMIN, leader.node_id, self._admin_correlation, body))
 
+    def _on_shutdown(self, linger_ms: int) -> None:
+        """Graceful shutdown of the leader: it resigns, tells the voters, and stops."""
+        leaders = [r for r in self.replicas.values() if r.node is not None and r.node.is_leader]
+        if not leaders or not self.faults_on:
+            return
+        r = max(leaders, key=lambda x: x.node.epoch if x.node else -1)
+        assert r.node is not None
+        r.node.resign(self.now)
+        self.figures.resignations += 1
+        self._poll(r)
+        self._at(self.now + linger_ms, "crash", r.node_id)
+
     def _on_snapshot(self, node_id: int) -> None:
         r = self.replicas[node_id]
         if r.node is not None and r.node.snapshot() is not None:
@@ -333,6 +348,8 @@ class Simulation:
             self._at(t, "snapshot", rng.choice(ids))
         for t in times(cfg.voter_change_every_ms):
             self._at(t, "voter_change", rng.random())
+        for t in times(cfg.shutdown_every_ms):
+            self._at(t, "shutdown", rng.randint(10, 300))
 
     def _value(self) -> bytes:
         self._values = getattr(self, "_values", 0) + 1
@@ -544,8 +561,8 @@ def summarize(runs: list[Figures]) -> dict[str, int]:
     """The figures of many seeds: sums and the percentiles of the election times."""
     out: dict[str, int] = {"seeds": len(runs)}
     for key in ("elections", "commits", "messages", "drops", "duplicates", "crashes",
-                "partitions", "snapshots", "snapshot_installs", "voter_changes", "truncations",
-                "events"):
+                "partitions", "snapshots", "snapshot_installs", "voter_changes", "resignations",
+                "truncations", "events"):
         out[key] = sum(getattr(f, key) for f in runs)
     for key in ("first_elect_ms", "majority_elect_ms", "heal_converge_ms"):
         vals = [getattr(f, key) for f in runs if getattr(f, key) >= 0]
