@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 STAMP     := $(VENV)/.installed
 
-.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak
+.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak raft-sim
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -117,6 +117,13 @@ compat-record: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run.py
+
+## raft-sim: the deterministic Raft simulation over SEEDS seeds (default 10000) on JOBS processes;
+## a failing seed replays with `python -m kraft.raft.sim --seed N --trace`
+SEEDS ?= 10000
+JOBS  ?= 2
+raft-sim: $(STAMP)
+	$(PY) bench/raft_sim.py --seeds $(SEEDS) --jobs $(JOBS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
