@@ -82,8 +82,9 @@ def test_precedence_is_kafkas() -> None:
 
 
 def _produce_for(bootstrap: str, client_id: str, topic: str, seconds: float,
-                 size: int = 10_000) -> tuple[float, list[int]]:
-    """(acknowledged bytes per second, throttle times librdkafka reported)."""
+                 size: int = 10_000, skip_s: float = 0.0) -> tuple[float, list[int]]:
+    """(acknowledged bytes per second after the first ``skip_s`` seconds, throttle times
+    librdkafka reported)."""
     from confluent_kafka import Producer
 
     throttles: list[int] = []
@@ -93,37 +94,42 @@ def _produce_for(bootstrap: str, client_id: str, topic: str, seconds: float,
             if b.get("nodeid", -1) >= 0 and b.get("throttle", {}).get("max", 0) > 0:
                 throttles.append(int(b["throttle"]["max"]))
 
-    acked = [0]
+    acked: list[tuple[float, int]] = []
 
     def delivered(err: Any, msg: Any) -> None:
         if err is None:
-            acked[0] += len(msg.value())
+            acked.append((time.monotonic(), len(msg.value())))
 
     p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
+                  "batch.size": 100_000,
                   "statistics.interval.ms": 1000, "stats_cb": stats,
                   "queue.buffering.max.kbytes": 4096})
     payload = b"x" * size
     start = time.monotonic()
-    while time.monotonic() - start < seconds:
+    end = start + seconds
+    while time.monotonic() < end:
         try:
             p.produce(topic, payload, on_delivery=delivered)
         except BufferError:
             p.poll(0.05)
         p.poll(0)
-    elapsed = time.monotonic() - start
-    done = acked[0]
     p.flush(60)
-    return done / elapsed, throttles
+    counted = sum(n for t, n in acked if start + skip_s <= t <= end)
+    return counted / (seconds - skip_s), throttles
 
 
 def test_producer_limited_to_1_mb_per_second(broker: BrokerProcess) -> None:
+    """Kafka's window lets a new client send ~10 s of quota at once, and the rate is held
+    over 11 s windows (bursts, then mutes): measured from 12 s to 78 s, six windows."""
     topic = f"q-{uuid.uuid4().hex[:8]}"
     client = f"limited-{uuid.uuid4().hex[:6]}"
     set_quota(broker.bootstrap, [("client-id", client)], "producer_byte_rate", MB)
-    _produce_for(broker.bootstrap, client, topic, 2)  # metadata, topic creation
-    rate, throttles = _produce_for(broker.bootstrap, client, topic, 25)
-    print(f"producer with producer_byte_rate=1048576: {rate / MB:.3f} MB/s, "
-          f"throttle_time_ms max seen {max(throttles, default=0)}")
+    _produce_for(broker.bootstrap, "warm-up", topic, 1)  # metadata, topic creation
+    rate, throttles = _produce_for(broker.bootstrap, client, topic, 78, skip_s=12)
+    print(f"producer with producer_byte_rate=1048576: {rate / MB:.3f} MB/s from 12 s to "
+          f"78 s, throttle_time_ms max seen {max(throttles, default=0)}")
+    # 0.89-1.14 MB/s over 66 s on the shared 2-core machine (load 7-11), most runs within
+    # 3 %; the bound leaves room for that load (docs/SECURITY.md)
     assert 0.85 * MB <= rate <= 1.15 * MB
     assert throttles and max(throttles) > 0
     # another client id is not limited
