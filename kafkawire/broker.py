@@ -17,9 +17,11 @@ import trio
 
 from kafkawire.apis import REGISTRY
 from kafkawire.bootstrap import first_start_records, read_bootstrap
+from kafkawire.broker_lifecycle import BrokerLifecycleManager, LocalControllerChannel
 from kafkawire.config import TOPIC_CONFIGS, BrokerConfig
 from kafkawire.config_entries import connection_limits, effective_topic_values
 from kafkawire.config_resources import group_consumer_settings
+from kafkawire.controller_service import ControllerService
 from kafkawire.coordinator_runtime import GROUP_TOPIC, TXN_TOPIC, CoordinatorRuntime
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
 from kafkawire.log_cleaner import LogCleanerService
@@ -34,6 +36,7 @@ from kafkawire.server import Connection, RequestContext, Server
 from kafkawire.storage import StorageError, format_or_check
 from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_records
 from kraft import controller
+from kraft.cluster_control import Registration
 from kraft.image import MetadataImage
 from log.config import LogConfig
 from log.manager import LogManager
@@ -92,6 +95,14 @@ class Broker:
             GROUP_TOPIC.key_type: self.group_runtime, TXN_TOPIC.key_type: self.txn_runtime
         }
         self.txn_coordinator = TxnCoordinator(self)
+        # the active controller's broker-facing side (this node: single-voter quorum) and this
+        # broker's registration with it (kafkawire/broker_lifecycle.py)
+        self.controller = ControllerService(self, now_ms)
+        self.lifecycle = BrokerLifecycleManager(
+            LocalControllerChannel(self.controller), self.registration,
+            lambda: self.image.offset, int(config["broker.heartbeat.interval.ms"]),
+            int(config["initial.broker.registration.timeout.ms"]))
+        self.server.controller_listeners = {lst.name for lst in config.controller_listeners}
 
     # ---- state --------------------------------------------------------------------------
     @property
@@ -106,14 +117,12 @@ class Broker:
         return LogConfig.from_properties(self.effective_topic_configs(topic))
 
     async def next_producer_id(self) -> int:
-        """A producer id from the block this broker reserved in the metadata log."""
+        """A producer id from the block this broker got from the controller
+        (AllocateProducerIds)."""
         if self._pid_next >= self._pid_end:
-            async with self.metadata_lock:
-                start, records = controller.allocate_producer_ids(
-                    self.image, self.node_id, self.quorum.log_end_offset() if self.quorum else 0
-                )
-                await self.commit_metadata(records)
-                self._pid_next, self._pid_end = start, start + controller.PRODUCER_ID_BLOCK_SIZE
+            lc = self.lifecycle
+            start = await lc.channel.allocate_producer_ids(self.node_id, lc.broker_epoch)
+            self._pid_next, self._pid_end = start, start + controller.PRODUCER_ID_BLOCK_SIZE
         pid = self._pid_next
         self._pid_next += 1
         return pid
@@ -180,10 +189,11 @@ class Broker:
 
     # ---- request dispatch ----------------------------------------------------------------
     async def dispatch(self, ctx: RequestContext, request: Any) -> Any:
-        if not self.started.is_set():
+        if not self.started.is_set() and ctx.connection.listener_type != "controller":
             # The listeners open before this node's registration is committed (its endpoint
             # needs the bound port); like Kafka, requests are processed only once it is, so
             # nothing sees a cluster without brokers (CreateTopics: "0 broker(s) registered").
+            # The controller listener serves at once: brokers register through it.
             await self.started.wait()
         handler = REGISTRY[ctx.api_key]
         return await handler.handle(self, ctx, request)
@@ -196,6 +206,7 @@ class Broker:
     def open_storage(self) -> None:
         cfg = self.config
         self.cluster_id = format_or_check(cfg, now_ms())
+        self.controller.open(self.cluster_id)
         defaults = LogConfig.from_properties(
             {name: self.config.topic_default(name)[0] for name in TOPIC_CONFIGS}
         )
@@ -254,34 +265,48 @@ class Broker:
             )
         return self.topic_log_config(topic)
 
-    def register(self) -> list[Any]:
+    def registration(self) -> Registration:
+        """What this broker registers with the controller: advertised listeners (with the
+        bound ports), rack, features, and the epoch of its last clean shutdown."""
         cfg = self.config
         endpoints = []
         for lst in cfg.advertised_listeners:
             port = self.bound_ports.get(lst.name, lst.port) if lst.port == 0 else lst.port
             proto = SECURITY_PROTOCOLS.get(lst.name, 0)
             endpoints.append((lst.name, lst.host, port, proto))
-        assert self.quorum is not None
-        epoch = self.quorum.log_end_offset()
-        return controller.register_broker(
-            self.node_id, self.incarnation_id, epoch, endpoints, None, SUPPORTED_FEATURES
+        assert self.logs is not None
+        rack = cfg.values.get("broker.rack")
+        return Registration(
+            broker_id=self.node_id, cluster_id=self.cluster_id,
+            incarnation_id=self.incarnation_id, endpoints=endpoints, features=SUPPORTED_FEATURES,
+            rack=str(rack) if rack else None,
+            previous_broker_epoch=self.logs.clean_shutdown_broker_epoch,
         )
+
+    async def _open_listeners(self, nursery: trio.Nursery) -> None:
+        for lst in [*self.config.broker_listeners, *self.config.controller_listeners]:
+            listeners = await trio.open_tcp_listeners(lst.port, host=lst.host)
+            port = listeners[0].socket.getsockname()[1]
+            self.bound_ports[lst.name] = port
+            await nursery.start(self.server.serve_listener, lst.name, listeners)
+            log.info(
+                "kafkawire node %s listening on %s:%s (%s), cluster id %s, data in %s",
+                self.node_id, lst.host, port, lst.name, self.cluster_id,
+                self.config.log_dirs[0],
+            )
+
+    async def controlled_shutdown(self) -> None:
+        """Before stopping: let the controller move leadership away (SIGTERM)."""
+        if await self.lifecycle.controlled_shutdown() and self.logs is not None:
+            self.logs.broker_epoch = self.lifecycle.broker_epoch
 
     async def run(self, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
         self.open_storage()
         try:
             async with trio.open_nursery() as nursery:
-                for lst in self.config.broker_listeners:
-                    listeners = await trio.open_tcp_listeners(lst.port, host=lst.host)
-                    port = listeners[0].socket.getsockname()[1]
-                    self.bound_ports[lst.name] = port
-                    await nursery.start(self.server.serve_listener, lst.name, listeners)
-                    log.info(
-                        "kafkawire node %s listening on %s:%s (%s), cluster id %s, data in %s",
-                        self.node_id, lst.host, port, lst.name, self.cluster_id,
-                        self.config.log_dirs[0],
-                    )
-                await self.commit_metadata(self.register())
+                await self._open_listeners(nursery)
+                await nursery.start(self.controller.run_session_expiry)
+                await nursery.start(self.lifecycle.run)  # returns once registered, unfenced
                 for runtime in self.coordinators_by_key_type.values():
                     await nursery.start(runtime.serve)
                 await nursery.start(self.txn_coordinator.serve)

@@ -74,6 +74,12 @@ MODULES = [
     "end_txn",
     "describe_transactions",
     "list_transactions",
+    # the controller's broker-facing APIs (controller listener; UnregisterBroker on both)
+    "broker_registration",
+    "broker_heartbeat",
+    "unregister_broker",
+    "allocate_producer_ids",
+    "alter_partition",
 ]
 
 
@@ -88,6 +94,8 @@ class ApiHandler:
     request_cls: Any
     response_cls: Any
     handle: Callable[..., Awaitable[Any]]
+    #: Kafka's listener types the API is served on ("broker", "controller")
+    listeners: tuple[str, ...] = ("broker",)
 
     def flexible(self, version: int) -> bool:
         return 0 <= self.flexible_from <= version
@@ -116,6 +124,7 @@ def build_registry(modules: list[str]) -> dict[int, ApiHandler]:
             request_cls=_load_class(REQUESTS[key]),
             response_cls=_load_class(RESPONSES[key]),
             handle=m.handle,
+            listeners=tuple(info[4]),
         )
     return reg
 
