@@ -29,6 +29,7 @@ from protocol._generated.metadata_request import MetadataRequest
 from protocol._generated.unregister_broker_request import UnregisterBrokerRequest
 from protocol.errors import ErrorCode
 from tests.conftest import RawClient
+from tests.javatools import JavaTools, require_line
 
 SESSION_MS = 3000
 CONTROLLER_ONLY = {56, 62, 63, 67}
@@ -267,3 +268,25 @@ def test_controlled_shutdown_on_sigterm(tmp_path: Path) -> None:
         assert any(b.broker_id == 1 and not b.is_fenced for b in describe(bp).brokers)
     finally:
         bp.close()
+
+
+def test_kafka_tools_see_the_registered_broker(node: BrokerProcess) -> None:
+    """Kafka 4.3.1's own tools: kafka-broker-api-versions lists this broker (and no
+    controller-only API), kafka-metadata-quorum describes the quorum through both the broker
+    and the controller listener (KIP-919 DescribeCluster), kafka-cluster cluster-id."""
+    require_line("4.x")
+    tools = JavaTools("4.x")
+    cport = node.controller_port  # type: ignore[attr-defined]
+    out = tools.run("broker-api-versions", "--bootstrap-server", node.bootstrap).output
+    assert f"127.0.0.1:{node.port} (id: 1 rack: rack-a" in out, out
+    assert "Produce(0)" in out and "BrokerHeartbeat" not in out and "AlterPartition(" not in out
+    cluster_id = describe(node).cluster_id
+    for flag, address in (("--bootstrap-server", node.bootstrap),
+                          ("--bootstrap-controller", f"127.0.0.1:{cport}")):
+        status = tools.run("metadata-quorum", flag, address, "describe", "--status").output
+        fields = dict(ln.split(":", 1) for ln in status.splitlines() if ":" in ln)
+        assert fields["ClusterId"].strip() == cluster_id and fields["LeaderId"].strip() == "1"
+        voters = json.loads(fields["CurrentVoters"])
+        assert voters == [{"id": 1, "endpoints": [f"CONTROLLER://127.0.0.1:{cport}"]}], voters
+    out = tools.run("cluster", "cluster-id", "--bootstrap-server", node.bootstrap).output
+    assert f"Cluster ID: {cluster_id}" in out
