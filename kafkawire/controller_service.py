@@ -104,6 +104,16 @@ class ControllerService:
                 await self._commit([rec])
             return self.broker.image.topics_by_id[topic.topic_id].partitions[partition]
 
+    async def elect_leader(self, topic_name: str, partition: int, election_type: int) -> None:
+        """ElectLeaders for one partition (KafkaError: ELECTION_NOT_NEEDED...)."""
+        async with self.broker.metadata_lock:
+            img = self.broker.image
+            topic = img.topics.get(topic_name)
+            part = topic.partitions.get(partition) if topic is not None else None
+            if topic is None or part is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            await self._commit([rc.elect_leader(img, topic, part, election_type)])
+
     def check_broker_epoch(self, broker_id: int, broker_epoch: int) -> None:
         self.control.check_epoch(self.broker.image, broker_id, broker_epoch)
 

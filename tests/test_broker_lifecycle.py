@@ -25,6 +25,7 @@ from protocol._generated.broker_heartbeat_request import BrokerHeartbeatRequest
 from protocol._generated.broker_registration_request import BrokerRegistrationRequest
 from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.describe_cluster_request import DescribeClusterRequest
+from protocol._generated.elect_leaders_request import ElectLeadersRequest
 from protocol._generated.metadata_request import MetadataRequest
 from protocol._generated.unregister_broker_request import UnregisterBrokerRequest
 from protocol.errors import ErrorCode
@@ -182,6 +183,17 @@ def _topic_state(node: BrokerProcess, name: str) -> Any:
     return md.topics[0]
 
 
+def elect(node: BrokerProcess, kind: int, topic: str) -> tuple[int, ...]:
+    raw = RawClient(node.bootstrap)
+    try:
+        res = raw.request(ElectLeadersRequest(
+            election_type=kind, topic_partitions=[ElectLeadersRequest.TopicPartitions(
+                topic=topic, partitions=[0])], timeout_ms=30000), 2)
+    finally:
+        raw.close()
+    return tuple(r.error_code for t in res.replica_election_results for r in t.partition_result)
+
+
 def test_alter_partition_and_leader_moves_on_fencing(node: BrokerProcess) -> None:
     cluster_id = describe(node).cluster_id
 
@@ -245,6 +257,13 @@ def test_alter_partition_and_leader_moves_on_fencing(node: BrokerProcess) -> Non
     assert moved.isr_nodes == [1] and moved.leader_epoch == 1
     # the partition whose ISR was only 3 has no leader left (no unclean election)
     assert _topic_state(node, "ap-led-by-3").partitions[0].leader_id == -1
+    # ElectLeaders: the preferred replica (3) is fenced; an unclean election brings the
+    # leaderless partition back on broker 1, which becomes its ISR
+    assert elect(node, 0, "moves-to-1") == (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,)
+    assert elect(node, 1, "moves-to-1") == (ErrorCode.ELECTION_NOT_NEEDED,)
+    assert elect(node, 1, "ap-led-by-3") == (ErrorCode.NONE,)
+    p = _topic_state(node, "ap-led-by-3").partitions[0]
+    assert (p.leader_id, p.isr_nodes) == (1, [1])
 
     async def unregister(c: NodeClient) -> tuple[int, int]:
         first = await c.request(UnregisterBrokerRequest(broker_id=3))
