@@ -8,7 +8,8 @@ connection to one node, as Kafka's NetworkClient does for inter-broker traffic:
   sides support (``NodeUnsupportedVersion`` when there is none);
 - correlation ids increase per connection and every response is checked against its request;
 - one request in flight at a time (a lock): the peer answers in order anyway;
-- ``request_timeout_ms`` (Kafka's ``request.timeout.ms``) bounds each request; a timeout or any
+- ``request_timeout_ms`` (Kafka's ``request.timeout.ms``) bounds each request and each
+  connection set-up (connect + ApiVersions); a timeout or any
   connection error closes the connection and raises ``NodeDisconnected``; the next request
   reconnects after ``reconnect.backoff.ms``, doubling up to ``reconnect.backoff.max.ms``.
 
@@ -95,10 +96,11 @@ class NodeClient:
         if wait_ms > 0:
             await trio.sleep(wait_ms / 1000)
         try:
-            self.stream = await trio.open_tcp_stream(self.host, self.port)
-            self._buf.clear()
-            self.versions = await self._negotiate()
-        except (OSError, trio.BrokenResourceError, RemoteProtocolError, NodeDisconnected) as e:
+            with trio.fail_after(self.request_timeout_ms / 1000):
+                self.stream = await trio.open_tcp_stream(self.host, self.port)
+                self._buf.clear()
+                self.versions = await self._negotiate()
+        except (OSError, trio.BrokenResourceError, trio.TooSlowError, RemoteProtocolError) as e:
             self._backoff()
             await self._close_stream()
             raise NodeDisconnected(f"connecting to {self.host}:{self.port}: {e}") from e

@@ -309,3 +309,86 @@ def test_kafka_tools_see_the_registered_broker(node: BrokerProcess) -> None:
         assert voters == [{"id": 1, "endpoints": [f"CONTROLLER://127.0.0.1:{cport}"]}], voters
     out = tools.run("cluster", "cluster-id", "--bootstrap-server", node.bootstrap).output
     assert f"Cluster ID: {cluster_id}" in out
+
+
+def test_remote_lifecycle_manager(node: BrokerProcess) -> None:
+    """kafkawire's own BrokerLifecycleManager over RemoteControllerChannel (the path a
+    broker-only node takes): registers fenced, RUNNING once unfenced, then a controlled
+    shutdown moves its leadership and ends SHUTTING_DOWN, fenced."""
+    from kafkawire.broker_lifecycle import (
+        BrokerLifecycleManager,
+        BrokerState,
+        RemoteControllerChannel,
+    )
+    from kraft.cluster_control import Registration
+
+    cluster_id = describe(node).cluster_id
+    states: list[BrokerState] = []
+
+    async def main() -> None:
+        client = NodeClient("127.0.0.1", node.controller_port,  # type: ignore[attr-defined]
+                            "broker-5", lambda: int(time.time() * 1000), 20_000)
+        reg = Registration(5, cluster_id, uuid.uuid4(), [("PLAINTEXT", "127.0.0.1", 1, 0)],
+                           {"metadata.version": (7, 30)}, "rack-c")
+        mgr = BrokerLifecycleManager(RemoteControllerChannel(client), lambda: reg,
+                                     lambda: 1 << 40, 500, 30_000)
+        async with trio.open_nursery() as nursery:
+            with trio.fail_after(30):
+                await nursery.start(mgr.run)
+            states.append(mgr.state)
+            # give broker 5 a leadership to move: a topic led by it, with node 1 in the ISR
+            raw = RawClient(node.bootstrap)
+            try:
+                req = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+                    name="led-by-5", num_partitions=-1, replication_factor=-1,
+                    assignments=[CreateTopicsRequest.CreatableReplicaAssignment(
+                        partition_index=0, broker_ids=[5, 1])])], timeout_ms=30000)
+                assert raw.request(req, 7).topics[0].error_code == 0
+            finally:
+                raw.close()
+            with trio.fail_after(30):
+                assert await mgr.controlled_shutdown()
+            states.append(mgr.state)
+            nursery.cancel_scope.cancel()
+        await client.aclose()
+
+    trio.run(main)
+    assert states == [BrokerState.RUNNING, BrokerState.SHUTTING_DOWN]
+    assert any(b.broker_id == 5 and b.is_fenced for b in describe(node).brokers)
+    p = _topic_state(node, "led-by-5").partitions[0]
+    assert (p.leader_id, p.isr_nodes) == (1, [1])
+
+
+def test_node_client_failures() -> None:
+    """Connection refused and a peer that never answers: NodeDisconnected, the backoff grows,
+    and the next request connects again."""
+    from kafkawire.node_client import NodeDisconnected
+
+    async def main() -> None:
+        clock = lambda: int(time.time() * 1000)  # noqa: E731
+        refused = NodeClient("127.0.0.1", free_port(), "t", clock, 1000, 50, 400)
+        for _ in range(3):
+            with pytest.raises(NodeDisconnected):
+                await refused.request(ApiVersionsRequest(), 0)
+        assert refused._failures == 3 and refused._next_attempt_ms > clock()
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        accepted: list[trio.SocketStream] = []
+
+        async def silent(stream: trio.SocketStream) -> None:
+            accepted.append(stream)
+            await trio.sleep_forever()
+
+        async with trio.open_nursery() as nursery:
+            await nursery.start(trio.serve_listeners, silent, listeners)
+            mute = NodeClient("127.0.0.1", port, "t", clock, 300, 10, 100)
+            t0 = clock()
+            with pytest.raises(NodeDisconnected):
+                await mute.request(ApiVersionsRequest(), 0)
+            assert clock() - t0 < 5000 and mute.stream is None
+            with pytest.raises(NodeDisconnected):
+                await mute.request(ApiVersionsRequest(), 0)
+            assert len(accepted) == 2  # it reconnected for the second request
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
