@@ -6,7 +6,9 @@ metadata lock, decides from the current image, commits the records and answers. 
 of BrokerRegistration (62), BrokerHeartbeat (63), UnregisterBroker (64), AllocateProducerIds
 (67) and AlterPartition (56) call it, and so does this node's own broker through
 ``LocalControllerChannel`` (kafkawire/broker_lifecycle.py), with the same semantics.
-``run_session_expiry`` fences brokers whose heartbeats stopped for ``broker.session.timeout.ms``.
+``run_session_expiry`` fences brokers whose heartbeats stopped for ``broker.session.timeout.ms``;
+when the controller itself was stalled (it checks at least every second), the sessions are
+extended by the stall instead (no heartbeat could have been processed meanwhile).
 
 Until the Raft driver lands, the controller is this node (its single-voter quorum); the quorum
 driver will call the same operations on whichever node is the active controller.
@@ -122,8 +124,15 @@ class ControllerService:
     ) -> None:
         """Fence, one at a time, the brokers whose session expired (Kafka does the same)."""
         task_status.started()
+        last_run = self.clock()
         while True:
             now = self.clock()
+            stalled = now - last_run - 2 * SESSION_CHECK_MAX_INTERVAL_MS
+            if stalled > 0:
+                log.warning("the controller did not run for %d ms: broker sessions extended",
+                            now - last_run)
+                self.control.forgive_stall(stalled)
+            last_run = now
             async with self.broker.metadata_lock:
                 found = self.control.fence_stale(self.broker.image, now)
                 if found is not None:

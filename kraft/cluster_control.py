@@ -202,6 +202,13 @@ class ClusterControl:
                 return b.broker_id, self.fence(image, b.broker_id)
         return None
 
+    def forgive_stall(self, stalled_ms: int) -> None:
+        """The controller itself could not run for ``stalled_ms`` (a paused process, an
+        overloaded host): heartbeats could not be processed either, so every session is
+        extended by that much rather than fencing brokers for the controller's pause."""
+        for b in self.last_contact_ms:
+            self.last_contact_ms[b] += stalled_ms
+
     def next_session_expiry_ms(self, image: MetadataImage) -> int | None:
         lasts = [self.last_contact_ms[b.broker_id] for b in image.brokers.values()
                  if not b.fenced and b.broker_id in self.last_contact_ms]

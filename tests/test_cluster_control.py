@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
@@ -351,3 +351,36 @@ class LeadershipMachine(RuleBasedStateMachine):
 
 TestLeadership = LeadershipMachine.TestCase
 TestLeadership.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(racks=st.lists(st.sampled_from([None, "a", "b", "c"]), min_size=1, max_size=8),
+       partitions=st.integers(1, 30), rf=st.integers(1, 4), start=st.integers(0, 10))
+def test_placement_properties(racks: list[str | None], partitions: int, rf: int,
+                              start: int) -> None:
+    """Every partition gets rf distinct usable brokers on as many racks as it can, and
+    leadership (first replicas) is spread evenly over the brokers."""
+    c = Cluster()
+    ids = list(range(1, len(racks) + 1))
+    c.up(*ids, rack={b: r for b, r in zip(ids, racks, strict=True) if r is not None})
+    if rf > len(ids):
+        with pytest.raises(KafkaError):
+            rc.place_replicas(c.image, ids, partitions, rf, start)
+        return
+    placed = rc.place_replicas(c.image, ids, partitions, rf, start)
+    rack_of = {b: racks[b - 1] for b in ids}
+    n_racks = len(set(racks))
+    for reps in placed:
+        assert len(reps) == rf == len(set(reps)) and set(reps) <= set(ids)
+        assert len({rack_of[b] for b in reps}) == min(rf, n_racks)
+    firsts = [reps[0] for reps in placed]
+    counts = [firsts.count(b) for b in ids]
+    assert max(counts) - min(counts) <= 1
+
+
+def test_a_stalled_controller_does_not_fence() -> None:
+    c = Cluster(session_timeout_ms=1000)
+    c.up(1)
+    c.cc.forgive_stall(5000)
+    assert c.cc.fence_stale(c.image, 4000) is None
+    assert c.cc.fence_stale(c.image, 7000) is not None
