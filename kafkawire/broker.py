@@ -297,7 +297,9 @@ class Broker:
 
     async def controlled_shutdown(self) -> None:
         """Before stopping: let the controller move leadership away (SIGTERM)."""
-        if await self.lifecycle.controlled_shutdown() and self.logs is not None:
+        # bounded by broker.session.timeout.ms: past it the controller would fence us anyway
+        timeout_ms = int(self.config["broker.session.timeout.ms"])
+        if await self.lifecycle.controlled_shutdown(timeout_ms) and self.logs is not None:
             self.logs.broker_epoch = self.lifecycle.broker_epoch
 
     async def run(self, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:

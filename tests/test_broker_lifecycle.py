@@ -310,6 +310,18 @@ def test_kafka_tools_see_the_registered_broker(node: BrokerProcess) -> None:
     out = tools.run("cluster", "cluster-id", "--bootstrap-server", node.bootstrap).output
     assert f"Cluster ID: {cluster_id}" in out
 
+    async def register_7(c: NodeClient) -> int:
+        reg = await c.request(registration(cluster_id, 7, uuid.uuid4()))
+        return int(reg.error_code)
+
+    assert call(node, register_7) == 0
+    assert any(b.broker_id == 7 for b in describe(node).brokers)
+    tools.run("cluster", "unregister", "--bootstrap-server", node.bootstrap, "--id", "7")
+    assert not any(b.broker_id == 7 for b in describe(node).brokers)
+    res = tools.run("cluster", "unregister", "--bootstrap-server", node.bootstrap, "--id", "7",
+                    check=False)
+    assert res.returncode != 0 and "BrokerIdNotRegisteredException" in res.output, res.output
+
 
 def test_remote_lifecycle_manager(node: BrokerProcess) -> None:
     """kafkawire's own BrokerLifecycleManager over RemoteControllerChannel (the path a
