@@ -31,7 +31,6 @@ _STATIC_QUORUM = (
     "static single-voter quorum (kraft.version 0): no dynamic voters (KIP-853), so neither "
     "kraft.version 1 nor AddRaftVoter/RemoveRaftVoter"
 )
-_SINGLE_NODE = "single node: unregistering its only (live) broker is not supported"
 
 _SHARE_KEYS = (76, 77, 78, 79, 83, 84, 85, 86, 87, 90, 91, 92)
 _STREAMS_KEYS = (88, 89)
@@ -56,7 +55,6 @@ ACCEPTED: dict[str, list[tuple[str, str]]] = {
         *_keys(_SHARE_KEYS, _SHARE),
         *_keys(_STREAMS_KEYS, _STREAMS),
         *_keys((80, 81), _STATIC_QUORUM),
-        *_keys((64,), _SINGLE_NODE),
         ("v[34].finalized_features.share.version", _SHARE),
         ("v4.supported_features.share.version[[]1]", _SHARE),
         ("v[34].finalized_features.streams.version", _STREAMS),
