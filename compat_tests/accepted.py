@@ -36,7 +36,6 @@ _STATIC_QUORUM = (
     "static single-voter quorum (kraft.version 0): no dynamic voters (KIP-853), so neither "
     "kraft.version 1 nor AddRaftVoter/RemoveRaftVoter"
 )
-_SINGLE_NODE = "single node: unregistering its only (live) broker is not supported"
 
 _STREAMS_KEYS = (88, 89)
 
@@ -59,7 +58,6 @@ ACCEPTED: dict[str, list[tuple[str, str]]] = {
     "api_versions": [
         *_keys(_STREAMS_KEYS, _STREAMS),
         *_keys((80, 81), _STATIC_QUORUM),
-        *_keys((64,), _SINGLE_NODE),
         ("v[34].finalized_features.streams.version", _STREAMS),
         ("v4.supported_features.streams.version[[]1]", _STREAMS),
         ("v4.supported_features.kraft.version[[]1]", _STATIC_QUORUM),

@@ -22,9 +22,11 @@ from groups.share_state import ShareStateShard
 from kafkawire.apis import REGISTRY
 from kafkawire.authorizer import Authorizer
 from kafkawire.bootstrap import first_start_records, read_bootstrap
+from kafkawire.broker_lifecycle import BrokerLifecycleManager, LocalControllerChannel
 from kafkawire.config import TOPIC_CONFIGS, BrokerConfig
 from kafkawire.config_entries import connection_limits, effective_topic_values
 from kafkawire.config_resources import group_consumer_settings
+from kafkawire.controller_service import ControllerService
 from kafkawire.coordinator_runtime import GROUP_TOPIC, SHARE_TOPIC, TXN_TOPIC, CoordinatorRuntime
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
 from kafkawire.listener_security import ListenerSecurity
@@ -58,6 +60,7 @@ from kafkawire.telemetry import TelemetryManager
 from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_records
 from kraft import controller
 from kraft.acls import ALTER, CLUSTER, CLUSTER_NAME, DESCRIBE, DESCRIBE_CONFIGS
+from kraft.cluster_control import Registration
 from kraft.image import RESOURCE_BROKER, MetadataImage, ScramCredential
 from kraft.scram import MECHANISMS, MIN_ITERATIONS, scram_keys
 from kraft.tokens import token_password
@@ -203,6 +206,14 @@ class Broker:
         self.txn_coordinator = TxnCoordinator(self)
         self.share = ShareService(self)
         self.disconnect_hooks.append(self.share.on_disconnect)
+        # the active controller's broker-facing side (this node: single-voter quorum) and this
+        # broker's registration with it (kafkawire/broker_lifecycle.py)
+        self.controller = ControllerService(self, now_ms)
+        self.lifecycle = BrokerLifecycleManager(
+            LocalControllerChannel(self.controller), self.registration,
+            lambda: self.image.offset, int(config["broker.heartbeat.interval.ms"]),
+            int(config["initial.broker.registration.timeout.ms"]))
+        self.server.controller_listeners = {lst.name for lst in config.controller_listeners}
 
     # ---- state --------------------------------------------------------------------------
     @property
@@ -287,14 +298,12 @@ class Broker:
         return LogConfig.from_properties(self.effective_topic_configs(topic))
 
     async def next_producer_id(self) -> int:
-        """A producer id from the block this broker reserved in the metadata log."""
+        """A producer id from the block this broker got from the controller
+        (AllocateProducerIds)."""
         if self._pid_next >= self._pid_end:
-            async with self.metadata_lock:
-                start, records = controller.allocate_producer_ids(
-                    self.image, self.node_id, self.quorum.log_end_offset() if self.quorum else 0
-                )
-                await self.commit_metadata(records)
-                self._pid_next, self._pid_end = start, start + controller.PRODUCER_ID_BLOCK_SIZE
+            lc = self.lifecycle
+            start = await lc.channel.allocate_producer_ids(self.node_id, lc.broker_epoch)
+            self._pid_next, self._pid_end = start, start + controller.PRODUCER_ID_BLOCK_SIZE
         pid = self._pid_next
         self._pid_next += 1
         return pid
@@ -436,10 +445,11 @@ class Broker:
 
     # ---- request dispatch ----------------------------------------------------------------
     async def dispatch(self, ctx: RequestContext, request: Any) -> Any:
-        if not self.started.is_set():
+        if not self.started.is_set() and ctx.connection.listener_type != "controller":
             # The listeners open before this node's registration is committed (its endpoint
             # needs the bound port); like Kafka, requests are processed only once it is, so
             # nothing sees a cluster without brokers (CreateTopics: "0 broker(s) registered").
+            # The controller listener serves at once: brokers register through it.
             await self.started.wait()
         handler = REGISTRY[ctx.api_key]
         if self.authorizer.enabled:
@@ -506,6 +516,7 @@ class Broker:
     def open_storage(self) -> None:
         cfg = self.config
         self.cluster_id = format_or_check(cfg, now_ms())
+        self.controller.open(self.cluster_id)
         configure_file_cache(int(cfg["log.open.files.max"]))
         defaults = LogConfig.from_properties(
             {name: self.config.topic_default(name)[0] for name in TOPIC_CONFIGS}
@@ -566,17 +577,22 @@ class Broker:
             )
         return self.topic_log_config(topic)
 
-    def register(self) -> list[Any]:
+    def registration(self) -> Registration:
+        """What this broker registers with the controller: advertised listeners (with the
+        bound ports), rack, features, and the epoch of its last clean shutdown."""
         cfg = self.config
         endpoints = []
         for lst in cfg.advertised_listeners:
             port = self.bound_ports.get(lst.name, lst.port) if lst.port == 0 else lst.port
             proto = SECURITY_PROTOCOL_IDS[listener_protocol(cfg, lst.name)]
             endpoints.append((lst.name, lst.host, port, proto))
-        assert self.quorum is not None
-        epoch = self.quorum.log_end_offset()
-        return controller.register_broker(
-            self.node_id, self.incarnation_id, epoch, endpoints, None, SUPPORTED_FEATURES
+        assert self.logs is not None
+        rack = cfg.values.get("broker.rack")
+        return Registration(
+            broker_id=self.node_id, cluster_id=self.cluster_id,
+            incarnation_id=self.incarnation_id, endpoints=endpoints, features=SUPPORTED_FEATURES,
+            rack=str(rack) if rack else None,
+            previous_broker_epoch=self.logs.clean_shutdown_broker_epoch,
         )
 
     async def bind_listeners(self) -> list[tuple[str, str, list[trio.SocketListener]]]:
@@ -584,7 +600,7 @@ class Broker:
         must not touch the data directory): (name, host, sockets). StartupError if a port
         cannot be bound."""
         bound: list[tuple[str, str, list[trio.SocketListener]]] = []
-        for lst in self.config.broker_listeners:
+        for lst in [*self.config.broker_listeners, *self.config.controller_listeners]:
             try:
                 listeners = await trio.open_tcp_listeners(lst.port, host=lst.host)
             except OSError as e:
@@ -598,6 +614,13 @@ class Broker:
             self.bound_ports[lst.name] = listeners[0].socket.getsockname()[1]
             bound.append((lst.name, lst.host, listeners))
         return bound
+
+    async def controlled_shutdown(self) -> None:
+        """Before stopping: let the controller move leadership away (SIGTERM)."""
+        # bounded by broker.session.timeout.ms: past it the controller would fence us anyway
+        timeout_ms = int(self.config["broker.session.timeout.ms"])
+        if await self.lifecycle.controlled_shutdown(timeout_ms) and self.logs is not None:
+            self.logs.broker_epoch = self.lifecycle.broker_epoch
 
     async def run(self, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
         assert self.server.security is not None
@@ -621,7 +644,8 @@ class Broker:
                         self.node_id, host, self.bound_ports[name], name, self.cluster_id,
                         self.config.log_dirs[0],
                     )
-                await self.commit_metadata(self.register())
+                await nursery.start(self.controller.run_session_expiry)
+                await nursery.start(self.lifecycle.run)  # returns once registered, unfenced
                 for runtime in self.coordinators_by_key_type.values():
                     await nursery.start(runtime.serve)
                 await nursery.start(self.txn_coordinator.serve)

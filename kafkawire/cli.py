@@ -135,6 +135,18 @@ async def _serve(cfg: BrokerConfig) -> None:
                     logging.getLogger("kafkawire").info(
                         "received %s, shutting down", signal.Signals(signum).name
                     )
+                    if signum == signal.SIGTERM:
+                        # Kafka's controlled shutdown: leadership moves away first (bounded;
+                        # a second signal stops at once)
+                        async with trio.open_nursery() as inner:
+                            async def shut_down_then_stop() -> None:
+                                await broker.controlled_shutdown()
+                                inner.cancel_scope.cancel()
+
+                            inner.start_soon(shut_down_then_stop)
+                            async for _again in sigs:
+                                break
+                            inner.cancel_scope.cancel()
                     nursery.cancel_scope.cancel()
                     return
 

@@ -86,6 +86,11 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "controller.listener.names": ("list", "CONTROLLER"),
     "controller.quorum.voters": ("list", ""),
     "controller.quorum.bootstrap.servers": ("list", ""),
+    # broker lifecycle (kafkawire/broker_lifecycle.py, kraft/cluster_control.py)
+    "broker.session.timeout.ms": ("int", 9000),
+    "broker.heartbeat.interval.ms": ("int", 2000),
+    "initial.broker.registration.timeout.ms": ("int", 60000),
+    "broker.rack": ("string", None),
     "log.dirs": ("list", None),
     "log.dir": ("string", "./data"),
     "metadata.log.dir": ("string", None),
@@ -504,6 +509,13 @@ class BrokerConfig:
     @property
     def controller_listener_names(self) -> set[str]:
         return {s.strip().upper() for s in str(self.values["controller.listener.names"]).split(",")}
+
+    @property
+    def controller_listeners(self) -> list[Listener]:
+        """The listeners a controller serves (``process.roles`` with ``controller``)."""
+        if "controller" not in self.process_roles:
+            return []
+        return [lst for lst in self.listeners if lst.name in self.controller_listener_names]
 
     @property
     def broker_listeners(self) -> list[Listener]:

@@ -1,6 +1,8 @@
 """The trio network layer: one task per connection, one request at a time.
 
-A connection reads a 4-byte size, checks it against ``socket.request.max.bytes`` (larger: the
+An API is served only on the listener types Kafka's definitions name for it (``broker`` or
+``controller``, ``controller.listener.names``); another closes the connection, as Kafka's
+request channel does. A connection reads a 4-byte size, checks it against ``socket.request.max.bytes`` (larger: the
 connection is closed, as Kafka does), reads the frame, decodes the request header, and looks the
 API up in the handler registry. An unknown API key or an unsupported version closes the
 connection, except ApiVersions, which is answered with a v0 body carrying UNSUPPORTED_VERSION and
@@ -162,6 +164,8 @@ class Connection:
     buf: bytearray = field(default_factory=bytearray)
     closed: bool = False
     client_software: tuple[str, str] | None = None
+    #: Kafka's listener type: "controller" on a ``controller.listener.names`` listener
+    listener_type: str = "broker"
     state: dict[str, Any] = field(default_factory=dict)
     #: the request being handled (or the last one), for log lines
     request_info: str = "no request yet"
@@ -392,6 +396,8 @@ class Server:
         #: connections.max.idle.ms (also bounds the TLS handshake)
         self.idle_timeout_ms = 600_000
         self.now_ms: Callable[[], int] = lambda: int(time.time() * 1000)
+        #: names of the controller listeners: they serve the APIs Kafka marks "controller"
+        self.controller_listeners: set[str] = set()
 
     async def serve_listener(
         self,
@@ -498,6 +504,8 @@ class Server:
             return
         self.next_conn_id += 1
         conn = Connection(stream, peer, listener, self.next_conn_id)
+        if listener in self.controller_listeners:
+            conn.listener_type = "controller"
         self.connections.add(conn)
         if self.metrics is not None:
             self.metrics.connection_created(listener)
@@ -585,6 +593,11 @@ class Server:
         handler = REGISTRY.get(api_key)
         if handler is None:
             raise RemoteProtocolError(f"unknown API key {api_key}")
+        if conn.listener_type not in handler.listeners:
+            # as Kafka: an API this listener type does not expose closes the connection
+            raise RemoteProtocolError(
+                f"API {handler.name} ({api_key}) is not enabled on a {conn.listener_type} "
+                "listener")
         if not handler.min_version <= api_version <= handler.max_version:
             if api_key == API_VERSIONS_KEY:
                 body = api_versions_fallback(handler)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kraft.image import RESOURCE_BROKER, RESOURCE_TOPIC, MetadataImage
+from kraft.replication_control import place_replicas, usable_brokers
 from protocol._generated.config_record import ConfigRecord
 from protocol._generated.feature_level_record import FeatureLevelRecord
 from protocol._generated.partition_record import PartitionRecord
@@ -74,25 +75,17 @@ def check_topic_collision(image: MetadataImage, name: str) -> None:
 
 
 def live_brokers(image: MetadataImage) -> list[int]:
-    return sorted(b.broker_id for b in image.brokers.values() if not b.fenced)
+    """Brokers new replicas go to: unfenced and not in controlled shutdown."""
+    return usable_brokers(image)
 
 
 def assign_replicas(
-    brokers: list[int], num_partitions: int, replication_factor: int, start: int = 0
+    image: MetadataImage, brokers: list[int], num_partitions: int, replication_factor: int,
+    start: int = 0,
 ) -> list[list[int]]:
-    if replication_factor > len(brokers):
-        raise KafkaError(
-            ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"Unable to replicate the partition {replication_factor} time(s): The target "
-            f"replication factor of {replication_factor} cannot be reached because only "
-            f"{len(brokers)} broker(s) are registered or some brokers have all their log "
-            "directories cordoned.",
-        )
-    n = len(brokers)
-    return [
-        [brokers[(p + start + r) % n] for r in range(replication_factor)]
-        for p in range(num_partitions)
-    ]
+    """Rack-aware placement (kraft/replication_control.py); INVALID_REPLICATION_FACTOR when
+    fewer usable brokers than the replication factor."""
+    return place_replicas(image, brokers, num_partitions, replication_factor, start)
 
 
 def create_topic(
@@ -138,7 +131,7 @@ def create_topic(
                 ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid "
                 "non-positive value."
             )
-        replicas = assign_replicas(brokers, num_partitions, replication_factor)
+        replicas = assign_replicas(image, brokers, num_partitions, replication_factor)
     topic_id = uuid_factory()
     out: list[Any] = [TopicRecord(name=name, topic_id=topic_id)]
     for key, value in sorted(configs.items()):
@@ -242,7 +235,7 @@ def create_partitions(
                 )
         new_reps = [list(r) for r in assignments]
     else:
-        new_reps = assign_replicas(brokers, new_total - cur, rf, start=cur)
+        new_reps = assign_replicas(image, brokers, new_total - cur, rf, start=cur)
     return [
         partition_record(topic.topic_id, cur + i, reps, brokers) for i, reps in enumerate(new_reps)
     ]

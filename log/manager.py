@@ -19,6 +19,7 @@ asynchronously) are removed at startup, ``*-future`` / ``*-stray`` ones are left
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import re
@@ -70,6 +71,10 @@ class LogManager:
         self._config_for = config_for
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self.had_clean_shutdown = False
+        #: the broker epoch the clean shutdown marker names (KIP-966), -1 when none
+        self.clean_shutdown_broker_epoch = -1
+        #: the broker epoch ``close`` writes into the marker (-1: an empty marker)
+        self.broker_epoch = -1
         self._closed = False
         self._roll_listener: Callable[[PartitionLog], None] | None = None
         self._cleaner_offsets: dict[TopicPartition, int] = {}
@@ -95,6 +100,8 @@ class LogManager:
         marker = path / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         mgr.had_clean_shutdown = clean
+        if clean:
+            mgr.clean_shutdown_broker_epoch = read_clean_shutdown_epoch(marker)
         recovery = mgr._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
         starts = mgr._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
         hws = mgr._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
@@ -316,8 +323,20 @@ class LogManager:
         marker = self.log_dir / CLEAN_SHUTDOWN_FILE
         fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
+            if self.broker_epoch >= 0:  # Kafka's layout (KIP-966)
+                os.write(fd, json.dumps({"version": 0, "brokerEpoch": self.broker_epoch},
+                                        separators=(",", ":")).encode())
             os.fsync(fd)
         finally:
             os.close(fd)
         fsync_dir(self.log_dir)
         self._closed = True
+
+
+def read_clean_shutdown_epoch(marker: Path) -> int:
+    """The ``brokerEpoch`` of a ``.kafka_cleanshutdown`` marker; -1 if empty or unreadable."""
+    try:
+        data = json.loads(marker.read_text() or "{}")
+        return int(data.get("brokerEpoch", -1))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return -1

@@ -58,6 +58,10 @@ TOOLS: dict[str, dict[str, str]] = {
     "metadata-quorum": {"*": "org.apache.kafka.tools.MetadataQuorumCommand"},
     "log-dirs": {"*": "org.apache.kafka.tools.LogDirsCommand"},
     "cluster": {"*": "org.apache.kafka.tools.ClusterTool"},
+    "broker-api-versions": {
+        "4.x": "org.apache.kafka.tools.BrokerApiVersionsCommand",
+        "3.9": "kafka.admin.BrokerApiVersionsCommand",
+    },
     "features": {"*": "org.apache.kafka.tools.FeatureCommand"},
     "client-metrics": {"*": "org.apache.kafka.tools.ClientMetricsCommand"},
     "reassign-partitions": {"*": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"},

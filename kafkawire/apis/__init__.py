@@ -89,6 +89,12 @@ MODULES = [
     # KIP-714 client telemetry: advertised only with metrics.client.telemetry.enable=true
     "get_telemetry_subscriptions",
     "push_telemetry",
+    # the controller's broker-facing APIs (controller listener; UnregisterBroker on both)
+    "broker_registration",
+    "broker_heartbeat",
+    "unregister_broker",
+    "allocate_producer_ids",
+    "alter_partition",
 ]
 
 
@@ -105,6 +111,8 @@ class ApiHandler:
     handle: Callable[..., Awaitable[Any]]
     #: a broker setting that must be on for ApiVersions to list this API ("" = always)
     optional: str = ""
+    #: Kafka's listener types the API is served on ("broker", "controller")
+    listeners: tuple[str, ...] = ("broker",)
 
     def flexible(self, version: int) -> bool:
         return 0 <= self.flexible_from <= version
@@ -134,6 +142,7 @@ def build_registry(modules: list[str]) -> dict[int, ApiHandler]:
             response_cls=_load_class(RESPONSES[key]),
             handle=m.handle,
             optional=str(getattr(m, "OPTIONAL", "")),
+            listeners=tuple(info[4]),
         )
     return reg
 

@@ -1,7 +1,9 @@
 """ApiVersions (key 18), versions 0-4.
 
-Lists every API the registry serves with the range we really implement, computed from the
-registry. Quirks kept as Kafka keeps them:
+Lists every API the registry serves on the connection's listener type with the range we really
+implement, computed from the registry: a broker listener never lists the controller-only APIs
+(BrokerRegistration, BrokerHeartbeat, AllocateProducerIds, AlterPartition), a controller
+listener lists only the APIs Kafka marks "controller". Quirks kept as Kafka keeps them:
 - Produce is advertised from v0 although v0-2 are refused (librdkafka turns compression off
   when the advertised minimum is >= 3: KAFKA-18659). See ``produce.ADVERTISED_MIN``.
 - The response header is always v0 (KIP-511), handled in ``server``.
@@ -51,7 +53,8 @@ async def handle(
                 api_key=h.api_key, min_version=h.advertised_min, max_version=h.max_version
             )
             for h in sorted(REGISTRY.values(), key=lambda h: h.api_key)
-            if not h.optional or getattr(broker.config, h.optional)
+            if ctx.connection.listener_type in h.listeners
+            and (not h.optional or getattr(broker.config, h.optional))
         ],
         throttle_time_ms=0,
     )

@@ -1,6 +1,9 @@
 """DescribeCluster (key 60), versions 0-2.
 
-- Answers as a Kafka broker: endpoint type BROKER (1). A request for CONTROLLER (2) endpoints:
+- On a controller listener (KIP-919, ``--bootstrap-controller``) it answers as Kafka's
+  controller: endpoint type CONTROLLER (2), the controllers (this node) with their endpoint on
+  that listener; a request for BROKER endpoints there is MISMATCHED_ENDPOINT_TYPE.
+- On a broker listener it answers as a Kafka broker: endpoint type BROKER (1). A request for CONTROLLER (2) endpoints:
   MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST on v0), an unknown type: UNSUPPORTED_ENDPOINT_TYPE
   (INVALID_REQUEST on v0), with Kafka's messages.
 - Brokers are the registered, unfenced brokers with their endpoint on the listener the request
@@ -32,8 +35,9 @@ ENDPOINT_CONTROLLER = 2
 ENDPOINT_NAMES = {1: "BROKER", 2: "CONTROLLER"}
 
 
-def endpoint_error(version: int, endpoint_type: int) -> DescribeClusterResponse | None:
-    if endpoint_type == ENDPOINT_BROKER:
+def endpoint_error(version: int, endpoint_type: int, served: int = ENDPOINT_BROKER
+                   ) -> DescribeClusterResponse | None:
+    if endpoint_type == served:
         return None
     if endpoint_type not in ENDPOINT_NAMES:
         code = ErrorCode.INVALID_REQUEST if version == 0 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
@@ -41,12 +45,33 @@ def endpoint_error(version: int, endpoint_type: int) -> DescribeClusterResponse 
     else:
         code = ErrorCode.INVALID_REQUEST if version == 0 else ErrorCode.MISMATCHED_ENDPOINT_TYPE
         msg = (
-            "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of "
-            f"type {ENDPOINT_NAMES[endpoint_type]}"
+            f"The request was sent to an endpoint of type {ENDPOINT_NAMES[served]}, but we "
+            f"wanted an endpoint of type {ENDPOINT_NAMES[endpoint_type]}"
         )
     return DescribeClusterResponse(
-        error_code=code, error_message=msg, endpoint_type=ENDPOINT_BROKER, cluster_id="",
+        error_code=code, error_message=msg, endpoint_type=served, cluster_id="",
         controller_id=-1, brokers=[],
+    )
+
+
+def describe_controllers(broker: Broker, ctx: RequestContext, req: DescribeClusterRequest
+                         ) -> DescribeClusterResponse:
+    """On a controller listener (KIP-919, ``--bootstrap-controller``): the controllers with
+    their endpoint on that listener; this node, the single voter and active controller."""
+    listener = ctx.connection.listener
+    spec = next((lst for lst in broker.config.listeners if lst.name == listener), None)
+    controllers = []
+    if spec is not None:
+        controllers.append(DescribeClusterResponse.DescribeClusterBroker(
+            broker_id=broker.node_id, host=spec.host,
+            port=broker.bound_ports.get(listener, spec.port), rack=None, is_fenced=False))
+    return DescribeClusterResponse(
+        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
+        endpoint_type=ENDPOINT_CONTROLLER, cluster_id=broker.cluster_id,
+        controller_id=broker.node_id, brokers=controllers,
+        cluster_authorized_operations=(
+            ctx.operations(CLUSTER, CLUSTER_NAME) if req.include_cluster_authorized_operations
+            else AUTH_OPS_NOT_REQUESTED),
     )
 
 
@@ -54,10 +79,14 @@ async def handle(
     broker: Broker, ctx: RequestContext, req: DescribeClusterRequest
 ) -> DescribeClusterResponse:
     v = ctx.api_version
+    served = ENDPOINT_CONTROLLER if ctx.connection.listener_type == "controller" \
+        else ENDPOINT_BROKER
     endpoint_type = req.endpoint_type if v >= 1 else ENDPOINT_BROKER
-    failed = endpoint_error(v, endpoint_type)
+    failed = endpoint_error(v, endpoint_type, served)
     if failed is not None:
         return failed
+    if served == ENDPOINT_CONTROLLER:
+        return describe_controllers(broker, ctx, req)
     include_fenced = v >= 2 and req.include_fenced_brokers
     listener = ctx.connection.listener
     brokers = []

@@ -19,8 +19,9 @@ sends it to a broker listener. Answered the way Kafka 4.3.1's Raft leader answer
   and endpoints from its VotersRecord. Observers: none (a combined node's broker
   side reads the log in-process, as in Kafka's combined mode).
 - v2 ``nodes``: the voter's endpoints. Kafka lists the controller listener from
-  ``controller.quorum.voters``; kafkawire has no separate controller listener (the quorum lives
-  in-process and is reachable on the broker listener), so it lists the voter entry of
+  ``controller.quorum.voters``; a node serving a controller listener lists it; without one
+  (the implicit single node: the quorum lives in-process and is reachable on the broker
+  listener) it lists the voter entry of
   ``controller.quorum.voters`` for this node when one is configured, else the advertised broker
   listeners (difference recorded in compat_tests/FINDINGS.md).
 """
@@ -95,6 +96,9 @@ def voter_listeners(broker: Broker) -> list[tuple[str, str, int]]:
         host, _, port = address.rpartition(":")
         if node.strip() == str(broker.node_id) and port.isdigit() and controller_names:
             return [(controller_names[0], host.strip("[]"), int(port))]
+    if cfg.controller_listeners:  # the node serves its controller listener: Kafka lists it
+        return [(lst.name, lst.host, broker.bound_ports.get(lst.name, lst.port))
+                for lst in cfg.controller_listeners]
     return [
         (lst.name, lst.host, broker.bound_ports.get(lst.name, lst.port) if lst.port == 0 else lst.port)
         for lst in cfg.advertised_listeners

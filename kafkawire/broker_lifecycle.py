@@ -1,0 +1,234 @@
+"""The broker's side of its registration with the active controller (Kafka's
+BrokerLifecycleManager).
+
+States, as Kafka's BrokerState names them, and the only moves between them:
+
+    STARTING -> RECOVERY                      registered (fenced), catching up on metadata
+    RECOVERY -> RUNNING                       a heartbeat answered unfenced
+    RUNNING  -> PENDING_CONTROLLED_SHUTDOWN   SIGTERM: heartbeats ask ``want_shut_down``
+    RECOVERY | RUNNING | PENDING_CONTROLLED_SHUTDOWN -> SHUTTING_DOWN
+                                              ``should_shut_down``, or the shutdown wait ended
+    RUNNING  -> RECOVERY                      the controller fenced us (missed heartbeats):
+                                              heartbeats unfence us again once caught up
+
+``run`` registers (retrying with backoff until ``initial.broker.registration.timeout.ms``),
+then heartbeats every ``broker.heartbeat.interval.ms`` with this node's metadata offset, and
+reports started once RUNNING. While fenced it heartbeats sooner (Kafka does the same), so a
+broker is unfenced as soon as it has caught up. STALE_BROKER_EPOCH (the controller lost our
+registration, e.g. a new controller after UnregisterBroker) registers again.
+``controlled_shutdown`` asks to shut down and waits for the controller's
+``should_shut_down`` (leadership moved away), bounded by a timeout.
+
+The controller is reached through a ``ControllerChannel``: ``RemoteControllerChannel`` speaks
+BrokerRegistration / BrokerHeartbeat over a ``NodeClient``; ``LocalControllerChannel`` calls
+this node's own ``ControllerService`` (a combined node with the implicit single-voter quorum,
+``make run``), with the same semantics and no socket.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+import trio
+
+from kafkawire.node_client import NodeClient, NodeDisconnected
+from kraft.cluster_control import HeartbeatReply, Registration
+from protocol._generated.allocate_producer_ids_request import AllocateProducerIdsRequest
+from protocol._generated.broker_heartbeat_request import BrokerHeartbeatRequest
+from protocol._generated.broker_registration_request import BrokerRegistrationRequest
+from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from kafkawire.controller_service import ControllerService
+
+log = logging.getLogger("kafkawire.lifecycle")
+
+#: while fenced (catching up), heartbeat this often instead of every interval
+FENCED_HEARTBEAT_MS = 10
+REGISTRATION_RETRY_MS = 100
+CONTROLLED_SHUTDOWN_TIMEOUT_MS = 30_000
+
+
+class BrokerState(enum.Enum):
+    STARTING = "STARTING"
+    RECOVERY = "RECOVERY"
+    RUNNING = "RUNNING"
+    PENDING_CONTROLLED_SHUTDOWN = "PENDING_CONTROLLED_SHUTDOWN"
+    SHUTTING_DOWN = "SHUTTING_DOWN"
+
+
+S = BrokerState
+TRANSITIONS: dict[BrokerState, frozenset[BrokerState]] = {
+    S.STARTING: frozenset({S.RECOVERY, S.SHUTTING_DOWN}),
+    S.RECOVERY: frozenset({S.RUNNING, S.SHUTTING_DOWN, S.PENDING_CONTROLLED_SHUTDOWN}),
+    S.RUNNING: frozenset({S.RECOVERY, S.PENDING_CONTROLLED_SHUTDOWN, S.SHUTTING_DOWN}),
+    S.PENDING_CONTROLLED_SHUTDOWN: frozenset({S.SHUTTING_DOWN}),
+    S.SHUTTING_DOWN: frozenset(),
+}
+
+
+class ControllerChannel(Protocol):
+    async def register(self, reg: Registration) -> int: ...
+
+    async def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int,
+                        want_fence: bool, want_shut_down: bool) -> HeartbeatReply: ...
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> int: ...
+
+
+class LocalControllerChannel:
+    """This node's own controller, called in-process."""
+
+    def __init__(self, service: ControllerService) -> None:
+        self.service = service
+
+    async def register(self, reg: Registration) -> int:
+        return await self.service.register(reg)
+
+    async def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int,
+                        want_fence: bool, want_shut_down: bool) -> HeartbeatReply:
+        return await self.service.heartbeat(broker_id, broker_epoch, metadata_offset,
+                                            want_fence, want_shut_down)
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> int:
+        return await self.service.allocate_producer_ids(broker_id, broker_epoch)
+
+
+class RemoteControllerChannel:
+    """The active controller over its controller listener (Kafka's protocol)."""
+
+    def __init__(self, client: NodeClient) -> None:
+        self.client = client
+
+    async def register(self, reg: Registration) -> int:
+        req = BrokerRegistrationRequest(
+            broker_id=reg.broker_id, cluster_id=reg.cluster_id, incarnation_id=reg.incarnation_id,
+            listeners=[BrokerRegistrationRequest.Listener(
+                name=n, host=h, port=p, security_protocol=sp) for n, h, p, sp in reg.endpoints],
+            features=[BrokerRegistrationRequest.Feature(
+                name=k, min_supported_version=lo, max_supported_version=hi)
+                for k, (lo, hi) in sorted(reg.features.items())],
+            rack=reg.rack, previous_broker_epoch=reg.previous_broker_epoch,
+        )
+        resp = await self.client.request(req)
+        if resp.error_code != ErrorCode.NONE:
+            raise KafkaError(ErrorCode(resp.error_code))
+        return int(resp.broker_epoch)
+
+    async def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int,
+                        want_fence: bool, want_shut_down: bool) -> HeartbeatReply:
+        resp = await self.client.request(BrokerHeartbeatRequest(
+            broker_id=broker_id, broker_epoch=broker_epoch,
+            current_metadata_offset=metadata_offset, want_fence=want_fence,
+            want_shut_down=want_shut_down))
+        if resp.error_code != ErrorCode.NONE:
+            raise KafkaError(ErrorCode(resp.error_code))
+        return HeartbeatReply(resp.is_caught_up, resp.is_fenced, resp.should_shut_down)
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> int:
+        resp = await self.client.request(AllocateProducerIdsRequest(
+            broker_id=broker_id, broker_epoch=broker_epoch))
+        if resp.error_code != ErrorCode.NONE:
+            raise KafkaError(ErrorCode(resp.error_code))
+        return int(resp.producer_id_start)
+
+
+class BrokerLifecycleManager:
+    def __init__(self, channel: ControllerChannel, registration: Callable[[], Registration],
+                 metadata_offset: Callable[[], int], heartbeat_interval_ms: int,
+                 registration_timeout_ms: int) -> None:
+        self.channel = channel
+        self.registration = registration
+        self.metadata_offset = metadata_offset
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.registration_timeout_ms = registration_timeout_ms
+        self.state = BrokerState.STARTING
+        self.broker_epoch = -1
+        self.broker_id = -1
+        self.want_shut_down = False
+        self._wakeup = trio.Event()
+        self.shut_down_ok = trio.Event()
+        self.running = trio.Event()
+
+    def _move(self, to: BrokerState) -> None:
+        if to == self.state:
+            return
+        assert to in TRANSITIONS[self.state], f"{self.state} -> {to}"
+        log.info("broker %s: %s -> %s", self.broker_id, self.state.value, to.value)
+        self.state = to
+        if to == BrokerState.RUNNING:
+            self.running.set()
+        if to == BrokerState.SHUTTING_DOWN:
+            self.shut_down_ok.set()
+
+    async def _register(self) -> None:
+        with trio.fail_after(self.registration_timeout_ms / 1000):
+            while True:
+                reg = self.registration()
+                self.broker_id = reg.broker_id
+                try:
+                    self.broker_epoch = await self.channel.register(reg)
+                    return
+                except (KafkaError, NodeDisconnected) as e:
+                    log.warning("broker %s: registration failed (%s); retrying",
+                                reg.broker_id, e)
+                await trio.sleep(REGISTRATION_RETRY_MS / 1000)
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Register, heartbeat until shut down; ``task_status.started()`` once RUNNING."""
+        await self._register()
+        self._move(BrokerState.RECOVERY)
+        started = False
+        while self.state != BrokerState.SHUTTING_DOWN:
+            await self._heartbeat_once()
+            if not started and self.state == BrokerState.RUNNING:
+                started = True
+                task_status.started()
+            fenced = self.state == BrokerState.RECOVERY
+            wait_ms = FENCED_HEARTBEAT_MS if fenced or self.want_shut_down \
+                else self.heartbeat_interval_ms
+            with trio.move_on_after(wait_ms / 1000):
+                await self._wakeup.wait()
+            self._wakeup = trio.Event()
+
+    async def _heartbeat_once(self) -> None:
+        try:
+            reply = await self.channel.heartbeat(
+                self.broker_id, self.broker_epoch, self.metadata_offset(), False,
+                self.want_shut_down)
+        except NodeDisconnected as e:
+            log.warning("broker %s: heartbeat failed: %s", self.broker_id, e)
+            return
+        except KafkaError as e:
+            if e.code == ErrorCode.STALE_BROKER_EPOCH and not self.want_shut_down:
+                log.warning("broker %s: %s; registering again", self.broker_id, e)
+                await self._register()
+            else:
+                log.warning("broker %s: heartbeat answered %s", self.broker_id, e)
+            return
+        if self.want_shut_down:
+            if reply.should_shut_down:
+                self._move(BrokerState.SHUTTING_DOWN)
+        elif reply.is_fenced:
+            if self.state == BrokerState.RUNNING:
+                log.warning("broker %s was fenced by the controller", self.broker_id)
+                self._move(BrokerState.RECOVERY)
+        else:
+            self._move(BrokerState.RUNNING)
+
+    async def controlled_shutdown(self, timeout_ms: int = CONTROLLED_SHUTDOWN_TIMEOUT_MS) -> bool:
+        """Ask the controller to move leadership away; True once it said to shut down."""
+        if self.state in (BrokerState.STARTING, BrokerState.SHUTTING_DOWN):
+            return self.state == BrokerState.SHUTTING_DOWN
+        self.want_shut_down = True
+        self._move(BrokerState.PENDING_CONTROLLED_SHUTDOWN)
+        self._wakeup.set()
+        with trio.move_on_after(timeout_ms / 1000):
+            await self.shut_down_ok.wait()
+            return True
+        log.warning("broker %s: controlled shutdown did not complete in %d ms",
+                    self.broker_id, timeout_ms)
+        return False

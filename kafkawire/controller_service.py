@@ -1,0 +1,146 @@
+"""The active controller's broker-facing operations (thin trio shell over kraft/).
+
+``ControllerService`` runs ``kraft.cluster_control.ClusterControl`` and
+``kraft.replication_control`` against the broker's metadata quorum: every operation takes the
+metadata lock, decides from the current image, commits the records and answers. The handlers
+of BrokerRegistration (62), BrokerHeartbeat (63), UnregisterBroker (64), AllocateProducerIds
+(67) and AlterPartition (56) call it, and so does this node's own broker through
+``LocalControllerChannel`` (kafkawire/broker_lifecycle.py), with the same semantics.
+``run_session_expiry`` fences brokers whose heartbeats stopped for ``broker.session.timeout.ms``;
+when the controller itself was stalled (it checks at least every second), the sessions are
+extended by the stall instead (no heartbeat could have been processed meanwhile).
+
+Until the Raft driver lands, the controller is this node (its single-voter quorum); the quorum
+driver will call the same operations on whichever node is the active controller.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from kraft import replication_control as rc
+from kraft.cluster_control import ClusterControl, HeartbeatReply, Registration
+from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from kafkawire.broker import Broker
+
+log = logging.getLogger("kafkawire.controller")
+#: how often the session-expiry task looks when no session is due sooner
+SESSION_CHECK_MAX_INTERVAL_MS = 1000
+
+
+class ControllerService:
+    def __init__(self, broker: Broker, clock: Callable[[], int]) -> None:
+        self.broker = broker
+        self.clock = clock
+        cfg = broker.config
+        self.control = ClusterControl(
+            cluster_id="",  # set once storage is open (``open``)
+            session_timeout_ms=int(cfg["broker.session.timeout.ms"]),
+            unclean_for=lambda topic: bool(
+                broker.effective_topic_configs(topic).get("unclean.leader.election.enable")),
+        )
+
+    def open(self, cluster_id: str) -> None:
+        self.control.cluster_id = cluster_id
+
+    async def _commit(self, records: list[Any]) -> None:
+        await self.broker.commit_metadata(records)
+
+    async def register(self, reg: Registration) -> int:
+        async with self.broker.metadata_lock:
+            assert self.broker.quorum is not None
+            epoch, records = self.control.register(
+                self.broker.image, reg, self.broker.quorum.log_end_offset(), self.clock())
+            await self._commit(records)
+            log.info("broker %s registered with epoch %s (incarnation %s)",
+                     reg.broker_id, epoch, reg.incarnation_id)
+            return epoch
+
+    async def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int,
+                        want_fence: bool, want_shut_down: bool) -> HeartbeatReply:
+        async with self.broker.metadata_lock:
+            was = self.broker.image.brokers.get(broker_id)
+            reply, records = self.control.heartbeat(
+                self.broker.image, broker_id, broker_epoch, metadata_offset, want_fence,
+                want_shut_down, self.clock())
+            await self._commit(records)
+            if was is not None and was.fenced != reply.is_fenced:
+                log.info("broker %s %s", broker_id, "fenced" if reply.is_fenced else "unfenced")
+            return reply
+
+    async def unregister(self, broker_id: int) -> None:
+        async with self.broker.metadata_lock:
+            await self._commit(self.control.unregister(self.broker.image, broker_id))
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> int:
+        async with self.broker.metadata_lock:
+            start, records = self.control.allocate_producer_ids(
+                self.broker.image, broker_id, broker_epoch)
+            await self._commit(records)
+            return start
+
+    async def alter_partition(self, topic_name: str | None, topic_id: Any, partition: int,
+                              leader_id: int, leader_epoch: int, partition_epoch: int,
+                              new_isr: list[rc.IsrMember], leader_recovery_state: int
+                              ) -> Any:
+        """The partition's image after the change (or unchanged), or KafkaError."""
+        async with self.broker.metadata_lock:
+            img = self.broker.image
+            topic = (img.topics.get(topic_name) if topic_name is not None
+                     else img.topics_by_id.get(topic_id))
+            if topic is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic_name is not None
+                                 else ErrorCode.UNKNOWN_TOPIC_ID)
+            part = topic.partitions.get(partition)
+            if part is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            rec = rc.alter_partition(img, topic, part, leader_id, leader_epoch,
+                                     partition_epoch, new_isr, leader_recovery_state)
+            if rec is not None:
+                await self._commit([rec])
+            return self.broker.image.topics_by_id[topic.topic_id].partitions[partition]
+
+    async def elect_leader(self, topic_name: str, partition: int, election_type: int) -> None:
+        """ElectLeaders for one partition (KafkaError: ELECTION_NOT_NEEDED...)."""
+        async with self.broker.metadata_lock:
+            img = self.broker.image
+            topic = img.topics.get(topic_name)
+            part = topic.partitions.get(partition) if topic is not None else None
+            if topic is None or part is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            await self._commit([rc.elect_leader(img, topic, part, election_type)])
+
+    def check_broker_epoch(self, broker_id: int, broker_epoch: int) -> None:
+        self.control.check_epoch(self.broker.image, broker_id, broker_epoch)
+
+    async def run_session_expiry(
+        self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Fence, one at a time, the brokers whose session expired (Kafka does the same)."""
+        task_status.started()
+        last_run = self.clock()
+        while True:
+            now = self.clock()
+            stalled = now - last_run - 2 * SESSION_CHECK_MAX_INTERVAL_MS
+            if stalled > 0:
+                log.warning("the controller did not run for %d ms: broker sessions extended",
+                            now - last_run)
+                self.control.forgive_stall(stalled)
+            last_run = now
+            async with self.broker.metadata_lock:
+                found = self.control.fence_stale(self.broker.image, now)
+                if found is not None:
+                    broker_id, records = found
+                    log.warning("broker %s missed heartbeats for broker.session.timeout.ms "
+                                "(%d ms): fenced", broker_id, self.control.session_timeout_ms)
+                    await self._commit(records)
+                    continue
+                due = self.control.next_session_expiry_ms(self.broker.image)
+            wait_ms = SESSION_CHECK_MAX_INTERVAL_MS if due is None else max(1, due - now + 1)
+            await trio.sleep(min(wait_ms, SESSION_CHECK_MAX_INTERVAL_MS) / 1000)

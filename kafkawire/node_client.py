@@ -1,0 +1,203 @@
+"""An async Kafka-protocol client between nodes (broker -> controller, follower -> leader).
+
+``NodeClient`` speaks the Kafka protocol with the generated codecs over one trio TCP
+connection to one node, as Kafka's NetworkClient does for inter-broker traffic:
+
+- connects lazily, then negotiates with ApiVersions (v3, falling back to v0 when the peer
+  answers UNSUPPORTED_VERSION, KIP-511) and sends each request at the highest version both
+  sides support (``NodeUnsupportedVersion`` when there is none);
+- correlation ids increase per connection and every response is checked against its request;
+- one request in flight at a time (a lock): the peer answers in order anyway;
+- ``request_timeout_ms`` (Kafka's ``request.timeout.ms``) bounds each request and each
+  connection set-up (connect + ApiVersions); a timeout or any
+  connection error closes the connection and raises ``NodeDisconnected``; the next request
+  reconnects after ``reconnect.backoff.ms``, doubling up to ``reconnect.backoff.max.ms``.
+
+Callers (the broker lifecycle manager, later the replica fetchers and the Raft driver) decide
+what to retry.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from protocol._generated import API_INFO, RESPONSES
+from protocol._generated.api_versions_request import ApiVersionsRequest
+from protocol._generated.api_versions_response import ApiVersionsResponse
+from protocol._generated.request_header import RequestHeader
+from protocol.errors import ErrorCode
+from protocol.primitives import RemoteProtocolError
+
+log = logging.getLogger("kafkawire.node_client")
+
+_SIZE = struct.Struct(">i")
+API_VERSIONS_KEY = 18
+#: Kafka's client defaults
+REQUEST_TIMEOUT_MS = 30_000
+RECONNECT_BACKOFF_MS = 50
+RECONNECT_BACKOFF_MAX_MS = 1000
+#: a response larger than this closes the connection (Kafka's clients have no limit; a peer
+#: speaking something else must not make us allocate gigabytes)
+RESPONSE_MAX_BYTES = 256 * 1024 * 1024
+SOFTWARE_NAME = "kafkawire"
+SOFTWARE_VERSION = "0.1"
+
+
+class NodeDisconnected(Exception):
+    """The connection failed, closed or timed out; the request may or may not have run."""
+
+
+class NodeUnsupportedVersion(Exception):
+    """The peer serves no version of the API that we can encode."""
+
+
+def _response_class(api_key: int) -> Any:
+    mod, cls = RESPONSES[api_key]
+    return getattr(importlib.import_module(f"protocol._generated.{mod}"), cls)
+
+
+def _flexible(api_key: int, version: int) -> bool:
+    return 0 <= API_INFO[api_key][3] <= version
+
+
+class NodeClient:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        clock_ms: Callable[[], int],
+        request_timeout_ms: int = REQUEST_TIMEOUT_MS,
+        reconnect_backoff_ms: int = RECONNECT_BACKOFF_MS,
+        reconnect_backoff_max_ms: int = RECONNECT_BACKOFF_MAX_MS,
+    ) -> None:
+        self.host, self.port, self.client_id = host, port, client_id
+        self.clock_ms = clock_ms
+        self.request_timeout_ms = request_timeout_ms
+        self.reconnect_backoff_ms = reconnect_backoff_ms
+        self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
+        self.stream: trio.SocketStream | None = None
+        self.versions: dict[int, tuple[int, int]] = {}
+        self._correlation = 0
+        self._lock = trio.Lock()
+        self._buf = bytearray()
+        self._failures = 0
+        self._next_attempt_ms = 0
+
+    # ---- connection -----------------------------------------------------------------------
+    async def _connect(self) -> None:
+        wait_ms = self._next_attempt_ms - self.clock_ms()
+        if wait_ms > 0:
+            await trio.sleep(wait_ms / 1000)
+        try:
+            with trio.fail_after(self.request_timeout_ms / 1000):
+                self.stream = await trio.open_tcp_stream(self.host, self.port)
+                self._buf.clear()
+                self.versions = await self._negotiate()
+        except (OSError, trio.BrokenResourceError, trio.TooSlowError, RemoteProtocolError) as e:
+            self._backoff()
+            await self._close_stream()
+            raise NodeDisconnected(f"connecting to {self.host}:{self.port}: {e}") from e
+        self._failures = 0
+
+    def _backoff(self) -> None:
+        delay = min(self.reconnect_backoff_ms * (2 ** self._failures),
+                    self.reconnect_backoff_max_ms)
+        self._failures += 1
+        self._next_attempt_ms = self.clock_ms() + delay
+
+    async def _negotiate(self) -> dict[int, tuple[int, int]]:
+        req = ApiVersionsRequest(client_software_name=SOFTWARE_NAME,
+                                 client_software_version=SOFTWARE_VERSION)
+        resp = await self._roundtrip(req, 3)
+        if resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
+            resp = await self._roundtrip(ApiVersionsRequest(), 0)
+        if resp.error_code != ErrorCode.NONE:
+            raise RemoteProtocolError(f"ApiVersions failed with error {resp.error_code}")
+        assert isinstance(resp, ApiVersionsResponse)
+        return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+    async def _close_stream(self) -> None:
+        stream, self.stream = self.stream, None
+        if stream is not None:
+            with trio.move_on_after(1) as cs:
+                cs.shield = True
+                try:
+                    await stream.aclose()
+                except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass
+
+    async def aclose(self) -> None:
+        await self._close_stream()
+
+    # ---- requests -------------------------------------------------------------------------
+    def version_for(self, request: Any) -> int:
+        key = int(request.API_KEY)
+        theirs = self.versions.get(key)
+        if theirs is None:
+            raise NodeUnsupportedVersion(f"{self.host}:{self.port} does not serve API {key}")
+        lo, hi = max(theirs[0], request.MIN_VERSION), min(theirs[1], request.MAX_VERSION)
+        if lo > hi:
+            raise NodeUnsupportedVersion(
+                f"no common version of API {key}: ours {request.MIN_VERSION}-"
+                f"{request.MAX_VERSION}, theirs {theirs[0]}-{theirs[1]}")
+        return int(hi)
+
+    async def request(self, request: Any, version: int | None = None) -> Any:
+        """Send ``request`` and return the decoded response (NodeDisconnected on failure)."""
+        async with self._lock:
+            if self.stream is None:
+                await self._connect()
+            v = self.version_for(request) if version is None else version
+            try:
+                with trio.fail_after(self.request_timeout_ms / 1000):
+                    return await self._roundtrip(request, v)
+            except (trio.TooSlowError, OSError, trio.BrokenResourceError,
+                    trio.ClosedResourceError, RemoteProtocolError) as e:
+                self._backoff()
+                await self._close_stream()
+                raise NodeDisconnected(
+                    f"{type(request).__name__} to {self.host}:{self.port}: "
+                    f"{type(e).__name__} {e}") from e
+
+    async def _roundtrip(self, request: Any, version: int) -> Any:
+        assert self.stream is not None
+        key = int(request.API_KEY)
+        flexible = _flexible(key, version)
+        self._correlation += 1
+        corr = self._correlation
+        hdr = RequestHeader(request_api_key=key, request_api_version=version,
+                            correlation_id=corr, client_id=self.client_id)
+        body = hdr.encode(2 if flexible else 1) + request.encode(version)
+        await self.stream.send_all(_SIZE.pack(len(body)) + body)
+        frame = await self._read_frame()
+        (got,) = _SIZE.unpack_from(frame, 0)
+        if got != corr:
+            raise RemoteProtocolError(f"correlation id {got} answers request {corr}")
+        pos = 5 if flexible and key != API_VERSIONS_KEY else 4
+        if pos == 5 and frame[4] != 0:
+            raise RemoteProtocolError("tagged fields in a response header")  # none defined
+        return _response_class(key).decode(frame[pos:], version)
+
+    async def _read_frame(self) -> bytes:
+        assert self.stream is not None
+        buf = self._buf
+        while True:
+            if len(buf) >= 4:
+                (size,) = _SIZE.unpack_from(buf, 0)
+                if size < 4 or size > RESPONSE_MAX_BYTES:
+                    raise RemoteProtocolError(f"response of {size} bytes")
+                if len(buf) >= 4 + size:
+                    frame = bytes(buf[4:4 + size])
+                    del buf[:4 + size]
+                    return frame
+            data = await self.stream.receive_some(256 * 1024)
+            if not data:
+                raise RemoteProtocolError("connection closed by the peer")
+            buf += data

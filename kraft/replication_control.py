@@ -1,0 +1,245 @@
+"""Replica placement and partition leadership (sans-I/O), as Kafka's controller decides them.
+
+- ``place_replicas``: Kafka's StripedReplicaPlacer idea with ``broker.rack``: the usable
+  brokers (unfenced, not in controlled shutdown) are interleaved rack by rack, so consecutive
+  replicas of a partition land on different racks while there are racks left, and each
+  partition starts one broker further on so that leadership is spread. Deterministic (Kafka
+  shuffles with a random seed; a caller may rotate with ``start``).
+- ``isolate_broker``: the PartitionChangeRecords that take a broker out of every ISR and
+  leadership (fencing, controlled shutdown, unregistration). A new leader comes from the ISR
+  only; with ``unclean.leader.election.enable`` any live replica may lead when the ISR has
+  none. When the broker is the last ISR member the ISR keeps it and the partition has no leader
+  (-1), as Kafka does without eligible leader replicas.
+- ``elect_for_unfenced``: partitions without a leader whose ISR holds a broker that was just
+  unfenced get it as leader.
+- ``alter_partition``: an ISR change from a partition leader, with Kafka's checks in Kafka's
+  order (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, INELIGIBLE_REPLICA, ...).
+- ``elect_leader``: ElectLeaders, preferred or unclean.
+
+A PartitionChangeRecord with a ``leader`` field (even the same leader) bumps the leader epoch
+on replay; every record bumps the partition epoch (kraft/image.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from kraft.image import MetadataImage, PartitionImage, TopicImage
+from protocol._generated.partition_change_record import PartitionChangeRecord
+from protocol.errors import ErrorCode, KafkaError
+
+NO_LEADER = -1
+NO_LEADER_CHANGE = -2
+LEADER_RECOVERED = 0
+LEADER_RECOVERING = 1
+
+ELECTION_PREFERRED = 0
+ELECTION_UNCLEAN = 1
+
+
+def usable_brokers(image: MetadataImage) -> list[int]:
+    """Brokers a new replica or leader may be placed on: unfenced, not shutting down."""
+    return sorted(b.broker_id for b in image.brokers.values()
+                  if not b.fenced and not b.in_controlled_shutdown)
+
+
+def _rack_interleaved(image: MetadataImage, brokers: list[int]) -> list[int]:
+    """Brokers ordered rack by rack (r0b0, r1b0, r2b0, r0b1, ...); no rack = one rack."""
+    racks: dict[str, list[int]] = {}
+    for b in brokers:
+        reg = image.brokers.get(b)
+        racks.setdefault((reg.rack or "") if reg is not None else "", []).append(b)
+    columns = [racks[r] for r in sorted(racks)]
+    out: list[int] = []
+    for i in range(max((len(c) for c in columns), default=0)):
+        out.extend(c[i] for c in columns if i < len(c))
+    return out
+
+
+def not_enough_brokers(replication_factor: int, available: int) -> KafkaError:
+    return KafkaError(
+        ErrorCode.INVALID_REPLICATION_FACTOR,
+        f"Unable to replicate the partition {replication_factor} time(s): The target "
+        f"replication factor of {replication_factor} cannot be reached because only "
+        f"{available} broker(s) are registered or some brokers have all their log "
+        "directories cordoned.",
+    )
+
+
+def place_replicas(
+    image: MetadataImage, brokers: list[int], num_partitions: int, replication_factor: int,
+    start: int = 0,
+) -> list[list[int]]:
+    """Replica lists for ``num_partitions`` new partitions (INVALID_REPLICATION_FACTOR when
+    there are fewer usable brokers than ``replication_factor``)."""
+    if replication_factor > len(brokers):
+        raise not_enough_brokers(replication_factor, len(brokers))
+    ring = _rack_interleaved(image, brokers)
+    n = len(ring)
+    rack_of = {b: image.brokers[b].rack if b in image.brokers else None for b in ring}
+    n_racks = len(set(rack_of.values()))
+    out: list[list[int]] = []
+    for p in range(num_partitions):
+        first = (p + start) % n
+        # each round over the ring shifts the followers, so that a partition's followers are
+        # not always the same neighbours (Kafka's placer shuffles per stripe)
+        shift = ((p + start) // n) % max(1, n - 1)
+        reps = [ring[first]]
+        used = {rack_of[ring[first]]}
+        order = [ring[(first + 1 + shift + k) % n] for k in range(n)]
+        while len(reps) < replication_factor:
+            if len(used) == n_racks:
+                used = set()  # every rack has a replica: start another round of racks
+            cand = next((b for b in order if b not in reps and rack_of[b] not in used), None)
+            if cand is None:
+                cand = next(b for b in order if b not in reps)
+            reps.append(cand)
+            used.add(rack_of[cand])
+        out.append(reps)
+    return out
+
+
+@dataclass(frozen=True)
+class Change:
+    """The state a PartitionChangeRecord leads to (None: field unchanged)."""
+    leader: int | None = None
+    isr: tuple[int, ...] | None = None
+    recovering: bool = False
+
+
+def change_record(topic: TopicImage, part: PartitionImage, change: Change
+                  ) -> PartitionChangeRecord | None:
+    """The record for ``change``, or None when it changes nothing."""
+    new_isr = change.isr if change.isr is not None and change.isr != part.isr else None
+    new_leader = (change.leader if change.leader is not None and change.leader != part.leader
+                  else NO_LEADER_CHANGE)
+    if new_isr is None and new_leader == NO_LEADER_CHANGE:
+        return None
+    return PartitionChangeRecord(
+        partition_id=part.partition,
+        topic_id=topic.topic_id,
+        isr=list(new_isr) if new_isr is not None else None,
+        leader=new_leader,
+        leader_recovery_state=LEADER_RECOVERING if change.recovering else -1,
+    )
+
+
+def _choose_leader(part: PartitionImage, isr: tuple[int, ...], acceptable: Callable[[int], bool],
+                   unclean: bool) -> tuple[int, tuple[int, ...], bool]:
+    """(leader, isr, recovering): the first acceptable replica (replica order) in the ISR;
+    with ``unclean``, else the first acceptable replica at all, which becomes the ISR."""
+    for b in part.replicas:
+        if b in isr and acceptable(b):
+            return b, isr, False
+    if unclean:
+        for b in part.replicas:
+            if acceptable(b):
+                return b, (b,), True
+    return NO_LEADER, isr, False
+
+
+def isolate_broker(
+    image: MetadataImage, broker_id: int, usable: Callable[[int], bool],
+    unclean_for: Callable[[str], bool],
+) -> list[PartitionChangeRecord]:
+    """Records taking ``broker_id`` out of every ISR and leadership."""
+    out: list[PartitionChangeRecord] = []
+    for topic in image.topics.values():
+        for part in topic.partitions.values():
+            if broker_id not in part.isr and part.leader != broker_id:
+                continue
+            isr = tuple(b for b in part.isr if b != broker_id) or part.isr
+            leader, recovering = part.leader, False
+            if part.leader == broker_id or part.leader == NO_LEADER:
+                leader, isr, recovering = _choose_leader(
+                    part, isr, lambda b: b != broker_id and usable(b), unclean_for(topic.name))
+                if leader == NO_LEADER:
+                    isr = tuple(b for b in part.isr if b != broker_id) or part.isr
+            rec = change_record(topic, part, Change(leader, isr, recovering))
+            if rec is not None:
+                out.append(rec)
+    return out
+
+
+def elect_for_unfenced(image: MetadataImage, broker_id: int) -> list[PartitionChangeRecord]:
+    """Leaderless partitions whose ISR holds ``broker_id``: it leads them."""
+    out: list[PartitionChangeRecord] = []
+    for topic in image.topics.values():
+        for part in topic.partitions.values():
+            if part.leader == NO_LEADER and broker_id in part.isr:
+                rec = change_record(topic, part, Change(leader=broker_id))
+                if rec is not None:
+                    out.append(rec)
+    return out
+
+
+def led_by(image: MetadataImage, broker_id: int) -> int:
+    return sum(1 for t in image.topics.values() for p in t.partitions.values()
+               if p.leader == broker_id)
+
+
+@dataclass(frozen=True)
+class IsrMember:
+    broker_id: int
+    broker_epoch: int = -1  # AlterPartition v3+; -1: not checked
+
+
+def alter_partition(
+    image: MetadataImage, topic: TopicImage, part: PartitionImage, leader_id: int,
+    leader_epoch: int, partition_epoch: int, new_isr: Iterable[IsrMember],
+    leader_recovery_state: int,
+) -> PartitionChangeRecord | None:
+    """An AlterPartition for one partition: the record (None: no change), or KafkaError."""
+    if leader_id != part.leader:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         f"Broker {leader_id} is not the leader of the partition")
+    if leader_epoch != part.leader_epoch:
+        raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
+    if partition_epoch != part.partition_epoch:
+        raise KafkaError(ErrorCode.INVALID_UPDATE_VERSION)
+    if leader_recovery_state not in (LEADER_RECOVERED, LEADER_RECOVERING):
+        raise KafkaError(ErrorCode.INVALID_REQUEST)
+    members = list(new_isr)
+    ids = tuple(m.broker_id for m in members)
+    if len(set(ids)) != len(ids) or leader_id not in ids:
+        raise KafkaError(ErrorCode.INVALID_REQUEST)
+    for m in members:
+        reg = image.brokers.get(m.broker_id)
+        if (m.broker_id not in part.replicas or reg is None or reg.fenced
+                or (reg.in_controlled_shutdown and m.broker_id not in part.isr)
+                or (m.broker_epoch != -1 and m.broker_epoch != reg.epoch)):
+            raise KafkaError(ErrorCode.INELIGIBLE_REPLICA)
+    # the replica order of the assignment, as Kafka keeps it
+    isr = tuple(b for b in part.replicas if b in ids)
+    return change_record(topic, part, Change(isr=isr))
+
+
+def elect_leader(
+    image: MetadataImage, topic: TopicImage, part: PartitionImage, election_type: int,
+) -> PartitionChangeRecord:
+    """ElectLeaders for one partition: the record, or KafkaError (ELECTION_NOT_NEEDED...)."""
+    usable = set(usable_brokers(image))
+    name = f"{topic.name}-{part.partition}"
+    if election_type == ELECTION_PREFERRED:
+        preferred = part.replicas[0] if part.replicas else NO_LEADER
+        if part.leader == preferred:
+            raise KafkaError(ErrorCode.ELECTION_NOT_NEEDED,
+                             "Leader election not needed for topic partition.")
+        if preferred not in part.isr or preferred not in usable:
+            raise KafkaError(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                             f"Failed to elect leader for partition {name} under strategy "
+                             "PreferredReplicaPartitionLeaderElectionStrategy")
+        rec = change_record(topic, part, Change(leader=preferred))
+    else:
+        if part.leader != NO_LEADER:
+            raise KafkaError(ErrorCode.ELECTION_NOT_NEEDED,
+                             "Leader election not needed for topic partition.")
+        leader, isr, recovering = _choose_leader(part, part.isr, lambda b: b in usable, True)
+        if leader == NO_LEADER:
+            raise KafkaError(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                             f"Failed to elect leader for partition {name} under strategy "
+                             "UncleanPartitionLeaderElectionStrategy")
+        rec = change_record(topic, part, Change(leader, isr, recovering))
+    assert rec is not None
+    return rec
