@@ -14,6 +14,13 @@ Requests on one connection are answered in order because they are processed one 
 (Kafka mutes a channel while a request is in flight the same way). Any exception in a handler is
 logged with the correlation id and closes only that connection.
 
+Limits: a connection that sends nothing for ``connections.max.idle.ms`` is closed (also one
+stuck in the middle of a frame); the bytes of request frames held by all connections together
+are bounded (``queued.max.request.bytes``, :class:`FrameMemory`): a frame is reserved in full
+once its size is read, and a connection whose frame does not fit waits, unread. Warnings about
+misbehaving clients name the request (API key, version, its correlation id) and are rate
+limited (:class:`RateLimitedLog`); so is trio's failed-accept error (out of descriptors).
+
 Debugging: the ``kafkawire.requests`` logger at DEBUG logs every request and its response
 (decoded, with the connection id and correlation id), except Produce and Fetch, whose records
 would flood the log; ``python -m kafkawire serve --log-level DEBUG`` turns it on.

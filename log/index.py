@@ -41,7 +41,7 @@ class _Index:
 
     __slots__ = (
         "path", "base_offset", "max_entries", "_buf", "_entries", "_first", "_last", "_writer",
-        "_wfile",
+        "_wfile", "_changes", "_synced_changes",
     )
 
     def __init__(self, path: Path, base_offset: int, max_bytes: int) -> None:
@@ -56,6 +56,10 @@ class _Index:
         self._writer = False
         #: the append handle, opened on the first append and kept while the file cache keeps it
         self._wfile: OpenFile | None = None
+        #: changes to the file (bumped by the owning thread) and the count the last fsync
+        #: covered (set by the flushing thread): an unchanged index is not fsynced again
+        self._changes = 0
+        self._synced_changes = 0
 
     # -- decoding ---------------------------------------------------------------------------
     def _decode(self, raw: tuple[int, int]) -> tuple[int, int]:
@@ -72,6 +76,7 @@ class _Index:
         """Start an empty index file (replacing any existing one)."""
         self.close_writer()
         os.close(open_fd(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))
+        self._changes += 1
         self._buf = bytearray()
         self._entries = 0
         self._first = self._last = None
@@ -142,11 +147,18 @@ class _Index:
         return f
 
     def fsync(self) -> None:
+        """fsync the file if it changed since the last fsync (an index opened from disk, or
+        rebuilt identical by recovery, is not: a lost index write only loses entries of a
+        sparse index, and a torn one is rebuilt)."""
+        changes = self._changes
+        if changes == self._synced_changes:
+            return
         fd = open_fd(self.path, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
+        self._synced_changes = changes
 
     def delete(self) -> None:
         self.close_writer()
@@ -192,6 +204,7 @@ class _Index:
             except OSError:
                 pass
             return
+        self._changes += 1
         buf += data
         self._entries += 1
         if self._first is None:
@@ -206,13 +219,22 @@ class _Index:
         size_of = self.ENTRY.size
         del buf[n * size_of :]
         os.truncate(self.path, n * size_of)
+        self._changes += 1
         self._entries = n
         self._first = self._entry(buf, 0) if n else None
         self._last = self._entry(buf, n - 1) if n else None
 
     def replace_all(self, data: bytes | bytearray) -> None:
-        """Rewrite the file with ``data`` (encoded entries), e.g. after a rebuild."""
+        """Rewrite the file with ``data`` (encoded entries), e.g. after a rebuild; a file that
+        already holds exactly that is left alone (recovery after a kill -9, mostly)."""
         self.close_writer()
+        if self._holds(data):
+            buf = self._buf = bytearray(data)
+            n = self._entries = len(buf) // self.ENTRY.size
+            self._first = self._entry(buf, 0) if n else None
+            self._last = self._entry(buf, n - 1) if n else None
+            return
+        self._changes += 1
         tmp = self.path.with_name(self.path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
@@ -226,6 +248,14 @@ class _Index:
         n = self._entries = len(buf) // self.ENTRY.size
         self._first = self._entry(buf, 0) if n else None
         self._last = self._entry(buf, n - 1) if n else None
+
+
+    def _holds(self, data: bytes | bytearray) -> bool:
+        try:
+            with open(self.path, "rb") as f:
+                return f.read(len(data) + 1) == data
+        except OSError:
+            return False
 
 
 class OffsetIndex(_Index):

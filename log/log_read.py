@@ -126,8 +126,13 @@ class LogRead(LogCore):
                 continue
             pos, h = found
             if pos < seg.unverified_end:  # before trusting its offsets: is the header sound?
-                good, bad = seg.verify_range(pos, pos + h.batch_length + LOG_OVERHEAD,
-                                             self._next_base(i))
+                size = h.batch_length + LOG_OVERHEAD
+                good, bad = seg.verify_range(pos, pos + size, self._next_base(i))
+                if bad is not None and bad.position < pos and h.base_offset <= max(
+                    target, seg.base_offset
+                ):  # damage before a batch that holds the offset asked for: serve from it
+                    good, bad = seg.verify_range(pos, pos + size, self._next_base(i),
+                                                 anchor=False)
                 if bad is not None and good <= pos:
                     self._corrupt(seg, bad, fatal=total == 0)
                     break
@@ -140,7 +145,7 @@ class LogRead(LogCore):
             if end == pos:
                 break
             if pos < seg.unverified_end:  # data from before this open: CRC-check it first
-                good, bad = seg.verify_range(pos, end, self._next_base(i))
+                good, bad = seg.verify_range(pos, end, self._next_base(i), anchor=False)
                 if bad is not None:
                     self._corrupt(seg, bad, fatal=total == 0 and good <= pos)
                     if good <= pos:

@@ -427,7 +427,7 @@ class LogSegment:
         self._verified = []
 
     def verify_range(
-        self, start: int, end: int, limit_offset: int | None = None
+        self, start: int, end: int, limit_offset: int | None = None, *, anchor: bool = True
     ) -> tuple[int, CorruptBatch | None]:
         """CRC-check the batches in [start, end) that are not known good yet.
 
@@ -435,12 +435,14 @@ class LogSegment:
         offset (None for the last segment). The check starts at the offset-index entry at or
         below ``start`` (its last offset anchors the base offsets, which the CRC does not
         cover). Returns (end of the valid prefix, the bad batch or None); the prefix may end
-        before ``start`` when a batch before it is the damaged one. Checked ranges are
-        remembered, so each byte is checked once.
+        before ``start`` when a batch before it is the damaged one. ``anchor=False``: start
+        at ``start`` itself. Checked ranges are remembered, so each byte is checked once.
         """
-        entry = self.offset_index.entry_at_or_below_position(start) if start else None
+        entry = self.offset_index.entry_at_or_below_position(start) if start and anchor else None
+        if start and not anchor:
+            entry = (-1, start)
         pos = entry[1] if entry is not None else 0
-        first_last: int | None = entry[0] if entry is not None else None
+        first_last: int | None = entry[0] if entry is not None and entry[0] >= 0 else None
         stop = min(end, self.unverified_end)
         for a, b in self._verified:
             if b <= pos:
@@ -461,7 +463,7 @@ class LogSegment:
         if bad is not None:
             return good, bad
         if min(nxt, stop) < stop:
-            return self.verify_range(min(nxt, stop), end, limit_offset)
+            return self.verify_range(min(nxt, stop), end, limit_offset, anchor=False)
         return end, None
 
     def _add_verified(self, a: int, b: int) -> None:

@@ -694,7 +694,7 @@ class LogMachine(RuleBasedStateMachine):
                 # a cut at a batch boundary leaves a valid (shorter) file: recovery keeps it,
                 # and the later segments too, as Kafka's does; a torn batch is truncated and
                 # the later segments are dropped
-                detected = cut not in {p for p, _h in in_seg}
+                detected = cut not in {p for p, _h in in_seg} | {len(data)}
         in_seg_bases = [h.base_offset for _p, h in in_seg]
         lost = set(in_seg_bases[kept_in_seg:])
         self.log = None
@@ -738,7 +738,11 @@ class LogMachine(RuleBasedStateMachine):
                 res = self.log.read(offset, 700)
             except KafkaError as e:
                 assert e.code == ErrorCode.CORRUPT_MESSAGE
-                assert offset <= bad_base + h.last_offset_delta
+                # a read fails at the damaged batch, or where its damaged header claims to
+                # reach (a damaged lastOffsetDelta: the read cannot trust what follows)
+                claimed = iter_headers(bytes(damaged[pos:pos + h.size]))
+                reach = max(h.last_offset_delta, *(hh.last_offset_delta for _p, hh in claimed))
+                assert offset <= bad_base + reach
                 break
             out = res.read_bytes()
             hs = iter_headers(out)
