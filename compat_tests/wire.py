@@ -58,7 +58,7 @@ def response_header_version(api_key: int, version: int) -> int:
 class Connection:
     """One blocking connection; requests are answered in order."""
 
-    def __init__(self, bootstrap: str, timeout: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 60.0) -> None:
         self.bootstrap = bootstrap
         self.timeout = timeout
         self._sock: socket.socket | None = None
