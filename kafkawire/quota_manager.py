@@ -47,6 +47,7 @@ PRODUCE = "producer_byte_rate"
 FETCH = "consumer_byte_rate"
 REQUEST = "request_percentage"
 MUTATION = "controller_mutation_rate"
+BANDWIDTH = frozenset({PRODUCE, FETCH})
 DEFAULT_SAMPLES = 11
 DEFAULT_SAMPLE_MS = 1000
 
@@ -84,13 +85,16 @@ class Rate:
                     if now_ms - start < self.samples * self.sample_ms)
         return total * 1000.0 / self.window_ms(now_ms)
 
-    def throttle_ms(self, bound: float, now_ms: int) -> int:
-        """Kafka's throttle time for a rate over ``bound`` (0 when within it)."""
+    def throttle_ms(self, bound: float, now_ms: int, capped: bool = True) -> int:
+        """Kafka's throttle time for a rate over ``bound`` (0 when within it). Request and
+        connection throttles are bounded by the whole window (``samples`` x ``sample_ms``);
+        bandwidth throttles are not (Kafka 4.3.1 answered a 900-byte batch under a 5 B/s
+        ``producer_byte_rate`` with throttle_time_ms 163800)."""
         rate = self.per_second(now_ms)
         if rate <= bound or bound <= 0:
             return 0
-        window = self.window_ms(now_ms)
-        return int(min((rate - bound) / bound * window, self.samples * self.sample_ms))
+        ms = (rate - bound) / bound * self.window_ms(now_ms)
+        return int(min(ms, self.samples * self.sample_ms) if capped else ms)
 
 
 @dataclass
@@ -155,7 +159,7 @@ class QuotaManager:
         if rate is None:
             rate = self.sensors[(key, entity)] = Rate(self.samples, self.sample_ms)
         rate.record(value, now_ms)
-        return rate.throttle_ms(bound, now_ms)
+        return rate.throttle_ms(bound, now_ms, capped=key not in BANDWIDTH)
 
     def mutation_bucket(self, user: str, client_id: str, now_ms: int) -> TokenBucket | None:
         """The client's controller_mutation_rate bucket, refilled to ``now_ms`` (None: no
@@ -183,7 +187,7 @@ class QuotaManager:
             return False
         probe = Rate(rate.samples, rate.sample_ms, [list(w) for w in rate.windows])
         probe.record(value, now_ms)
-        return probe.throttle_ms(bound, now_ms) > 0
+        return probe.throttle_ms(bound, now_ms, capped=key not in BANDWIDTH) > 0
 
 
 class ConnectionRate:

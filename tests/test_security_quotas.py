@@ -57,6 +57,17 @@ def test_rate_and_throttle_time_follow_kafkas_formula() -> None:
     assert rate.throttle_ms(MB, 500) == pytest.approx((20 / 10.5 - 1) * 10500, abs=1)
 
 
+def test_bandwidth_throttles_are_not_bounded_by_the_window() -> None:
+    """Kafka 4.3.1 answered a ~900-byte batch under a 5 B/s producer_byte_rate with
+    throttle_time_ms 163800 (compat scenario client_quotas); request throttles stay bounded by
+    the 11 s of the windows."""
+    rate = Rate(samples=11, sample_ms=1000)
+    rate.record(900, 0)
+    unbounded = rate.throttle_ms(5, 0, capped=False)
+    assert unbounded == pytest.approx((90 / 5 - 1) * 10_000, abs=1)
+    assert rate.throttle_ms(5, 0) == 11_000
+
+
 def test_precedence_is_kafkas() -> None:
     def img(q: dict[Any, dict[str, float]]) -> MetadataImage:
         return MetadataImage(client_quotas=q)
@@ -120,14 +131,15 @@ def _produce_for(bootstrap: str, client_id: str, topic: str, seconds: float,
 
 def test_producer_limited_to_1_mb_per_second(broker: BrokerProcess) -> None:
     """Kafka's window lets a new client send ~10 s of quota at once, and the rate is held
-    over 11 s windows (bursts, then mutes): measured from 12 s to 78 s, six windows."""
+    over 11 s windows (bursts, then mutes): measured from 12 s to 45 s, three windows (the
+    66 s figure in docs/SECURITY.md comes from a longer run of the same helper)."""
     topic = f"q-{uuid.uuid4().hex[:8]}"
     client = f"limited-{uuid.uuid4().hex[:6]}"
     set_quota(broker.bootstrap, [("client-id", client)], "producer_byte_rate", MB)
     _produce_for(broker.bootstrap, "warm-up", topic, 1)  # metadata, topic creation
-    rate, throttles = _produce_for(broker.bootstrap, client, topic, 78, skip_s=12)
+    rate, throttles = _produce_for(broker.bootstrap, client, topic, 45, skip_s=12)
     print(f"producer with producer_byte_rate=1048576: {rate / MB:.3f} MB/s from 12 s to "
-          f"78 s, throttle_time_ms max seen {max(throttles, default=0)}")
+          f"45 s, throttle_time_ms max seen {max(throttles, default=0)}")
     # 0.89-1.14 MB/s over 66 s on the shared 2-core machine (load 7-11), most runs within
     # 3 % (docs/SECURITY.md); one run under two parallel full test suites gave 1.35. The
     # precise figure is a measurement (docs); this test holds the enforcement itself: the
