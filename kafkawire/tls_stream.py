@@ -77,6 +77,10 @@ class TLSStream(trio.abc.Stream):
                 while size < limit:
                     chunk = self._obj.read(limit - size)
                     if not chunk:
+                        # With nothing buffered OpenSSL raises SSLWantReadError; an empty
+                        # read is the peer's close_notify (SSL_ERROR_ZERO_RETURN), which
+                        # SSLObject.read reports as b"" rather than SSLZeroReturnError.
+                        self._eof = True
                         break
                     chunks.append(chunk)
                     size += len(chunk)
