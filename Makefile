@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 STAMP     := $(VENV)/.installed
 
-.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak raft-sim
+.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak crash-soak raft-sim
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,11 @@ pipeline: $(STAMP) deps-java
 ## long (FUZZ_EXAMPLES per API key, default 2000; the test run uses 6)
 fuzz-soak: $(STAMP)
 	KAFKAWIRE_FUZZ_EXAMPLES=$(or $(FUZZ_EXAMPLES),2000) $(PY) -m pytest tests/test_fuzz_structured.py tests/test_fuzz_live.py -q $(PYTEST_ARGS)
+
+## crash-soak: the kill -9 durability loops with KILL9_ROUNDS kills each (default 50; the test
+## run uses 5)
+crash-soak: $(STAMP)
+	KAFKAWIRE_KILL9_ROUNDS=$(or $(KILL9_ROUNDS),50) $(PY) -m pytest tests/test_crash_durability.py -q $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not slow and not compat and not spark" $(PYTEST_ARGS)

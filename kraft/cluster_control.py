@@ -83,12 +83,18 @@ class ClusterControl:
     #: broker id -> offset of its RegisterBrokerRecord (= its broker epoch)
     registered_at: dict[int, int] = field(default_factory=dict)
 
+    #: brokers this controller has heard from (registration or heartbeat) since it became
+    #: active; the others have a session clock (for fencing) but no session to defend
+    heard_from: set[int] = field(default_factory=set)
+
     def has_valid_session(self, broker_id: int, now_ms: int) -> bool:
         last = self.last_contact_ms.get(broker_id)
-        return last is not None and now_ms - last < self.session_timeout_ms
+        return (broker_id in self.heard_from and last is not None
+                and now_ms - last < self.session_timeout_ms)
 
     def touch(self, broker_id: int, now_ms: int) -> None:
         self.last_contact_ms[broker_id] = now_ms
+        self.heard_from.add(broker_id)
 
     # ---- BrokerRegistration ---------------------------------------------------------------
     def register(self, image: MetadataImage, reg: Registration, next_offset: int, now_ms: int
@@ -192,13 +198,17 @@ class ClusterControl:
 
     def fence_stale(self, image: MetadataImage, now_ms: int) -> tuple[int, list[Any]] | None:
         """(broker id, records) fencing one unfenced broker whose session expired, or None.
-        A broker the controller never heard from starts its session now (a new controller)."""
+        A broker the controller never heard from starts its session clock now (a new
+        controller); until it is heard from, a new incarnation of it may register at once (a
+        combined node restarted after kill -9 serves again in ~2 s with Kafka 4.3.1, not
+        after broker.session.timeout.ms)."""
         for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
             if b.fenced:
                 continue
-            if b.broker_id not in self.last_contact_ms:
-                self.touch(b.broker_id, now_ms)
-            elif not self.has_valid_session(b.broker_id, now_ms):
+            last = self.last_contact_ms.get(b.broker_id)
+            if last is None:
+                self.last_contact_ms[b.broker_id] = now_ms
+            elif now_ms - last >= self.session_timeout_ms:
                 return b.broker_id, self.fence(image, b.broker_id)
         return None
 
@@ -222,6 +232,7 @@ class ClusterControl:
                              f"Broker ID {broker_id} is not currently registered")
         moves = self.isolate(image, broker_id)
         self.last_contact_ms.pop(broker_id, None)
+        self.heard_from.discard(broker_id)
         self.registered_at.pop(broker_id, None)
         return [*moves, UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=reg.epoch)]
 

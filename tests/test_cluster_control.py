@@ -103,6 +103,27 @@ def test_registration_errors() -> None:
     assert e.value.code == ErrorCode.UNSUPPORTED_VERSION
 
 
+def test_a_new_controller_lets_a_restarted_broker_register_at_once() -> None:
+    """A combined node killed and restarted: its controller starts with no session for the
+    old incarnation, so the new one registers at once (Kafka 4.3.1 serves again ~2 s after
+    kill -9), while the session clock still fences a broker that never comes back."""
+    c = Cluster()
+    c.up(1)
+    fresh = ClusterControl(CLUSTER, 9000, lambda _t: False)
+    assert fresh.fence_stale(c.image, 1000) is None  # starts the clock, fences nobody
+    epoch, _ = fresh.register(c.image, Registration(1, CLUSTER, uuid.uuid4(), [], FEATURES),
+                              99, 2000)
+    assert epoch == 99
+    # once heard from, the session is defended against yet another incarnation
+    with pytest.raises(KafkaError) as e:
+        fresh.register(c.image, Registration(1, CLUSTER, uuid.uuid4(), [], FEATURES), 100, 3000)
+    assert e.value.code == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+    silent = ClusterControl(CLUSTER, 9000, lambda _t: False)
+    assert silent.fence_stale(c.image, 0) is None
+    fenced = silent.fence_stale(c.image, 9000)
+    assert fenced is not None and fenced[0] == 1
+
+
 def test_stale_epoch() -> None:
     c = Cluster()
     c.up(1)
