@@ -31,15 +31,26 @@ run: $(RUN_STAMP)
 	$(PY) -m kafkawire serve $(ARGS)
 
 ## test: install the dev extras and system tools, fetch Apache Kafka's jars (cached in
-## $$KAFKAWIRE_CACHE or ~/.cache/kafkawire), then run the whole suite: tests/, then the compat
-## stage (every compat_tests scenario against a real Apache Kafka and against kafkawire).
-## KAFKAWIRE_REQUIRE_KAFKA=1: a test needing Kafka's jars fails instead of skipping.
+## $$KAFKAWIRE_CACHE or ~/.cache/kafkawire), then run the whole suite: tests/ and, alongside it,
+## the compat stage (every compat_tests scenario against a real Apache Kafka and against
+## kafkawire; its output is printed when both are done). TEST_SERIAL=1 runs them one after the
+## other. KAFKAWIRE_REQUIRE_KAFKA=1: a test needing Kafka's jars fails instead of skipping.
+COMPAT_LOG := .compat-stage.log
 test: $(STAMP) deps-system deps-java
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(PY) -m compat_tests.kafka_dist fetch
+ifeq ($(TEST_SERIAL),1)
 	KAFKAWIRE_REQUIRE_KAFKA=1 $(PY) -m pytest $(PYTEST_ARGS)
 	KAFKAWIRE_REQUIRE_KAFKA=1 $(PY) -m pytest compat_tests -m compat $(PYTEST_ARGS)
+else
+	KAFKAWIRE_REQUIRE_KAFKA=1 $(PY) -m pytest compat_tests -m compat $(PYTEST_ARGS) \
+	    > $(COMPAT_LOG) 2>&1 & compat=$$!; \
+	KAFKAWIRE_REQUIRE_KAFKA=1 $(PY) -m pytest $(PYTEST_ARGS); tests=$$?; \
+	wait $$compat; stage=$$?; \
+	echo "=== compat stage (ran alongside tests/), exit $$stage ==="; cat $(COMPAT_LOG); \
+	test $$tests -eq 0 -a $$stage -eq 0
+endif
 
 ## pipeline: the Spark clickstream example end to end on its own kafkawire (needs Java 17 + Maven)
 pipeline: $(STAMP) deps-java
