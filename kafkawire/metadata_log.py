@@ -34,7 +34,12 @@ from kafkawire.metadata_snapshots import (
     write_snapshot,
 )
 from kafkawire.raft_driver import RaftDriver
-from kafkawire.raft_storage import MetadataRaftLog, QuorumStateFile, write_file_atomically
+from kafkawire.raft_storage import (
+    MetadataRaftLog,
+    QuorumStateFile,
+    voters_records_in,
+    write_file_atomically,
+)
 from kafkawire.replica_manager import ReplicaManager
 from kraft.image import MetadataImage, apply
 from kraft.quorum_state import QUORUM_STATE_FILE
@@ -72,6 +77,7 @@ class MetadataQuorum:
         raft_config: RaftConfig | None = None,
         cluster_id: str = "",
         rng: random.Random | None = None,
+        controller_listener_names: frozenset[str] = frozenset({"CONTROLLER"}),
     ) -> None:
         self.replicas = replicas
         self.node_id = node_id
@@ -96,6 +102,7 @@ class MetadataQuorum:
         #: node id -> controller listener (host, port) of each voter
         self.voter_addresses = dict(voter_addresses or {})
         self.raft_config = raft_config or RaftConfig()
+        self.controller_listener_names = controller_listener_names
         self.cluster_id = cluster_id
         self.rng = rng or random.Random()
         self.raft: RaftNode | None = None
@@ -125,6 +132,26 @@ class MetadataQuorum:
         raft = self.raft
         return (raft is not None and raft.is_leader and raft.leader is not None
                 and self.applied_end > raft.leader.epoch_start_offset)
+
+    def is_active_controller(self) -> bool:
+        """For the forwarding layer: this node may decide metadata writes now."""
+        return self.is_active
+
+    def controller_candidates(self) -> list[tuple[int, str, int]]:
+        """(node id, host, port) of the voters' controller listeners, the known leader first
+        (negative ids: ``controller.quorum.bootstrap.servers`` entries)."""
+        leader = self.leader_id
+        ids = sorted(self.voter_addresses, key=lambda i: (i != leader, i < 0, i))
+        return [(i, *self.voter_addresses[i]) for i in ids]
+
+    def _learn_voters(self, record: VotersRecord) -> None:
+        """A VotersRecord (snapshot or log): where each voter's controller listener is."""
+        self.voters = record
+        for v in record.voters:
+            for e in v.endpoints:
+                if e.name.upper() in self.controller_listener_names:
+                    self.voter_addresses[v.voter_id] = (e.host, int(e.port))
+                    break
 
     @property
     def is_voter(self) -> bool:
@@ -159,9 +186,18 @@ class MetadataQuorum:
 
     def _start_raft(self) -> None:
         assert self.log is not None and self.snapshots is not None
-        store = QuorumStateFile(Path(self.log.dir) / QUORUM_STATE_FILE, self.static_voters,
+        store = QuorumStateFile(Path(self.log.dir) / QUORUM_STATE_FILE,
+                                tuple(v for v in self.static_voters if v >= 0),
                                 1 if self.kraft_version >= 1 else 0)
-        rlog = MetadataRaftLog(self.log, self.clock, self.snapshots, self._snapshot_installed)
+        if self.voters is not None:
+            self._learn_voters(self.voters)
+        rlog = MetadataRaftLog(self.log, self.clock, self.snapshots, self._snapshot_installed,
+                               self._learn_voters)
+        for record in voters_records_in(self.log.read(self.log.log_start_offset, 1 << 62,
+                                                      min_one_message=True).read_bytes()
+                                        if self.log.log_end_offset > self.log.log_start_offset
+                                        else b""):
+            self._learn_voters(record)
         config = self.raft_config
         if self.kraft_version != config.kraft_version:
             config = RaftConfig(**{**_fields(config), "kraft_version": self.kraft_version})
@@ -169,6 +205,7 @@ class MetadataQuorum:
                              store, self.rng, self.clock(), config)
         self.driver = RaftDriver(self.raft, self.voter_addresses, self.clock,
                                  self._on_raft_change)
+        self.driver.peers = self.voter_addresses  # shared: VotersRecords add addresses
         if self.raft.voters == {self.node_id}:
             self.driver.step()  # a lone voter elects itself at once and commits its log
             assert self.raft.is_leader, self.raft.state
@@ -261,6 +298,8 @@ class MetadataQuorum:
         snap = self.snapshots.read(sid)
         self.latest_snapshot = sid
         self.kraft_version, self.voters = snap.kraft_version, snap.voters
+        if snap.voters is not None:
+            self._learn_voters(snap.voters)
         self.image = apply(MetadataImage(), snap.records, sid.offset - 1, sid.epoch)
         self.applied_end = sid.offset
         self.last_epoch, self.last_timestamp = sid.epoch, snap.last_contained_log_timestamp
@@ -305,9 +344,16 @@ class MetadataQuorum:
         raise KafkaError(ErrorCode.NOT_CONTROLLER, "the new leader has not committed its epoch")
 
     async def append(self, records: list[Any]) -> None:
-        """Append on the leader; return once committed and applied to ``image``."""
+        """Append on the active controller; return once committed and applied to ``image``.
+
+        The records were decided from ``image``, so this node must be active already (its
+        image holds everything committed): NOT_CONTROLLER otherwise, and when leadership is
+        lost before the commit (the write may still commit under the next leader)."""
         assert self.driver is not None
-        await self.wait_active()
+        if not self.is_active:
+            self._check_leader()
+            raise KafkaError(ErrorCode.NOT_CONTROLLER,
+                             "the new leader has not committed the start of its epoch yet")
         epoch, last = self._append(records)
         raft = self.raft
         assert raft is not None
