@@ -663,8 +663,11 @@ class Broker:
         """Before stopping: let the controller move leadership away (SIGTERM)."""
         # bounded by broker.session.timeout.ms: past it the controller would fence us anyway
         timeout_ms = int(self.config["broker.session.timeout.ms"])
-        if await self.lifecycle.controlled_shutdown(timeout_ms) and self.logs is not None:
+        if self.is_broker and await self.lifecycle.controlled_shutdown(timeout_ms) \
+                and self.logs is not None:
             self.logs.broker_epoch = self.lifecycle.broker_epoch
+        if self.quorum is not None:  # the leader hands over at once (EndQuorumEpoch)
+            await self.quorum.resign()
 
     async def run(self, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
         assert self.server.security is not None

@@ -61,6 +61,8 @@ METADATA_TOPIC = "__cluster_metadata"
 READ_CHUNK_BYTES = 8 * 1024 * 1024
 #: how long a controller write waits for a new leader to have committed its epoch start
 ACTIVATION_WAIT_MS = 5_000
+#: how long a leader that shuts down waits for its EndQuorumEpoch to be acknowledged
+RESIGN_WAIT_MS = 2_000
 log = logging.getLogger("kafkawire.metadata")
 
 
@@ -231,8 +233,13 @@ class MetadataQuorum:
         if hw > self.applied_end:
             self._apply_committed(hw)
         if not self.caught_up.is_set():
-            if raft.is_leader or (raft.fetched_from_leader and self._catch_up_target < 0):
+            # caught up: everything committed when we learned the leader's high watermark is
+            # applied (a leader: once its epoch start committed, it holds everything)
+            assert self.driver is not None
+            if self.is_active:
                 self._catch_up_target = hw
+            elif self._catch_up_target < 0 and self.driver.leader_high_watermark >= 0:
+                self._catch_up_target = self.driver.leader_high_watermark
             if 0 <= self._catch_up_target <= self.applied_end:
                 log.info("metadata caught up with the quorum at offset %s", self.applied_end)
                 self.caught_up.set()
@@ -363,6 +370,24 @@ class MetadataQuorum:
                 raise KafkaError(ErrorCode.NOT_CONTROLLER,
                                  "leadership was lost before the write was committed")
             await self.driver.wait_for_change()
+
+    async def resign(self, timeout_ms: int = RESIGN_WAIT_MS) -> None:
+        """Graceful shutdown of the leader (Kafka does the same): stop leading and tell the
+        other voters at once (EndQuorumEpoch, best caught-up first) so one of them is elected
+        without waiting out the fetch timeout. Waits until they acknowledged, at most
+        ``timeout_ms``."""
+        raft, driver = self.raft, self.driver
+        if raft is None or driver is None or not raft.is_leader:
+            return
+        others = set(raft.voters) - {self.node_id}
+        if not others:
+            return
+        raft.resign(self.clock())
+        driver.wake()
+        with trio.move_on_after(timeout_ms / 1000):
+            while others - raft.end_epoch_sent:
+                await driver.wait_for_change()
+        log.info("resigned the leadership of epoch %s", raft.epoch)
 
     # ---- snapshots ------------------------------------------------------------------------
     def snapshot_due(self, now_ms: int) -> bool:

@@ -58,6 +58,8 @@ class RaftDriver:
         self._changed = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._last_state: tuple[RaftState, int, int] | None = None
+        #: the highest high watermark a leader announced to us in a Fetch answer (-1: none)
+        self.leader_high_watermark = -1
 
     # ---- what the rest of the node asks -----------------------------------------------------
     @property
@@ -202,6 +204,10 @@ class RaftDriver:
             return
         if isinstance(resp, m.FetchResponse):
             self._learn_endpoints(resp)
+            part = m.only_partition(list(resp.responses))
+            if isinstance(part, m.FetchResponse.PartitionData) and part.error_code == 0:
+                self.leader_high_watermark = max(self.leader_high_watermark,
+                                                 int(part.high_watermark))
         node.handle(self.clock(), m.RaftMessage(msg.dst, node.node_id, msg.correlation_id, resp))
         self._drain()
 

@@ -8,11 +8,12 @@ real voters, observer, lags and leader."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from kafkawire.testing import ClusterProcesses
+from kafkawire.testing import ClusterProcesses, describe_quorum_leader
 from tests.javatools import JavaTools
 from tests.quorum_failover import percentile, run_failover, topics_on
 from tests.test_quorum_cluster import wait_for
@@ -63,3 +64,19 @@ def test_kafka_metadata_quorum_tool_shows_the_quorum(cluster: ClusterProcesses) 
     assert status.get(leader) == "Leader", rep
     assert {status.get(v) for v in cluster.controller_ids if v != leader} == {"Follower"}, rep
     assert status.get(4) == "Observer", rep
+
+
+def test_sigterm_of_the_leader_hands_over_by_end_quorum_epoch(cluster: ClusterProcesses) -> None:
+    leader = cluster.active_controller()
+    _l, epoch = describe_quorum_leader("127.0.0.1", cluster.controller_ports[leader])
+    old = cluster.nodes[leader]
+    survivors = [i for i in cluster.controller_ids if i != leader]
+    t0 = time.monotonic()
+    assert cluster.stop(leader) == 0
+    new = wait_for(lambda: next((r[0] for i in survivors if (r := describe_quorum_leader(
+        "127.0.0.1", cluster.controller_ports[i]))[0] in survivors and r[1] > epoch), None),
+        timeout_s=60, what="a new leader")
+    print(f"leader {leader} stopped: {new} leads {(time.monotonic() - t0) * 1000:.0f} ms after "
+          "the SIGTERM")
+    assert "resigned the leadership of epoch" in old.log_path.read_text()
+    cluster.start_node(leader, timeout_s=120)
