@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kafkawire.testing import ClusterProcesses, describe_quorum_leader
+from kraft.raft import messages as m
 from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.metadata_request import MetadataRequest
 from protocol.errors import ErrorCode
@@ -128,3 +129,31 @@ def test_lagging_voter_catches_up_by_fetch_snapshot(combined: ClusterProcesses) 
     combined.start_node(lagging, timeout_s=120)
     wait_for(lambda: set(names) <= topics(node.bootstrap), what="the restarted voter's topics")
     assert node.log_path.read_text().count("installed metadata snapshot") > before, node.log()
+
+
+def test_bad_raft_requests_get_kafka_errors_and_change_nothing(
+        combined: ClusterProcesses) -> None:
+    leader = combined.active_controller()
+    addr = f"127.0.0.1:{combined.controller_ports[leader]}"
+    _l, epoch = describe_quorum_leader("127.0.0.1", combined.controller_ports[leader])
+    cid = combined.cluster_id
+    # another cluster's vote, a candidate outside the static voter set, a stale candidate
+    other = request(addr, m.vote_request("AAAAAAAAAAAAAAAAAAAAAA", leader, 2, epoch + 5, 99,
+                                         10_000, False), 2)
+    assert other.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
+    stranger = request(addr, m.vote_request(cid, leader, 99, epoch + 5, 99, 10_000, False), 2)
+    assert stranger.topics[0].partitions[0].error_code == ErrorCode.INCONSISTENT_VOTER_SET
+    peer = next(i for i in combined.controller_ids if i != leader)
+    assert epoch >= 2  # the kills above made new epochs
+    stale = request(addr, m.vote_request(cid, leader, peer, epoch - 1, 0, 0, False), 2)
+    part = stale.topics[0].partitions[0]
+    assert part.error_code == ErrorCode.FENCED_LEADER_EPOCH and not part.vote_granted
+    # a Fetch with an old epoch, and one of another cluster
+    fenced = request(addr, m.fetch_request(cid, peer, epoch - 1, 0, 0, 0, 0, 1024), 17)
+    assert fenced.responses[0].partitions[0].error_code == ErrorCode.FENCED_LEADER_EPOCH
+    foreign = request(addr, m.fetch_request("AAAAAAAAAAAAAAAAAAAAAA", peer, epoch, 0, 0, 0, 0,
+                                            1024), 17)
+    assert foreign.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
+    # the quorum kept its leader and epoch
+    assert describe_quorum_leader("127.0.0.1", combined.controller_ports[leader]) == (
+        leader, epoch)
