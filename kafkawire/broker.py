@@ -599,6 +599,18 @@ class Broker:
             while quorum.is_active:
                 await quorum.driver.wait_for_change()
 
+    async def _see_self_unfenced(self, timeout_s: float = 10.0) -> None:
+        """The controller said we are unfenced; wait (bounded) until our own image says so
+        too, so the first Metadata answers of this node already list it."""
+        quorum = self.quorum
+        assert quorum is not None and quorum.driver is not None
+        with trio.move_on_after(timeout_s):
+            while True:
+                me = self.image.brokers.get(self.node_id)
+                if me is not None and not me.fenced:
+                    return
+                await quorum.driver.wait_for_change()
+
     def _image_published(self, image: MetadataImage) -> None:
         """A new committed image (this node's own writes, or replicated ones): host what it
         places here, once the image has caught up with the quorum after start (before, the
@@ -698,6 +710,7 @@ class Broker:
                     await nursery.start(self.run_controller_activation)
                 if self.is_broker:  # returns once registered and unfenced
                     await nursery.start(self.lifecycle.run)
+                    await self._see_self_unfenced()
                 for runtime in self.coordinators_by_key_type.values():
                     await nursery.start(runtime.serve)
                 await nursery.start(self.txn_coordinator.serve)
