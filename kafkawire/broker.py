@@ -28,6 +28,8 @@ from kafkawire.config_entries import connection_limits, effective_topic_values
 from kafkawire.config_resources import group_consumer_settings
 from kafkawire.controller_service import ControllerService
 from kafkawire.coordinator_runtime import GROUP_TOPIC, SHARE_TOPIC, TXN_TOPIC, CoordinatorRuntime
+from kafkawire.envelope import FORWARDABLE_KEYS
+from kafkawire.forwarding import Candidate, ForwardingManager
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
 from kafkawire.listener_security import ListenerSecurity
 from kafkawire.log_cleaner import LogCleanerService
@@ -36,7 +38,7 @@ from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum, metadata_log_
 from kafkawire.metadata_snapshots import SnapshotSettings
 from kafkawire.metrics import BrokerMetrics
 from kafkawire.purgatory import AppendNotifier
-from kafkawire.quorum_config import parse_voters
+from kafkawire.quorum_config import parse_bootstrap_servers, parse_voters
 from kafkawire.quota_manager import (
     FETCH,
     PRODUCE,
@@ -214,6 +216,12 @@ class Broker:
             lambda: self.image.offset, int(config["broker.heartbeat.interval.ms"]),
             int(config["initial.broker.registration.timeout.ms"]))
         self.server.controller_listeners = {lst.name for lst in config.controller_listeners}
+        #: admin writes to the active controller in an Envelope (kafkawire/forwarding.py): on
+        #: every node of a configured quorum; the implicit single node decides them itself
+        self.forwarding: ForwardingManager | None = None
+        if config.names_a_quorum:
+            self.forwarding = ForwardingManager(
+                self.controller_candidates, f"broker-{self.node_id}-forwarding", now_ms)
 
     # ---- state --------------------------------------------------------------------------
     @property
@@ -443,6 +451,28 @@ class Broker:
             return e.code
         return ErrorCode.NONE
 
+    # ---- the active controller -----------------------------------------------------------
+    def is_active_controller(self) -> bool:
+        """Does this node decide metadata writes now? The single-voter quorum always does; the
+        Raft driver answers with its leadership (``quorum.is_active_controller()``)."""
+        if "controller" not in self.config.process_roles and self.config.names_a_quorum:
+            return False
+        check = getattr(self.quorum, "is_active_controller", None)
+        return True if check is None else bool(check())
+
+    def controller_candidates(self) -> list[Candidate]:
+        """The controller listeners to forward to, the known leader first: the Raft driver's
+        view (``quorum.controller_candidates()``) when it has one, else the static voters
+        (``controller.quorum.voters``), else ``controller.quorum.bootstrap.servers``."""
+        known = getattr(self.quorum, "controller_candidates", None)
+        if known is not None:
+            return list(known())
+        voters = parse_voters(str(self.config.values["controller.quorum.voters"]))
+        if voters:
+            return [(v.node_id, v.host, v.port) for v in voters]
+        return [(-1 - i, h, p) for i, (h, p) in enumerate(parse_bootstrap_servers(
+            str(self.config.values["controller.quorum.bootstrap.servers"])))]
+
     # ---- request dispatch ----------------------------------------------------------------
     async def dispatch(self, ctx: RequestContext, request: Any) -> Any:
         if not self.started.is_set() and ctx.connection.listener_type != "controller":
@@ -451,6 +481,11 @@ class Broker:
             # nothing sees a cluster without brokers (CreateTopics: "0 broker(s) registered").
             # The controller listener serves at once: brokers register through it.
             await self.started.wait()
+        if (self.forwarding is not None and ctx.api_key in FORWARDABLE_KEYS
+                and ctx.connection.listener_type == "broker" and not self.is_active_controller()):
+            # as Kafka's broker: the active controller decides (authorization included, with
+            # the client's principal); the broker only wraps and unwraps
+            return await self.forwarding.forward(ctx, request)
         handler = REGISTRY[ctx.api_key]
         if self.authorizer.enabled:
             ctx.authorizer = self.authorizer

@@ -95,6 +95,7 @@ MODULES = [
     "unregister_broker",
     "allocate_producer_ids",
     "alter_partition",
+    "envelope",
 ]
 
 
