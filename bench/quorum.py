@@ -35,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -264,30 +265,44 @@ def create_succeeds(cluster: Cluster, name: str) -> bool:
         return False
 
 
+def _first_time(t0: float, deadline: float, probe: Callable[[], bool],
+                out: dict[str, float], key: str) -> None:
+    while time.monotonic() < deadline:
+        if probe():
+            out[key] = (time.monotonic() - t0) * 1000
+            return
+        time.sleep(POLL_S)
+
+
 def kill_and_elect(cluster: Cluster, round_no: int) -> tuple[float, float]:
-    """kill -9 of the active controller: (ms to a new leader, ms to a CreateTopics)."""
+    """kill -9 of the active controller: (ms to a new leader, ms to a CreateTopics), each
+    watched by its own thread from the moment of the kill."""
     found = leader(cluster)
     assert found is not None, "no leader before the kill"
     old_id, old_epoch = found
     victim = cluster.node(old_id)
+
+    def elected() -> bool:
+        now = leader(cluster, exclude=old_id)
+        return now is not None and now[1] > old_epoch
+
+    out: dict[str, float] = {}
     t0 = time.monotonic()
     victim.kill9()
-    elected = created = None
     deadline = t0 + ELECT_TIMEOUT_S
-    while time.monotonic() < deadline and (elected is None or created is None):
-        if elected is None:
-            now = leader(cluster, exclude=old_id)
-            if now is not None and now[1] > old_epoch:
-                elected = time.monotonic() - t0
-        if created is None and create_succeeds(cluster, f"after-kill-{round_no}"):
-            created = time.monotonic() - t0
-        time.sleep(POLL_S)
-    if elected is None or created is None:
+    threads = [threading.Thread(target=_first_time, args=(t0, deadline, probe, out, key))
+               for key, probe in (("elect", elected), ("create", lambda: create_succeeds(
+                   cluster, f"after-kill-{round_no}")))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if "elect" not in out or "create" not in out:
         raise TimeoutError(f"kill {round_no}: no new leader / CreateTopics within "
                            f"{ELECT_TIMEOUT_S}s")
     victim.start()
     rejoin(cluster, victim)
-    return elected * 1000, created * 1000
+    return out["elect"], out["create"]
 
 
 def rejoin(cluster: Cluster, node: Node) -> None:
