@@ -187,8 +187,8 @@ class Cluster:
         return time.monotonic() - t0
 
     def stop(self) -> None:
-        for n in self.nodes:
-            n.stop()
+        for n in self.brokers + self.controllers:  # brokers first: they shut down through
+            n.stop()                                # the controllers
 
     def node(self, node_id: int) -> Node:
         return next(n for n in self.nodes if n.node_id == node_id)
