@@ -110,8 +110,8 @@ class Node:
             cmd = java_command("kafka.Kafka", [str(self.write_config())], heap=heap,
                                role="server", log_file=self.dir / "server.log",
                                jvm_opts=["-Xms64m"])
-        else:
-            cmd = self._kafkawire("serve")
+        else:  # metrics.port 0: no /metrics listener (its default port is fixed)
+            cmd = [*self._kafkawire("serve"), "--override", "metrics.port=0"]
         out = open(self.dir / "stdout.log", "ab")
         self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True,
