@@ -136,9 +136,12 @@ class ForwardingManager:
                    remaining_ms: int) -> EnvelopeResponse | None:
         """The controller's envelope answer, or None: try another controller."""
         client = self._client(cand)
-        client.request_timeout_ms = max(1, remaining_ms)
         try:
-            resp = await client.request(envelope)
+            with trio.fail_after(remaining_ms / 1000):  # a connection attempt included
+                resp = await client.request(envelope, timeout_ms=max(1, remaining_ms))
+        except trio.TooSlowError:
+            await client.aclose()  # whatever was in flight on it is abandoned
+            return None
         except (NodeDisconnected, NodeUnsupportedVersion) as e:
             log.debug("forwarding to node %d at %s:%d failed: %s", cand[0], cand[1], cand[2], e)
             if self.preferred == cand:

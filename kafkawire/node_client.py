@@ -149,14 +149,17 @@ class NodeClient:
                 f"{request.MAX_VERSION}, theirs {theirs[0]}-{theirs[1]}")
         return int(hi)
 
-    async def request(self, request: Any, version: int | None = None) -> Any:
-        """Send ``request`` and return the decoded response (NodeDisconnected on failure)."""
+    async def request(self, request: Any, version: int | None = None,
+                      timeout_ms: int | None = None) -> Any:
+        """Send ``request`` and return the decoded response (NodeDisconnected on failure).
+        ``timeout_ms`` bounds this request instead of ``request_timeout_ms``."""
         async with self._lock:
             if self.stream is None:
                 await self._connect()
             v = self.version_for(request) if version is None else version
+            limit_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
             try:
-                with trio.fail_after(self.request_timeout_ms / 1000):
+                with trio.fail_after(limit_ms / 1000):
                     return await self._roundtrip(request, v)
             except (trio.TooSlowError, OSError, trio.BrokenResourceError,
                     trio.ClosedResourceError, RemoteProtocolError) as e:
