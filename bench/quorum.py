@@ -143,7 +143,9 @@ class Cluster:
     """``controllers`` dedicated controllers (ids 1..n) and ``brokers`` broker-only nodes."""
 
     def __init__(self, system: str, controllers: int = 3, brokers: int = 1,
-                 workdir: Path | None = None) -> None:
+                 workdir: Path | None = None, broker_system: str | None = None) -> None:
+        """``system`` runs the controllers, ``broker_system`` (default the same) the brokers:
+        mixed clusters are the interop of issue 12 (compat_tests/interop_kraft.py)."""
         self.system = system
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix=f"quorum-{system}-"))
         cports = {i: free_port() for i in range(1, controllers + 1)}
@@ -157,7 +159,7 @@ class Cluster:
         self.brokers = []
         for j in range(brokers):
             nid, port = controllers + 1 + j, free_port()
-            self.brokers.append(Node(system, nid, "broker", self.workdir, {
+            self.brokers.append(Node(broker_system or system, nid, "broker", self.workdir, {
                 "process.roles": "broker", "node.id": str(nid),
                 "listeners": f"PLAINTEXT://127.0.0.1:{port}",
                 "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
@@ -174,13 +176,13 @@ class Cluster:
     def bootstrap(self) -> str:
         return self.brokers[0].address
 
-    def start(self) -> float:
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> float:
         t0 = time.monotonic()
         for n in self.nodes:
             n.format(self.cluster_id)
         for n in self.nodes:
             n.start()
-        deadline = t0 + START_TIMEOUT_S
+        deadline = t0 + timeout_s
         wait_until(lambda: leader(self) is not None, deadline, self.nodes, "a leader")
         wait_until(lambda: live_brokers(self.bootstrap) >= len(self.brokers), deadline,
                    self.nodes, "every broker registered and unfenced")

@@ -1,0 +1,135 @@
+"""Issue 12's interop attempt: one cluster of Apache Kafka 4.3.1 and kafkawire nodes.
+
+    python -m compat_tests.interop_kraft [--controllers 1] [--seconds 90] [--keep]
+
+Two mixed clusters on loopback, built with bench/quorum.py's ``Cluster`` (the same Kafka
+properties for both systems, static quorum through ``controller.quorum.voters``):
+
+- ``kafka-broker-on-kafkawire-controllers``: kafkawire controllers, an Apache Kafka broker-only
+  node that must follow their metadata log as a Raft observer, register and get unfenced;
+- ``kafkawire-broker-on-kafka-controllers``: the other way round.
+
+For each it reports how far it got (a leader, the broker registered and unfenced, a
+CreateTopics through the broker, which the broker forwards to the other system's controller in
+an Envelope), the answer of the controllers to the Raft Fetch a Kafka observer sends (v17,
+``__cluster_metadata`` by topic id), and the warnings and errors both sides logged. The
+findings go to compat_tests/FINDINGS.md ("Interop: mixed clusters").
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from compat_tests.wire import Connection  # noqa: E402
+from protocol._generated.fetch_request import FetchRequest  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("bench_quorum", ROOT / "bench" / "quorum.py")
+assert _spec is not None and _spec.loader is not None
+bq: Any = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bq)
+
+#: Kafka's fixed topic id of ``__cluster_metadata`` (Uuid.METADATA_TOPIC_ID)
+METADATA_TOPIC_ID = uuid.UUID(int=1)
+NOISE = re.compile(r"is defined in the broker role|DEBUG")
+
+
+def observer_fetch(address: str, cluster_id: str, replica_id: int) -> str:
+    """The Fetch a Kafka broker sends as a Raft observer, and what the controller answers."""
+    req = FetchRequest(
+        cluster_id=cluster_id, replica_state=FetchRequest.ReplicaState(
+            replica_id=replica_id, replica_epoch=-1),
+        max_wait_ms=500, min_bytes=0, max_bytes=8 * 1024 * 1024,
+        topics=[FetchRequest.FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=[
+            FetchRequest.FetchPartition(partition=0, current_leader_epoch=0, fetch_offset=0,
+                                        last_fetched_epoch=0, log_start_offset=-1,
+                                        partition_max_bytes=0)])])
+    try:
+        with Connection(address, timeout=10) as c:
+            resp = c.request(req, 17)
+    except (OSError, ConnectionError) as e:
+        return f"connection failed: {e!r}"
+    if not resp.responses:
+        return f"top-level error {resp.error_code}, no partitions"
+    p = resp.responses[0].partitions[0]
+    size = len(p.records) if isinstance(p.records, (bytes, bytearray)) else getattr(
+        p.records, "size", 0)
+    return (f"top-level error {resp.error_code}; partition error {p.error_code}, high "
+            f"watermark {p.high_watermark}, current leader {p.current_leader.leader_id} "
+            f"epoch {p.current_leader.leader_epoch}, {size} record bytes")
+
+
+def log_lines(node: Any, limit: int = 25) -> list[str]:
+    out: list[str] = []
+    for name in ("server.log", "stdout.log"):
+        f = node.dir / name
+        if f.exists():
+            for line in f.read_text(errors="replace").splitlines():
+                if re.search(r"WARN|ERROR|Exception|refus|Unable|fail", line) and not \
+                        NOISE.search(line):
+                    out.append(line[:400])
+    return out[-limit:]
+
+
+def scenario(ctl: str, brk: str, controllers: int, seconds: float) -> dict[str, Any]:
+    cluster = bq.Cluster(ctl, controllers=controllers, brokers=1, broker_system=brk)
+    res: dict[str, Any] = {"controllers": ctl, "broker": brk, "workdir": str(cluster.workdir)}
+    try:
+        for n in cluster.nodes:
+            n.format(cluster.cluster_id)
+        for n in cluster.nodes:
+            n.start()
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and bq.leader(cluster) is None:
+            time.sleep(0.2)
+        res["leader"] = bq.leader(cluster)
+        while time.monotonic() < deadline and bq.live_brokers(cluster.bootstrap) < 1:
+            time.sleep(0.5)
+        res["broker_live"] = bq.live_brokers(cluster.bootstrap) >= 1
+        if res["broker_live"]:
+            res["create_topic_through_broker"] = bq.create_succeeds(cluster, "interop-topic")
+        res["observer_fetch"] = observer_fetch(cluster.controllers[0].address,
+                                               cluster.cluster_id, cluster.brokers[0].node_id)
+        res["alive"] = {n.node_id: n.proc is not None and n.proc.poll() is None
+                        for n in cluster.nodes}
+        res["logs"] = {f"{n.system} node {n.node_id}": log_lines(n) for n in cluster.nodes}
+    finally:
+        cluster.stop()
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--controllers", type=int, default=1)
+    ap.add_argument("--seconds", type=float, default=90.0)
+    ap.add_argument("--only", choices=["kafka-broker", "kafkawire-broker"])
+    args = ap.parse_args()
+    pairs = [("kafkawire", "kafka"), ("kafka", "kafkawire")]
+    if args.only == "kafka-broker":
+        pairs = pairs[:1]
+    elif args.only == "kafkawire-broker":
+        pairs = pairs[1:]
+    for ctl, brk in pairs:
+        res = scenario(ctl, brk, args.controllers, args.seconds)
+        print(f"== {brk} broker on {args.controllers} {ctl} controller(s) ({res['workdir']})")
+        for k in ("leader", "broker_live", "create_topic_through_broker", "observer_fetch",
+                  "alive"):
+            print(f"  {k}: {res.get(k)}")
+        for who, lines in res.get("logs", {}).items():
+            print(f"  -- {who}: {len(lines)} warning/error lines (last shown)")
+            for line in lines[-12:]:
+                print(f"     {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
