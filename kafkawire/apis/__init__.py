@@ -96,6 +96,11 @@ MODULES = [
     "allocate_producer_ids",
     "alter_partition",
     "envelope",
+    # KRaft (controller listener): answered by the Raft driver (kafkawire/raft_driver.py)
+    "vote",
+    "begin_quorum_epoch",
+    "end_quorum_epoch",
+    "fetch_snapshot",
 ]
 
 
