@@ -466,25 +466,28 @@ class Broker:
 
     # ---- the active controller -----------------------------------------------------------
     def is_active_controller(self) -> bool:
-        """Does this node decide metadata writes now? The single-voter quorum always does; the
-        Raft driver answers with its leadership (``quorum.is_active_controller()``)."""
-        if "controller" not in self.config.process_roles and self.config.names_a_quorum:
-            return False
-        check = getattr(self.quorum, "is_active_controller", None)
-        return True if check is None else bool(check())
+        """Does this node decide metadata writes: is it the Raft leader of the metadata quorum?
+        (A new leader is active once it has committed the start of its epoch; callers that
+        decide wait for that with ``quorum.wait_active()``.)"""
+        q = self.quorum
+        return q is not None and q.leader_id == self.node_id and q.leader_id >= 0
 
     def controller_candidates(self) -> list[Candidate]:
-        """The controller listeners to forward to, the known leader first: the Raft driver's
-        view (``quorum.controller_candidates()``) when it has one, else the static voters
-        (``controller.quorum.voters``), else ``controller.quorum.bootstrap.servers``."""
-        known = getattr(self.quorum, "controller_candidates", None)
-        if known is not None:
-            return list(known())
-        voters = parse_voters(str(self.config.values["controller.quorum.voters"]))
-        if voters:
-            return [(v.node_id, v.host, v.port) for v in voters]
-        return [(-1 - i, h, p) for i, (h, p) in enumerate(parse_bootstrap_servers(
-            str(self.config.values["controller.quorum.bootstrap.servers"])))]
+        """The controller listeners to forward to: the known leader first, then the other
+        voters (``controller.quorum.voters`` / the voter set), else
+        ``controller.quorum.bootstrap.servers``: a NOT_CONTROLLER moves on to the next."""
+        q = self.quorum
+        known = dict(q.voter_addresses) if q is not None else {}
+        if not known:
+            known = {v.node_id: (v.host, v.port) for v in parse_voters(
+                str(self.config.values["controller.quorum.voters"]))}
+        out = [(i, h, p) for i, (h, p) in known.items()]
+        leader = q.leader_id if q is not None else -1
+        out.sort(key=lambda c: c[0] != leader)
+        if not out:
+            out = [(-1 - i, h, p) for i, (h, p) in enumerate(parse_bootstrap_servers(
+                str(self.config.values["controller.quorum.bootstrap.servers"])))]
+        return out
 
     # ---- request dispatch ----------------------------------------------------------------
     async def dispatch(self, ctx: RequestContext, request: Any) -> Any:

@@ -35,7 +35,7 @@ from kafkawire.envelope import (
 from kraft.acls import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME
 from protocol._generated.envelope_request import EnvelopeRequest
 from protocol._generated.envelope_response import EnvelopeResponse
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 from protocol.primitives import RemoteProtocolError
 
 if TYPE_CHECKING:
@@ -48,6 +48,18 @@ VERSIONS = (0, 0)
 log = logging.getLogger("kafkawire.envelope")
 
 
+async def _active(broker: Broker) -> bool:
+    """The Raft leader, once it has committed the start of its epoch (a new leader waits for
+    that, bounded, rather than deciding from an image that may lack committed records)."""
+    if not broker.is_active_controller() or broker.quorum is None:
+        return False
+    try:
+        await broker.quorum.wait_active()
+    except KafkaError:
+        return False
+    return True
+
+
 def _refused(code: ErrorCode) -> EnvelopeResponse:
     return EnvelopeResponse(response_data=None, error_code=code)
 
@@ -58,7 +70,7 @@ async def handle(broker: Broker, ctx: RequestContext, req: EnvelopeRequest) -> E
 
     if not ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
         return _refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    if not broker.is_active_controller():
+    if not await _active(broker):
         return _refused(ErrorCode.NOT_CONTROLLER)
     try:
         principal, _token = deserialize_principal(bytes(req.request_principal or b""))
