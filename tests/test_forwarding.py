@@ -51,11 +51,17 @@ def node_overrides(port: int, cport: int, **extra: str) -> StrDict:
     }
 
 
-def start_node(data: Path, **extra: str) -> tuple[BrokerProcess, int]:
+def start_node(data: Path, standalone: bool = False, **extra: str) -> tuple[BrokerProcess, int]:
+    """A formatted combined node of a one-voter quorum: static (``controller.quorum.voters``)
+    or, ``standalone``, dynamic (``controller.quorum.bootstrap.servers``, ``--standalone``)."""
     port, cport = free_port(), free_port()
     overrides = node_overrides(port, cport, **extra)
     args = [sys.executable, "-m", "kafkawire", "format", "--cluster-id", CID,
             "--override", f"log.dir={data}"]
+    if standalone:
+        del overrides["controller.quorum.voters"]
+        overrides["controller.quorum.bootstrap.servers"] = f"127.0.0.1:{cport}"
+        args.append("--standalone")
     for k, v in overrides.items():
         args += ["--override", f"{k}={v}"]
     p = subprocess.run(args, capture_output=True, text=True, timeout=120,

@@ -101,6 +101,9 @@ MODULES = [
     "begin_quorum_epoch",
     "end_quorum_epoch",
     "fetch_snapshot",
+    # KIP-853 voter changes (kafka-metadata-quorum add-controller / remove-controller)
+    "add_raft_voter",
+    "remove_raft_voter",
 ]
 
 
