@@ -11,7 +11,9 @@ client's principal and address and sends it to the active controller's controlle
   driver's view; with a static quorum every voter of ``controller.quorum.voters`` follows it).
   The controller that answered last is tried first next time.
 - NOT_CONTROLLER in the envelope, a lost or refused connection, or a peer that does not serve
-  Envelope: the next candidate, and after a full round a pause of ``retry.backoff.ms``; all
+  Envelope: the next candidate (a controller whose connection failed lately waits out its
+  reconnect backoff while the others are tried), and after a full round a pause of
+  ``retry.backoff.ms``; all
   within ``FORWARD_RETRY_TIMEOUT_MS`` of the request's arrival (Kafka's forwarding channel
   retries the same way for 60 s), after which the client gets REQUEST_TIMED_OUT in every item.
 - UNSUPPORTED_VERSION in the envelope: the controller does not serve the client's version; the
@@ -114,10 +116,15 @@ class ForwardingManager:
         envelope = self.envelope_for(ctx, request)
         deadline = self.clock_ms() + self.retry_timeout_ms
         while True:
+            waits: list[int] = []
             for cand in self._order():
                 remaining = deadline - self.clock_ms()
                 if remaining <= 0:
                     break
+                backoff = self._client(cand).backoff_remaining_ms()
+                if backoff > 0:  # failed lately: the others first, it is retried after
+                    waits.append(backoff)
+                    continue
                 resp = await self._try(cand, envelope, remaining)
                 if resp is None:
                     self.retries += 1
@@ -130,7 +137,8 @@ class ForwardingManager:
                          ctx.connection.peer, self.retry_timeout_ms)
                 return error_response(response_cls, request, ErrorCode.REQUEST_TIMED_OUT,
                                       "Timed out waiting for the active controller.")
-            await trio.sleep(min(self.retry_backoff_ms, remaining) / 1000)
+            pause = min([self.retry_backoff_ms, *waits])
+            await trio.sleep(max(1, min(pause, remaining)) / 1000)
 
     async def _try(self, cand: Candidate, envelope: EnvelopeRequest,
                    remaining_ms: int) -> EnvelopeResponse | None:

@@ -106,6 +106,12 @@ class NodeClient:
             raise NodeDisconnected(f"connecting to {self.host}:{self.port}: {e}") from e
         self._failures = 0
 
+    def backoff_remaining_ms(self) -> int:
+        """How long the next connection attempt still waits (0: none, or connected)."""
+        if self.stream is not None:
+            return 0
+        return max(0, self._next_attempt_ms - self.clock_ms())
+
     def _backoff(self) -> None:
         delay = min(self.reconnect_backoff_ms * (2 ** self._failures),
                     self.reconnect_backoff_max_ms)
