@@ -14,6 +14,7 @@ import resource
 import secrets
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -57,7 +58,7 @@ from kafkawire.sasl import SaslFailure
 from kafkawire.security_config import SECURITY_PROTOCOL_IDS, listener_protocol
 from kafkawire.server import Connection, FrameMemory, RequestContext, Server
 from kafkawire.share_coordinator import ShareService, share_version_records
-from kafkawire.storage import format_or_check
+from kafkawire.storage import base64_to_uuid, format_or_check, read_meta
 from kafkawire.telemetry import TelemetryManager
 from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_records
 from kraft import controller
@@ -149,6 +150,19 @@ def fetch_response_bytes(response: Any) -> int:
                 continue
             total += recs.size if hasattr(recs, "size") else len(recs)
     return total
+
+
+def directory_ids(cfg: BrokerConfig) -> tuple[uuid.UUID, ...]:
+    """The ``directory.id`` of each formatted log directory (meta.properties), for the broker
+    registration (Kafka's controller refuses one without directories)."""
+    out: list[uuid.UUID] = []
+    for d in cfg.log_dirs:
+        mp = Path(d) / "meta.properties"
+        if mp.exists():
+            did = read_meta(mp).get("directory.id")
+            if did:
+                out.append(base64_to_uuid(did))
+    return tuple(out)
 
 
 def now_ms() -> int:
@@ -674,6 +688,7 @@ class Broker:
             incarnation_id=self.incarnation_id, endpoints=endpoints, features=SUPPORTED_FEATURES,
             rack=str(rack) if rack else None,
             previous_broker_epoch=self.logs.clean_shutdown_broker_epoch,
+            log_dirs=directory_ids(cfg),
         )
 
     async def bind_listeners(self) -> list[tuple[str, str, list[trio.SocketListener]]]:
