@@ -75,6 +75,8 @@ class Node:
         self.dir = workdir / f"node{node_id}"
         self.props = props
         self.proc: subprocess.Popen[bytes] | None = None
+        #: extra arguments of the format command (e.g. ``--feature streams.version=0``)
+        self.format_args: list[str] = []
 
     @property
     def port(self) -> int:
@@ -95,10 +97,10 @@ class Node:
 
     def format(self, cluster_id: str) -> None:
         if self.system == "kafka":
-            cmd = java_command("kafka.tools.StorageTool",
-                               ["format", "-t", cluster_id, "-c", str(self.write_config())])
+            cmd = java_command("kafka.tools.StorageTool", [
+                "format", "-t", cluster_id, "-c", str(self.write_config()), *self.format_args])
         else:
-            cmd = self._kafkawire("format", "--cluster-id", cluster_id)
+            cmd = [*self._kafkawire("format", "--cluster-id", cluster_id), *self.format_args]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                            env={**os.environ, "PYTHONPATH": str(ROOT)})
         if p.returncode != 0:

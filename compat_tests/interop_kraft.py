@@ -68,6 +68,28 @@ def observer_fetch(address: str, cluster_id: str, replica_id: int) -> str:
             f"epoch {p.current_leader.leader_epoch}, {size} record bytes")
 
 
+def produce_consume(bootstrap: str, topic: str, timeout_s: float = 60.0) -> bool:
+    """One record through the broker with confluent-kafka, read back from the start."""
+    from confluent_kafka import Consumer, Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": int(timeout_s * 1000)})
+    p.produce(topic, key=b"k", value=b"interop")
+    if p.flush(timeout_s) != 0:
+        return False
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "interop",
+                  "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            msg = c.poll(1.0)
+            if msg is not None and msg.error() is None:
+                return bytes(msg.value() or b"") == b"interop"
+        return False
+    finally:
+        c.close()
+
+
 def log_lines(node: Any, limit: int = 25) -> list[str]:
     out: list[str] = []
     for name in ("server.log", "stdout.log"):
@@ -80,9 +102,14 @@ def log_lines(node: Any, limit: int = 25) -> list[str]:
     return out[-limit:]
 
 
-def scenario(ctl: str, brk: str, controllers: int, seconds: float) -> dict[str, Any]:
+def scenario(ctl: str, brk: str, controllers: int, seconds: float,
+             features: list[str]) -> dict[str, Any]:
     cluster = bq.Cluster(ctl, controllers=controllers, brokers=1, broker_system=brk)
-    res: dict[str, Any] = {"controllers": ctl, "broker": brk, "workdir": str(cluster.workdir)}
+    res: dict[str, Any] = {"controllers": ctl, "broker": brk, "workdir": str(cluster.workdir),
+                           "features": features}
+    for n in cluster.nodes:
+        for f in features:
+            n.format_args += ["--feature", f]
     try:
         for n in cluster.nodes:
             n.format(cluster.cluster_id)
@@ -97,6 +124,7 @@ def scenario(ctl: str, brk: str, controllers: int, seconds: float) -> dict[str, 
         res["broker_live"] = bq.live_brokers(cluster.bootstrap) >= 1
         if res["broker_live"]:
             res["create_topic_through_broker"] = bq.create_succeeds(cluster, "interop-topic")
+            res["produce_consume"] = produce_consume(cluster.bootstrap, "interop-topic")
         res["observer_fetch"] = observer_fetch(cluster.controllers[0].address,
                                                cluster.cluster_id, cluster.brokers[0].node_id)
         res["alive"] = {n.node_id: n.proc is not None and n.proc.poll() is None
@@ -112,6 +140,9 @@ def main() -> int:
     ap.add_argument("--controllers", type=int, default=1)
     ap.add_argument("--seconds", type=float, default=90.0)
     ap.add_argument("--only", choices=["kafka-broker", "kafkawire-broker"])
+    ap.add_argument("--feature", action="append", default=[],
+                    help="NAME=LEVEL for every node's format (e.g. streams.version=0: Kafka "
+                    "4.3.1 finalizes streams.version 1, which kafkawire brokers do not support)")
     args = ap.parse_args()
     pairs = [("kafkawire", "kafka"), ("kafka", "kafkawire")]
     if args.only == "kafka-broker":
@@ -119,10 +150,11 @@ def main() -> int:
     elif args.only == "kafkawire-broker":
         pairs = pairs[1:]
     for ctl, brk in pairs:
-        res = scenario(ctl, brk, args.controllers, args.seconds)
-        print(f"== {brk} broker on {args.controllers} {ctl} controller(s) ({res['workdir']})")
-        for k in ("leader", "broker_live", "create_topic_through_broker", "observer_fetch",
-                  "alive"):
+        res = scenario(ctl, brk, args.controllers, args.seconds, args.feature)
+        print(f"== {brk} broker on {args.controllers} {ctl} controller(s) ({res['workdir']}) "
+              f"features {args.feature}")
+        for k in ("leader", "broker_live", "create_topic_through_broker", "produce_consume",
+                  "observer_fetch", "alive"):
             print(f"  {k}: {res.get(k)}")
         for who, lines in res.get("logs", {}).items():
             print(f"  -- {who}: {len(lines)} warning/error lines (last shown)")

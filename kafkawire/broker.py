@@ -73,6 +73,7 @@ from log.file_cache import FILE_CACHE
 from log.manager import LogManager
 from log.partition_log import PartitionLog
 from protocol._generated.config_record import ConfigRecord
+from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.partition_record import PartitionRecord
 from protocol._generated.topic_record import TopicRecord
 from protocol.errors import ErrorCode, KafkaError
@@ -459,12 +460,38 @@ class Broker:
         configs: dict[str, str] | None = None,
         assignments: dict[int, list[int]] | None = None,
     ) -> None:
+        if self.forwarding is not None and not self.is_active_controller():
+            await self._create_topic_remotely(name, num_partitions, replication_factor,
+                                              configs or {}, assignments)
+            return
         async with self.metadata_lock:
             records = controller.create_topic(
                 self.image, name, num_partitions, replication_factor, configs or {},
                 assignments=assignments,
             )
             await self.commit_metadata(records)
+
+    async def _create_topic_remotely(self, name: str, num_partitions: int,
+                                     replication_factor: int, configs: dict[str, str],
+                                     assignments: dict[int, list[int]] | None) -> None:
+        """An internal or auto-created topic on a node that is not the active controller: a
+        CreateTopics of the broker's own to the controller (Kafka's AutoTopicCreationManager).
+        KafkaError with the controller's answer for the topic."""
+        assert self.forwarding is not None
+        topic = CreateTopicsRequest.CreatableTopic(
+            name=name, num_partitions=-1 if assignments else num_partitions,
+            replication_factor=-1 if assignments else replication_factor,
+            assignments=[CreateTopicsRequest.CreatableReplicaAssignment(
+                partition_index=p, broker_ids=list(b)) for p, b in (assignments or {}).items()],
+            configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
+                     for k, v in configs.items()])
+        resp = await self.forwarding.send(CreateTopicsRequest(
+            topics=[topic], timeout_ms=int(self.config["request.timeout.ms"])))
+        result = resp.topics[0] if resp.topics else None
+        if result is None:
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "no answer for the topic")
+        if result.error_code != ErrorCode.NONE:
+            raise KafkaError(ErrorCode(result.error_code), result.error_message or "")
 
     async def auto_create_topic(self, name: str) -> ErrorCode:
         """Auto-creation on Metadata/FindCoordinator; returns the error for that topic."""

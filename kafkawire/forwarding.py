@@ -34,6 +34,7 @@ from kafkawire.envelope import (
     address_bytes,
     decode_inner_response,
     encode_inner_request,
+    error_codes,
     error_response,
     serialize_principal,
 )
@@ -108,12 +109,36 @@ class ForwardingManager:
             client_host_address=address_bytes(conn.host))
 
     async def forward(self, ctx: RequestContext, request: Any) -> Any:
-        """The active controller's answer to ``request`` (RemoteProtocolError: close the
-        client's connection)."""
+        """The active controller's answer to a client's ``request``, sent in an Envelope
+        (RemoteProtocolError: close the client's connection)."""
         from kafkawire.apis import REGISTRY
 
         response_cls = REGISTRY[ctx.api_key].response_cls
-        envelope = self.envelope_for(ctx, request)
+        resp = await self._to_controller(self.envelope_for(ctx, request))
+        if resp is None:
+            log.info("forwarding API %d from %s timed out after %d ms", ctx.api_key,
+                     ctx.connection.peer, self.retry_timeout_ms)
+            return error_response(response_cls, request, ErrorCode.REQUEST_TIMED_OUT,
+                                   "Timed out waiting for the active controller.")
+        assert isinstance(resp, EnvelopeResponse)
+        return self._unwrap(ctx, request, response_cls, resp)
+
+    async def send(self, request: Any) -> Any:
+        """A request of this broker's own (no client behind it, so no Envelope: the broker's
+        principal on the controller listener), e.g. the CreateTopics of an internal or
+        auto-created topic, as Kafka's AutoTopicCreationManager sends it; the same retries.
+        The answer, or Kafka's whole-request error response with REQUEST_TIMED_OUT."""
+        from kafkawire.apis import REGISTRY
+
+        resp = await self._to_controller(request)
+        if resp is None:
+            return error_response(REGISTRY[int(request.API_KEY)].response_cls, request,
+                                  ErrorCode.REQUEST_TIMED_OUT,
+                                  "Timed out waiting for the active controller.")
+        return resp
+
+    async def _to_controller(self, request: Any) -> Any:
+        """The active controller's answer to ``request``, None after the retry timeout."""
         deadline = self.clock_ms() + self.retry_timeout_ms
         while True:
             waits: list[int] = []
@@ -125,28 +150,25 @@ class ForwardingManager:
                 if backoff > 0:  # failed lately: the others first, it is retried after
                     waits.append(backoff)
                     continue
-                resp = await self._try(cand, envelope, remaining)
+                resp = await self._try(cand, request, remaining)
                 if resp is None:
                     self.retries += 1
                     continue
                 self.preferred = cand
-                return self._unwrap(ctx, request, response_cls, resp)
+                return resp
             remaining = deadline - self.clock_ms()
             if remaining <= 0:
-                log.info("forwarding API %d from %s timed out after %d ms", ctx.api_key,
-                         ctx.connection.peer, self.retry_timeout_ms)
-                return error_response(response_cls, request, ErrorCode.REQUEST_TIMED_OUT,
-                                      "Timed out waiting for the active controller.")
+                return None
             pause = min([self.retry_backoff_ms, *waits])
             await trio.sleep(max(1, min(pause, remaining)) / 1000)
 
-    async def _try(self, cand: Candidate, envelope: EnvelopeRequest,
-                   remaining_ms: int) -> EnvelopeResponse | None:
-        """The controller's envelope answer, or None: try another controller."""
+    async def _try(self, cand: Candidate, request: Any, remaining_ms: int) -> Any:
+        """The controller's answer, or None: try another controller (it is not the active
+        one, or could not be reached)."""
         client = self._client(cand)
         try:
             with trio.fail_after(remaining_ms / 1000):  # a connection attempt included
-                resp = await client.request(envelope, timeout_ms=max(1, remaining_ms))
+                resp = await client.request(request, timeout_ms=max(1, remaining_ms))
         except trio.TooSlowError:
             await client.aclose()  # whatever was in flight on it is abandoned
             return None
@@ -155,8 +177,7 @@ class ForwardingManager:
             if self.preferred == cand:
                 self.preferred = None
             return None
-        assert isinstance(resp, EnvelopeResponse)
-        if resp.error_code == ErrorCode.NOT_CONTROLLER:
+        if ErrorCode.NOT_CONTROLLER in error_codes(resp):
             if self.preferred == cand:
                 self.preferred = None
             return None

@@ -92,6 +92,36 @@ def test_admin_writes_from_broker_only_nodes(tmp_path: Path) -> None:
         c.close()
 
 
+def test_auto_created_and_internal_topics_from_broker_only_nodes(tmp_path: Path) -> None:
+    """Auto-creation (Metadata) and __consumer_offsets (a consumer group) on broker-only nodes:
+    CreateTopics of the broker's own to the active controller (Kafka's
+    AutoTopicCreationManager); found by an Apache Kafka controller refusing them."""
+    from confluent_kafka import Consumer, Producer
+
+    c = ClusterProcesses(tmp_path, controllers=1, brokers=2)
+    c.start(timeout_s=120)
+    try:
+        b2, b3 = (c.nodes[i].bootstrap for i in c.broker_ids)
+        p = Producer({"bootstrap.servers": b2, "message.timeout.ms": 60_000})
+        p.produce("auto-t", value=b"v1")
+        assert p.flush(60) == 0
+        cons = Consumer({"bootstrap.servers": b3, "group.id": "g-fwd",
+                         "auto.offset.reset": "earliest"})
+        try:
+            cons.subscribe(["auto-t"])
+
+            def got() -> bytes | None:
+                msg = cons.poll(1.0)
+                return msg.value() if msg is not None and msg.error() is None else None
+            assert wait_for(got, what="the record through a group") == b"v1"
+            cons.commit(asynchronous=False)
+        finally:
+            cons.close()
+        assert partitions(b2, "__consumer_offsets") > 0
+    finally:
+        c.close()
+
+
 def test_forwarded_writes_survive_controller_failover(tmp_path: Path) -> None:
     c = ClusterProcesses(tmp_path, controllers=3, brokers=1)
     c.start(timeout_s=180)
