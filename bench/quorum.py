@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -358,6 +359,8 @@ def run_system(system: str, creates: int, kills: int, brokers: int) -> dict[str,
                 "create_after_kill_ms": summary(outage)}
     finally:
         cluster.stop()
+        if not os.environ.get("KAFKAWIRE_KEEP_LOGS"):
+            shutil.rmtree(cluster.workdir, ignore_errors=True)
 
 
 def main() -> int:

@@ -1,6 +1,6 @@
 """Issue 12's interop attempt: one cluster of Apache Kafka 4.3.1 and kafkawire nodes.
 
-    python -m compat_tests.interop_kraft [--controllers 1] [--seconds 90] [--keep]
+    python -m compat_tests.interop_kraft [--controllers 1] [--seconds 90] [--feature N=L] [--keep]
 
 Two mixed clusters on loopback, built with bench/quorum.py's ``Cluster`` (the same Kafka
 properties for both systems, static quorum through ``controller.quorum.voters``):
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import re
+import shutil
 import sys
 import time
 import uuid
@@ -43,29 +44,41 @@ METADATA_TOPIC_ID = uuid.UUID(int=1)
 NOISE = re.compile(r"is defined in the broker role|DEBUG")
 
 
-def observer_fetch(address: str, cluster_id: str, replica_id: int) -> str:
-    """The Fetch a Kafka broker sends as a Raft observer, and what the controller answers."""
-    req = FetchRequest(
+def _observer_fetch_request(cluster_id: str, replica_id: int, epoch: int) -> FetchRequest:
+    return FetchRequest(
         cluster_id=cluster_id, replica_state=FetchRequest.ReplicaState(
             replica_id=replica_id, replica_epoch=-1),
         max_wait_ms=500, min_bytes=0, max_bytes=8 * 1024 * 1024,
         topics=[FetchRequest.FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=[
-            FetchRequest.FetchPartition(partition=0, current_leader_epoch=0, fetch_offset=0,
+            FetchRequest.FetchPartition(partition=0, current_leader_epoch=epoch, fetch_offset=0,
                                         last_fetched_epoch=0, log_start_offset=-1,
-                                        partition_max_bytes=0)])])
-    try:
-        with Connection(address, timeout=10) as c:
-            resp = c.request(req, 17)
-    except (OSError, ConnectionError) as e:
-        return f"connection failed: {e!r}"
-    if not resp.responses:
-        return f"top-level error {resp.error_code}, no partitions"
-    p = resp.responses[0].partitions[0]
-    size = len(p.records) if isinstance(p.records, (bytes, bytearray)) else getattr(
-        p.records, "size", 0)
-    return (f"top-level error {resp.error_code}; partition error {p.error_code}, high "
-            f"watermark {p.high_watermark}, current leader {p.current_leader.leader_id} "
-            f"epoch {p.current_leader.leader_epoch}, {size} record bytes")
+                                        partition_max_bytes=1024 * 1024)])])
+
+
+def observer_fetch(address: str, cluster_id: str, replica_id: int) -> str:
+    """The Fetch a Kafka broker sends as a Raft observer (v17, by topic id, from offset 0 at
+    the leader's epoch, learnt from a first answer), and what the controller answers."""
+    epoch, out = -1, ""
+    for _ in range(2):
+        try:
+            with Connection(address, timeout=10) as c:
+                resp = c.request(_observer_fetch_request(cluster_id, replica_id, epoch), 17)
+        except (OSError, ConnectionError) as e:
+            return f"connection failed: {e!r}"
+        if not resp.responses:
+            return f"top-level error {resp.error_code}, no partitions"
+        p = resp.responses[0].partitions[0]
+        records = p.records
+        size = len(records) if isinstance(records, (bytes, bytearray)) else getattr(
+            records, "size", 0)
+        out = (f"at epoch {epoch}: top-level error {resp.error_code}; partition error "
+               f"{p.error_code}, high watermark {p.high_watermark}, current leader "
+               f"{p.current_leader.leader_id} epoch {p.current_leader.leader_epoch}, "
+               f"{size} record bytes")
+        if p.error_code == 0 or p.current_leader.leader_epoch == epoch:
+            break
+        epoch = p.current_leader.leader_epoch
+    return out
 
 
 def produce_consume(bootstrap: str, topic: str, timeout_s: float = 60.0) -> bool:
@@ -103,7 +116,7 @@ def log_lines(node: Any, limit: int = 25) -> list[str]:
 
 
 def scenario(ctl: str, brk: str, controllers: int, seconds: float,
-             features: list[str]) -> dict[str, Any]:
+             features: list[str], keep: bool = False) -> dict[str, Any]:
     cluster = bq.Cluster(ctl, controllers=controllers, brokers=1, broker_system=brk)
     res: dict[str, Any] = {"controllers": ctl, "broker": brk, "workdir": str(cluster.workdir),
                            "features": features}
@@ -132,6 +145,8 @@ def scenario(ctl: str, brk: str, controllers: int, seconds: float,
         res["logs"] = {f"{n.system} node {n.node_id}": log_lines(n) for n in cluster.nodes}
     finally:
         cluster.stop()
+        if not keep:
+            shutil.rmtree(cluster.workdir, ignore_errors=True)
     return res
 
 
@@ -139,6 +154,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--controllers", type=int, default=1)
     ap.add_argument("--seconds", type=float, default=90.0)
+    ap.add_argument("--keep", action="store_true", help="keep the nodes' directories")
     ap.add_argument("--only", choices=["kafka-broker", "kafkawire-broker"])
     ap.add_argument("--feature", action="append", default=[],
                     help="NAME=LEVEL for every node's format (e.g. streams.version=0: Kafka "
@@ -150,7 +166,7 @@ def main() -> int:
     elif args.only == "kafkawire-broker":
         pairs = pairs[1:]
     for ctl, brk in pairs:
-        res = scenario(ctl, brk, args.controllers, args.seconds, args.feature)
+        res = scenario(ctl, brk, args.controllers, args.seconds, args.feature, args.keep)
         print(f"== {brk} broker on {args.controllers} {ctl} controller(s) ({res['workdir']}) "
               f"features {args.feature}")
         for k in ("leader", "broker_live", "create_topic_through_broker", "produce_consume",
