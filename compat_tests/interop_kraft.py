@@ -137,8 +137,9 @@ def scenario(ctl: str, brk: str, controllers: int, seconds: float,
             res["create_topic_through_broker"] = bq.create_succeeds(cluster, "interop-topic")
             res["produce_consume"] = produce_consume(cluster.bootstrap, "interop-topic")
         # as an observer of its own id (the broker's would move the leader's view of it back)
-        res["observer_fetch"] = observer_fetch(cluster.controllers[0].address,
-                                               cluster.cluster_id, PROBE_REPLICA_ID)
+        target = cluster.node(res["leader"][0]) if res["leader"] else cluster.controllers[0]
+        res["observer_fetch"] = observer_fetch(target.address, cluster.cluster_id,
+                                               PROBE_REPLICA_ID)
         res["alive"] = {n.node_id: n.proc is not None and n.proc.poll() is None
                         for n in cluster.nodes}
         res["logs"] = {f"{n.system} node {n.node_id}": log_lines(n) for n in cluster.nodes}
