@@ -514,21 +514,18 @@ class Broker:
         return q is not None and q.leader_id == self.node_id and q.leader_id >= 0
 
     def controller_candidates(self) -> list[Candidate]:
-        """The controller listeners to forward to: the known leader first, then the other
-        voters (``controller.quorum.voters`` / the voter set), else
-        ``controller.quorum.bootstrap.servers``: a NOT_CONTROLLER moves on to the next."""
+        """The controller listeners to forward to: the quorum's view (the known leader first,
+        then the other voters, then ``controller.quorum.bootstrap.servers``), else the static
+        voters of the configuration: a NOT_CONTROLLER moves on to the next."""
         q = self.quorum
-        known = dict(q.voter_addresses) if q is not None else {}
-        if not known:
-            known = {v.node_id: (v.host, v.port) for v in parse_voters(
-                str(self.config.values["controller.quorum.voters"]))}
-        out = [(i, h, p) for i, (h, p) in known.items()]
-        leader = q.leader_id if q is not None else -1
-        out.sort(key=lambda c: c[0] != leader)
-        if not out:
-            out = [(-1 - i, h, p) for i, (h, p) in enumerate(parse_bootstrap_servers(
-                str(self.config.values["controller.quorum.bootstrap.servers"])))]
-        return out
+        found = q.controller_candidates() if q is not None else []
+        if found:
+            return found
+        voters = parse_voters(str(self.config.values["controller.quorum.voters"]))
+        if voters:
+            return [(v.node_id, v.host, v.port) for v in voters]
+        return [(-2 - i, h, p) for i, (h, p) in enumerate(parse_bootstrap_servers(
+            str(self.config.values["controller.quorum.bootstrap.servers"])))]
 
     # ---- request dispatch ----------------------------------------------------------------
     async def dispatch(self, ctx: RequestContext, request: Any) -> Any:
