@@ -14,6 +14,7 @@ import resource
 import secrets
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -28,6 +29,8 @@ from kafkawire.config_entries import connection_limits, effective_topic_values
 from kafkawire.config_resources import group_consumer_settings
 from kafkawire.controller_service import ControllerService
 from kafkawire.coordinator_runtime import GROUP_TOPIC, SHARE_TOPIC, TXN_TOPIC, CoordinatorRuntime
+from kafkawire.envelope import FORWARDABLE_KEYS
+from kafkawire.forwarding import Candidate, ForwardingManager
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
 from kafkawire.listener_security import ListenerSecurity
 from kafkawire.log_cleaner import LogCleanerService
@@ -55,7 +58,7 @@ from kafkawire.sasl import SaslFailure
 from kafkawire.security_config import SECURITY_PROTOCOL_IDS, listener_protocol
 from kafkawire.server import Connection, FrameMemory, RequestContext, Server
 from kafkawire.share_coordinator import ShareService, share_version_records
-from kafkawire.storage import format_or_check
+from kafkawire.storage import base64_to_uuid, format_or_check, read_meta
 from kafkawire.telemetry import TelemetryManager
 from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_records
 from kraft import controller
@@ -70,6 +73,7 @@ from log.file_cache import FILE_CACHE
 from log.manager import LogManager
 from log.partition_log import PartitionLog
 from protocol._generated.config_record import ConfigRecord
+from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.partition_record import PartitionRecord
 from protocol._generated.topic_record import TopicRecord
 from protocol.errors import ErrorCode, KafkaError
@@ -149,6 +153,19 @@ def fetch_response_bytes(response: Any) -> int:
     return total
 
 
+def directory_ids(cfg: BrokerConfig) -> tuple[uuid.UUID, ...]:
+    """The ``directory.id`` of each formatted log directory (meta.properties), for the broker
+    registration (Kafka's controller refuses one without directories)."""
+    out: list[uuid.UUID] = []
+    for d in cfg.log_dirs:
+        mp = Path(d) / "meta.properties"
+        if mp.exists():
+            did = read_meta(mp).get("directory.id")
+            if did:
+                out.append(base64_to_uuid(did))
+    return tuple(out)
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -220,6 +237,12 @@ class Broker:
             lambda: self.image.offset, int(config["broker.heartbeat.interval.ms"]),
             int(config["initial.broker.registration.timeout.ms"]))
         self.server.controller_listeners = {lst.name for lst in config.controller_listeners}
+        #: admin writes to the active controller in an Envelope (kafkawire/forwarding.py): on
+        #: every node of a configured quorum; the implicit single node decides them itself
+        self.forwarding: ForwardingManager | None = None
+        if config.names_a_quorum:
+            self.forwarding = ForwardingManager(
+                self.controller_candidates, f"broker-{self.node_id}-forwarding", now_ms)
 
     # ---- state --------------------------------------------------------------------------
     @property
@@ -437,12 +460,38 @@ class Broker:
         configs: dict[str, str] | None = None,
         assignments: dict[int, list[int]] | None = None,
     ) -> None:
+        if self.forwarding is not None and not self.is_active_controller():
+            await self._create_topic_remotely(name, num_partitions, replication_factor,
+                                              configs or {}, assignments)
+            return
         async with self.metadata_lock:
             records = controller.create_topic(
                 self.image, name, num_partitions, replication_factor, configs or {},
                 assignments=assignments,
             )
             await self.commit_metadata(records)
+
+    async def _create_topic_remotely(self, name: str, num_partitions: int,
+                                     replication_factor: int, configs: dict[str, str],
+                                     assignments: dict[int, list[int]] | None) -> None:
+        """An internal or auto-created topic on a node that is not the active controller: a
+        CreateTopics of the broker's own to the controller (Kafka's AutoTopicCreationManager).
+        KafkaError with the controller's answer for the topic."""
+        assert self.forwarding is not None
+        topic = CreateTopicsRequest.CreatableTopic(
+            name=name, num_partitions=-1 if assignments else num_partitions,
+            replication_factor=-1 if assignments else replication_factor,
+            assignments=[CreateTopicsRequest.CreatableReplicaAssignment(
+                partition_index=p, broker_ids=list(b)) for p, b in (assignments or {}).items()],
+            configs=[CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
+                     for k, v in configs.items()])
+        resp = await self.forwarding.send(CreateTopicsRequest(
+            topics=[topic], timeout_ms=int(self.config["request.timeout.ms"])))
+        result = resp.topics[0] if resp.topics else None
+        if result is None:
+            raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "no answer for the topic")
+        if result.error_code != ErrorCode.NONE:
+            raise KafkaError(ErrorCode(result.error_code), result.error_message or "")
 
     async def auto_create_topic(self, name: str) -> ErrorCode:
         """Auto-creation on Metadata/FindCoordinator; returns the error for that topic."""
@@ -456,6 +505,28 @@ class Broker:
             return e.code
         return ErrorCode.NONE
 
+    # ---- the active controller -----------------------------------------------------------
+    def is_active_controller(self) -> bool:
+        """Does this node decide metadata writes: is it the Raft leader of the metadata quorum?
+        (A new leader is active once it has committed the start of its epoch; callers that
+        decide wait for that with ``quorum.wait_active()``.)"""
+        q = self.quorum
+        return q is not None and q.leader_id == self.node_id and q.leader_id >= 0
+
+    def controller_candidates(self) -> list[Candidate]:
+        """The controller listeners to forward to: the quorum's view (the known leader first,
+        then the other voters, then ``controller.quorum.bootstrap.servers``), else the static
+        voters of the configuration: a NOT_CONTROLLER moves on to the next."""
+        q = self.quorum
+        found = q.controller_candidates() if q is not None else []
+        if found:
+            return found
+        voters = parse_voters(str(self.config.values["controller.quorum.voters"]))
+        if voters:
+            return [(v.node_id, v.host, v.port) for v in voters]
+        return [(-2 - i, h, p) for i, (h, p) in enumerate(parse_bootstrap_servers(
+            str(self.config.values["controller.quorum.bootstrap.servers"])))]
+
     # ---- request dispatch ----------------------------------------------------------------
     async def dispatch(self, ctx: RequestContext, request: Any) -> Any:
         if not self.started.is_set() and ctx.connection.listener_type != "controller":
@@ -464,6 +535,11 @@ class Broker:
             # nothing sees a cluster without brokers (CreateTopics: "0 broker(s) registered").
             # The controller listener serves at once: brokers register through it.
             await self.started.wait()
+        if (self.forwarding is not None and ctx.api_key in FORWARDABLE_KEYS
+                and ctx.connection.listener_type == "broker" and not self.is_active_controller()):
+            # as Kafka's broker: the active controller decides (authorization included, with
+            # the client's principal); the broker only wraps and unwraps
+            return await self.forwarding.forward(ctx, request)
         handler = REGISTRY[ctx.api_key]
         if self.authorizer.enabled:
             ctx.authorizer = self.authorizer
@@ -649,6 +725,7 @@ class Broker:
             incarnation_id=self.incarnation_id, endpoints=endpoints, features=SUPPORTED_FEATURES,
             rack=str(rack) if rack else None,
             previous_broker_epoch=self.logs.clean_shutdown_broker_epoch,
+            log_dirs=directory_ids(cfg),
         )
 
     async def bind_listeners(self) -> list[tuple[str, str, list[trio.SocketListener]]]:

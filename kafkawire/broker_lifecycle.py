@@ -115,6 +115,7 @@ class RemoteControllerChannel:
                 name=k, min_supported_version=lo, max_supported_version=hi)
                 for k, (lo, hi) in sorted(reg.features.items())],
             rack=reg.rack, previous_broker_epoch=reg.previous_broker_epoch,
+            log_dirs=list(reg.log_dirs),
         )
         resp = await self.client.request(req)
         if resp.error_code != ErrorCode.NONE:

@@ -106,6 +106,12 @@ class NodeClient:
             raise NodeDisconnected(f"connecting to {self.host}:{self.port}: {e}") from e
         self._failures = 0
 
+    def backoff_remaining_ms(self) -> int:
+        """How long the next connection attempt still waits (0: none, or connected)."""
+        if self.stream is not None:
+            return 0
+        return max(0, self._next_attempt_ms - self.clock_ms())
+
     def _backoff(self) -> None:
         delay = min(self.reconnect_backoff_ms * (2 ** self._failures),
                     self.reconnect_backoff_max_ms)
@@ -149,14 +155,17 @@ class NodeClient:
                 f"{request.MAX_VERSION}, theirs {theirs[0]}-{theirs[1]}")
         return int(hi)
 
-    async def request(self, request: Any, version: int | None = None) -> Any:
-        """Send ``request`` and return the decoded response (NodeDisconnected on failure)."""
+    async def request(self, request: Any, version: int | None = None,
+                      timeout_ms: int | None = None) -> Any:
+        """Send ``request`` and return the decoded response (NodeDisconnected on failure).
+        ``timeout_ms`` bounds this request instead of ``request_timeout_ms``."""
         async with self._lock:
             if self.stream is None:
                 await self._connect()
             v = self.version_for(request) if version is None else version
+            limit_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
             try:
-                with trio.fail_after(self.request_timeout_ms / 1000):
+                with trio.fail_after(limit_ms / 1000):
                     return await self._roundtrip(request, v)
             except (trio.TooSlowError, OSError, trio.BrokenResourceError,
                     trio.ClosedResourceError, RemoteProtocolError) as e:

@@ -225,8 +225,9 @@ class RaftDriver:
         self.wake()
 
     # ---- inbound ----------------------------------------------------------------------------
-    async def request(self, src: int, body: Any) -> Any:
-        """Hand a request from a peer to the node; its answer (None if it never came)."""
+    async def request(self, src: int, body: Any, wait_ms: int | None = None) -> Any:
+        """Hand a request from a peer to the node; its answer (None if it never came within
+        ``wait_ms``, by default ``ANSWER_SLACK_MS`` plus a Fetch's own wait)."""
         self._next_inbound += 1
         corr = self._next_inbound
         done = trio.Event()
@@ -234,9 +235,10 @@ class RaftDriver:
         self._waiting[corr] = (done, box)
         self.node.handle(self.clock(), m.RaftMessage(src, self.node.node_id, corr, body))
         self._drain()
-        wait_ms = ANSWER_SLACK_MS
-        if isinstance(body, m.FetchRequest):
-            wait_ms += min(int(body.max_wait_ms), self.node.config.fetch_max_wait_ms)
+        if wait_ms is None:
+            wait_ms = ANSWER_SLACK_MS
+            if isinstance(body, m.FetchRequest):
+                wait_ms += min(int(body.max_wait_ms), self.node.config.fetch_max_wait_ms)
         with trio.move_on_after(wait_ms / 1000):
             await done.wait()
         self._waiting.pop(corr, None)

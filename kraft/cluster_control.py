@@ -62,6 +62,9 @@ class Registration:
     #: BrokerRegistration v3+ (KIP-966): the epoch of the registration this broker shut down
     #: cleanly from; -1 (or another epoch): an unclean shutdown
     previous_broker_epoch: int = -1
+    #: BrokerRegistration v2+: the ids of the broker's log directories (meta.properties
+    #: ``directory.id``); kept in RegisterBrokerRecord as Kafka's controller keeps them
+    log_dirs: tuple[uuid.UUID, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,8 @@ class ClusterControl:
             features=[RegisterBrokerRecord.BrokerFeature(
                 name=k, min_supported_version=a, max_supported_version=b)
                 for k, (a, b) in sorted(reg.features.items())],
-            rack=reg.rack, fenced=True, in_controlled_shutdown=False, log_dirs=[],
+            rack=reg.rack, fenced=True, in_controlled_shutdown=False,
+            log_dirs=list(reg.log_dirs),
         )
         records: list[Any] = [rec]
         if existing is not None and reg.previous_broker_epoch != existing.epoch:

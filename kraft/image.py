@@ -64,6 +64,8 @@ class BrokerImage:
     fenced: bool
     in_controlled_shutdown: bool
     features: dict[str, tuple[int, int]]
+    #: the broker's log directory ids (RegisterBrokerRecord ``log_dirs``)
+    log_dirs: tuple[uuid.UUID, ...] = ()
 
 
 #: a client quota entity: its (entity type, entity name or None for the default) pairs, sorted
@@ -241,6 +243,7 @@ class _Builder:
                 rec.fenced,
                 rec.in_controlled_shutdown,
                 {f.name: (f.min_supported_version, f.max_supported_version) for f in rec.features},
+                tuple(rec.log_dirs),
             )
         elif name == "UnregisterBrokerRecord":
             self.b().pop(rec.broker_id, None)
@@ -259,7 +262,9 @@ class _Builder:
                     if rec.in_controlled_shutdown == 0
                     else rec.in_controlled_shutdown == 1
                 )
-                brokers[rec.broker_id] = replace(old_b, fenced=fenced, in_controlled_shutdown=shut)
+                dirs = tuple(rec.log_dirs) if rec.log_dirs else old_b.log_dirs
+                brokers[rec.broker_id] = replace(old_b, fenced=fenced, in_controlled_shutdown=shut,
+                                                 log_dirs=dirs)
         elif name == "ProducerIdsRecord":
             self.next_pid = max(self.next_pid, rec.next_producer_id)
         elif name == "ClientQuotaRecord":

@@ -58,7 +58,7 @@ def _brokers(img: MetadataImage) -> list[Any]:
             rack=b.rack,
             fenced=b.fenced,
             in_controlled_shutdown=b.in_controlled_shutdown,
-            log_dirs=[],
+            log_dirs=list(b.log_dirs),
         )
         for _id, b in sorted(img.brokers.items())
     ]

@@ -33,7 +33,7 @@ from tests.conftest import RawClient
 from tests.javatools import JavaTools, require_line
 
 SESSION_MS = 3000
-CONTROLLER_ONLY = {56, 62, 63, 67}
+CONTROLLER_ONLY = {56, 58, 62, 63, 67}  # AlterPartition, Envelope, registration, heartbeat, pids
 
 
 @pytest.fixture(scope="module")

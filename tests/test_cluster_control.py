@@ -83,6 +83,24 @@ def test_unfence_record_is_registration_change() -> None:
     assert isinstance(recs[0], BrokerRegistrationChangeRecord) and recs[0].fenced == -1
 
 
+def test_registration_keeps_log_dirs_through_changes_and_snapshots() -> None:
+    """An Apache Kafka broker re-registers until its RegisterBrokerRecord lists its log
+    directories (found by running one against our controller); they survive a snapshot."""
+    from kraft.image_writer import image_records
+
+    c = Cluster()
+    dirs = (uuid.uuid4(), uuid.uuid4())
+    reg = Registration(1, CLUSTER, uuid.uuid4(), [("PLAINTEXT", "h", 9001, 0)], FEATURES,
+                       log_dirs=dirs)
+    _epoch, recs = c.cc.register(c.image, reg, c.image.offset + 1, 0)
+    assert tuple(recs[0].log_dirs) == dirs
+    c.commit(recs)
+    c.heartbeat(1)  # unfenced by a BrokerRegistrationChangeRecord without log_dirs
+    assert c.image.brokers[1].log_dirs == dirs and not c.image.brokers[1].fenced
+    again = apply(MetadataImage(), image_records(c.image), c.image.offset, 1)
+    assert again.brokers[1].log_dirs == dirs
+
+
 def test_registration_errors() -> None:
     c = Cluster()
     c.up(1)

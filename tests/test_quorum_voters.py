@@ -82,9 +82,15 @@ def test_writes_only_on_the_active_controller(combined: ClusterProcesses) -> Non
         addr = combined.nodes[b].bootstrap
         wait_for(lambda a=addr: "on-leader" in topics(a), what=f"topic via {addr}")
     other = next(i for i in combined.controller_ids if i != leader)
-    code = create_topic(combined.nodes[other].bootstrap, "on-follower")
+    # a non-active controller refuses writes on its controller listener ...
+    code = create_topic(f"127.0.0.1:{combined.controller_ports[other]}", "on-follower")
     assert code == ErrorCode.NOT_CONTROLLER
     assert "on-follower" not in topics(combined.nodes[leader].bootstrap)
+    # ... while its broker side forwards a client's write to the active controller (Envelope,
+    # as a Kafka 4 combined node does)
+    code = create_topic(combined.nodes[other].bootstrap, "via-follower")
+    assert code == ErrorCode.NONE
+    assert "via-follower" in topics(combined.nodes[leader].bootstrap)
 
 
 def test_kill_the_active_controller_a_new_one_keeps_every_topic(

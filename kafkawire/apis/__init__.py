@@ -95,11 +95,15 @@ MODULES = [
     "unregister_broker",
     "allocate_producer_ids",
     "alter_partition",
+    "envelope",
     # KRaft (controller listener): answered by the Raft driver (kafkawire/raft_driver.py)
     "vote",
     "begin_quorum_epoch",
     "end_quorum_epoch",
     "fetch_snapshot",
+    # KIP-853 voter changes (kafka-metadata-quorum add-controller / remove-controller)
+    "add_raft_voter",
+    "remove_raft_voter",
 ]
 
 

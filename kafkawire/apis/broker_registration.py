@@ -7,7 +7,8 @@ record (kraft/cluster_control.py). Errors: INCONSISTENT_CLUSTER_ID, UNSUPPORTED_
 broker cannot serve the finalized metadata.version), DUPLICATE_BROKER_REGISTRATION (another
 incarnation of the id still heartbeats).
 - v1 ``is_migrating_zk_broker`` (ZooKeeper migration, gone in Kafka 4): ignored.
-- v2+ ``log_dirs``: not modelled (one log directory per node).
+- v2+ ``log_dirs``: kept in the RegisterBrokerRecord (an Apache Kafka broker whose record lacks
+  its directories registers again and again, BrokerRegistrationTracker).
 - v3+ ``previous_broker_epoch`` (KIP-966): the epoch of a clean shutdown; otherwise the broker
   leaves every ISR and leadership on registration.
 - v4: no field change (Kafka bumped it for KIP-1066's cordoned log dirs in heartbeats).
@@ -42,6 +43,7 @@ async def handle(
                   for f in req.features},
         rack=req.rack,
         previous_broker_epoch=req.previous_broker_epoch if ctx.api_version >= 3 else -1,
+        log_dirs=tuple(req.log_dirs) if ctx.api_version >= 2 else (),
     )
     try:
         epoch = await broker.controller.register(reg)

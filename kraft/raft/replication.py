@@ -259,7 +259,9 @@ def _voter_change(node: RaftNode, now_ms: int, msg: m.RaftMessage,
     if ls is None:
         return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
     if node.config.kraft_version < 1:
-        return answer(ErrorCode.UNSUPPORTED_VERSION, "kraft.version 0: the voter set is static")
+        return answer(ErrorCode.UNSUPPORTED_VERSION, "Cluster doesn't support "
+                      f"{'removing' if remove else 'adding'} voter because the kraft.version "
+                      "feature is 0")
     prog = ls.observers.get(req.voter_id)
     caught_up = prog is not None and prog.end_offset >= node.high_watermark and (
         now_ms - prog.last_fetch_ms <= node.config.fetch_timeout_ms)

@@ -1,0 +1,149 @@
+"""Admin writes sent to broker-only nodes reach the active controller (Envelope), with stock
+clients, in clusters of real processes (kafkawire.testing.ClusterProcesses), and survive a
+kill -9 of the active controller."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
+
+from kafkawire.testing import ClusterProcesses
+from protocol._generated.create_topics_request import CreateTopicsRequest
+from protocol._generated.metadata_request import MetadataRequest
+from tests.conftest import RawClient
+
+T = TypeVar("T")
+
+
+def wait_for(cond: Callable[[], T | None], timeout_s: float = 90.0, what: str = "") -> T:
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = cond()
+        except (OSError, ConnectionError) as e:
+            last = e
+        if last:
+            return last  # type: ignore[no-any-return]
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}: last {last!r}")
+
+
+def request(address: str, req: Any, version: int) -> Any:
+    client = RawClient(address, "forwarding-test")
+    try:
+        return client.request(req, version)
+    finally:
+        client.close()
+
+
+def partitions(address: str, topic: str) -> int:
+    md = request(address, MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(
+        name=topic)], allow_auto_topic_creation=False), 12)
+    t = md.topics[0]
+    return len(t.partitions) if t.error_code == 0 else -t.error_code
+
+
+def create(address: str, name: str, count: int = 1) -> int:
+    resp = request(address, CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+        name=name, num_partitions=count, replication_factor=1)], timeout_ms=30_000), 7)
+    return int(resp.topics[0].error_code)
+
+
+def test_admin_writes_from_broker_only_nodes(tmp_path: Path) -> None:
+    c = ClusterProcesses(tmp_path, controllers=1, brokers=2)
+    c.start(timeout_s=120)
+    try:
+        b2, b3 = (c.nodes[i].bootstrap for i in c.broker_ids)
+        admin = AdminClient({"bootstrap.servers": b2})  # only broker 2: writes go through it
+        for f in admin.create_topics([NewTopic("fwd-t", 2, 1)], request_timeout=60).values():
+            f.result()
+        # every broker sees what the controller committed
+        wait_for(lambda: partitions(b3, "fwd-t") == 2, what="fwd-t on broker 3")
+        for f in admin.create_partitions([NewPartitions("fwd-t", 5)],
+                                         request_timeout=60).values():
+            f.result()
+        wait_for(lambda: partitions(b3, "fwd-t") == 5, what="5 partitions on broker 3")
+        res = ConfigResource("TOPIC", "fwd-t", incremental_configs=[ConfigEntry(
+            "retention.ms", "12345", incremental_operation=AlterConfigOpType.SET)])
+        for f in admin.incremental_alter_configs([res]).values():
+            f.result()
+        admin3 = AdminClient({"bootstrap.servers": b3})
+        wait_for(lambda: list(admin3.describe_configs([ConfigResource("TOPIC", "fwd-t")])
+                              .values())[0].result()["retention.ms"].value == "12345",
+                 what="retention.ms on broker 3")
+        # the controller's checks answer through the envelope
+        assert create(b2, "fwd-t") == 36  # TOPIC_ALREADY_EXISTS
+        for f in admin.delete_topics(["fwd-t"], request_timeout=60).values():
+            f.result()
+        wait_for(lambda: partitions(b3, "fwd-t") == -3, what="fwd-t gone")  # UNKNOWN_TOPIC
+    finally:
+        c.close()
+
+
+def test_auto_created_and_internal_topics_from_broker_only_nodes(tmp_path: Path) -> None:
+    """Auto-creation (Metadata) and __consumer_offsets (a consumer group) on broker-only nodes:
+    CreateTopics of the broker's own to the active controller (Kafka's
+    AutoTopicCreationManager); found by an Apache Kafka controller refusing them."""
+    from confluent_kafka import Consumer, Producer
+
+    c = ClusterProcesses(tmp_path, controllers=1, brokers=2)
+    c.start(timeout_s=120)
+    try:
+        b2, b3 = (c.nodes[i].bootstrap for i in c.broker_ids)
+        p = Producer({"bootstrap.servers": b2, "message.timeout.ms": 60_000})
+        p.produce("auto-t", value=b"v1")
+        assert p.flush(60) == 0
+        cons = Consumer({"bootstrap.servers": b3, "group.id": "g-fwd",
+                         "auto.offset.reset": "earliest"})
+        try:
+            cons.subscribe(["auto-t"])
+
+            def got() -> bytes | None:
+                msg = cons.poll(1.0)
+                return msg.value() if msg is not None and msg.error() is None else None
+            assert wait_for(got, what="the record through a group") == b"v1"
+            cons.commit(asynchronous=False)
+        finally:
+            cons.close()
+        assert partitions(b2, "__consumer_offsets") > 0
+    finally:
+        c.close()
+
+
+def test_forwarded_writes_survive_controller_failover(tmp_path: Path) -> None:
+    c = ClusterProcesses(tmp_path, controllers=3, brokers=1)
+    c.start(timeout_s=180)
+    try:
+        broker = c.nodes[c.broker_ids[0]].bootstrap
+        assert create(broker, "before-kill") == 0
+        acked = ["before-kill"]
+        for round_no in range(2):
+            leader = c.active_controller(timeout_s=60)
+            c.kill(leader)
+            t0 = time.monotonic()
+            name = f"after-kill-{round_no}"
+            # the broker retries across controllers until the new leader answers
+            assert create(broker, name) in (0, 36)
+            acked.append(name)
+            elapsed = time.monotonic() - t0
+            assert elapsed < 60, elapsed
+            new = c.active_controller(timeout_s=60)
+            assert new != leader
+            c.start_node(leader)
+        for name in acked:
+            wait_for(lambda n=name: partitions(broker, n) == 1,  # type: ignore[misc]
+                     what=f"{name} kept")
+    finally:
+        c.close()
