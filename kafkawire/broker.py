@@ -29,6 +29,7 @@ from kafkawire.config_resources import group_consumer_settings
 from kafkawire.controller_service import ControllerService
 from kafkawire.coordinator_runtime import GROUP_TOPIC, SHARE_TOPIC, TXN_TOPIC, CoordinatorRuntime
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
+from kafkawire.isr_manager import IsrManager
 from kafkawire.listener_security import ListenerSecurity
 from kafkawire.log_cleaner import LogCleanerService
 from kafkawire.log_flusher import LogFlusher
@@ -45,6 +46,7 @@ from kafkawire.quota_manager import (
     TokenBucket,
     ip_connection_rate,
 )
+from kafkawire.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from kafkawire.replica_manager import ReplicaManager
 from kafkawire.retention import (
     run_producer_expiration,
@@ -528,6 +530,7 @@ class Broker:
         self.flusher = LogFlusher(self.logs, cfg, now_ms)
         self.cleaner = LogCleanerService(self)
         self.replicas = ReplicaManager(self.logs, self.node_id, self.notifier)
+        self._start_replication(self.replicas)
         self.quorum = MetadataQuorum(
             self.replicas, self.node_id, now_ms, SnapshotSettings.from_config(cfg.values),
             self._metadata_log_config(),
@@ -550,6 +553,26 @@ class Broker:
         for topic in self.image.topics:
             self.logs.update_config(topic, self.topic_log_config(topic))
         self.sync_logs_with_image()
+
+    def _start_replication(self, replicas: ReplicaManager) -> None:
+        """The replica fetchers (followers) and the ISR manager (leaders) over ``replicas``."""
+        cfg = self.config
+        lc = self.lifecycle
+        self.fetchers = ReplicaFetcherManager(
+            self.node_id, FetcherSettings.from_config(cfg.values), now_ms, lambda: self.image,
+            lambda: lc.broker_epoch, self.inter_broker_listener)
+        replicas.on_roles_applied = lambda: self.fetchers.update(list(replicas))
+        self.isr = IsrManager(replicas, lambda: lc.channel, lambda: lc.broker_epoch,
+                              lambda: self.image, now_ms, int(cfg["replica.lag.time.max.ms"]))
+
+    def inter_broker_listener(self) -> str | None:
+        """The listener followers fetch on: ``inter.broker.listener.name``, else this broker's
+        first (non-controller) listener."""
+        name = self.config.values.get("inter.broker.listener.name")
+        if name:
+            return str(name)
+        listeners = self.config.broker_listeners
+        return listeners[0].name if listeners else None
 
     def _check_single_voter(self) -> None:
         """Until the Raft driver lands (kraft/raft/), this node commits metadata alone: a
@@ -645,6 +668,9 @@ class Broker:
                         self.config.log_dirs[0],
                     )
                 await nursery.start(self.controller.run_session_expiry)
+                await nursery.start(self.fetchers.run)
+                await nursery.start(self.isr.run)
+                self.fetchers.update(list(self.replicas or ()))
                 await nursery.start(self.lifecycle.run)  # returns once registered, unfenced
                 for runtime in self.coordinators_by_key_type.values():
                     await nursery.start(runtime.serve)

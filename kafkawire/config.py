@@ -103,6 +103,12 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "socket.send.buffer.bytes": ("int", 102400),
     "socket.receive.buffer.bytes": ("int", 102400),
     "replica.fetch.max.bytes": ("int", 1048576),
+    # replica fetchers (kafkawire/replica_fetcher.py)
+    "replica.fetch.response.max.bytes": ("int", 10485760),
+    "replica.fetch.wait.max.ms": ("int", 500),
+    "replica.fetch.min.bytes": ("int", 1),
+    "replica.fetch.backoff.ms": ("int", 1000),
+    "replica.socket.timeout.ms": ("int", 30000),
     "fetch.max.bytes": ("int", 57671680),
     "log.segment.bytes": ("int", 1073741824),
     "log.roll.ms": ("long", None),
