@@ -36,6 +36,7 @@ from kafkawire.log_flusher import LogFlusher
 from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum, metadata_log_config
 from kafkawire.metadata_snapshots import SnapshotSettings
 from kafkawire.metrics import BrokerMetrics
+from kafkawire.peer_clients import PeerClients
 from kafkawire.purgatory import AppendNotifier
 from kafkawire.quorum_config import parse_voters
 from kafkawire.quota_manager import (
@@ -562,6 +563,8 @@ class Broker:
             self.node_id, FetcherSettings.from_config(cfg.values), now_ms, lambda: self.image,
             lambda: lc.broker_epoch, self.inter_broker_listener)
         replicas.on_roles_applied = lambda: self.fetchers.update(list(replicas))
+        self.peers = PeerClients(self.node_id, lambda: self.image, self.inter_broker_listener,
+                                 now_ms, int(cfg["request.timeout.ms"]))
         self.isr = IsrManager(replicas, lambda: lc.channel, lambda: lc.broker_epoch,
                               lambda: self.image, now_ms, int(cfg["replica.lag.time.max.ms"]))
 

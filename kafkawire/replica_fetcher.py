@@ -39,6 +39,7 @@ from typing import Any
 import trio
 
 from kafkawire.node_client import NodeClient, NodeDisconnected, NodeUnsupportedVersion
+from kafkawire.peer_clients import endpoint_of
 from kraft.image import MetadataImage
 from log.replica import Partition, ReplicaRole
 from protocol._generated.fetch_request import FetchRequest
@@ -319,14 +320,7 @@ class ReplicaFetcherManager:
             await trio.sleep_forever()
 
     def endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
-        reg = self.image().brokers.get(broker_id)
-        if reg is None or not reg.endpoints:
-            return None
-        wanted = self.listener_name()
-        for ep in reg.endpoints:
-            if wanted is not None and ep.listener == wanted:
-                return (ep.host, ep.port)
-        return (reg.endpoints[0].host, reg.endpoints[0].port) if wanted is None else None
+        return endpoint_of(self.image(), broker_id, self.listener_name())
 
     def update(self, partitions: list[tuple[TopicPartition, Partition]]) -> None:
         """Fetch every follower partition from its leader (after each metadata image)."""

@@ -24,8 +24,8 @@ and writes transaction markers.
   coordinator, so the partition is counted as done (it has already moved past this epoch)
   rather than leaving the transaction stuck in a Prepare state.
 
-Partitions led by another node would be reached with WriteTxnMarkers (key 27, served by
-``apis/write_txn_markers.py``); with one node every partition is local.
+Partitions led by another node are reached with WriteTxnMarkers (key 27, served by
+``apis/write_txn_markers.py``) to their leader (``kafkawire.txn_markers.send_marker``).
 """
 
 from __future__ import annotations
@@ -287,7 +287,7 @@ class TxnCoordinator:
                 for topic, p in pending:
                     code = await write_marker(
                         self.broker, topic, p, job.producer_id, job.producer_epoch, job.commit,
-                        coordinator_epoch, job.transaction_version,
+                        coordinator_epoch, job.transaction_version, forward=True,
                     )
                     if code in _MOVED_ON:
                         log.warning(
