@@ -1,0 +1,162 @@
+"""ISR replication across real broker processes: one combined controller node (0) and three
+broker-only nodes (1-3) on loopback, driven by stock clients (confluent-kafka / librdkafka,
+kafka-python, Kafka's kafka-topics). Partitions live on nodes 1-3 (manual assignment), which
+are the ones killed, so the single controller stays up.
+
+- RF=3: the followers' segment files become byte-identical to the leader's (batches appended
+  verbatim with the leader's offsets and epochs), and the ISR and leader show in Metadata and
+  in ``kafka-topics --describe``.
+- kill -9 of the partition leader, a bounded number of times (``make failover`` runs 100+),
+  under an idempotent acks=all producer with ``min.insync.replicas=2``: 0 acknowledged records
+  lost, 0 duplicates, order kept (bench/failover.py is the checker).
+- With one broker left, acks=all gets NOT_ENOUGH_REPLICAS; nothing acknowledged is lost when
+  the others come back.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench import failover
+from tests.replication_cluster import ReplicationCluster, replication_cluster
+
+pytestmark = pytest.mark.slow
+
+KILLS = 5
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ReplicationCluster]:
+    with replication_cluster(brokers=3, base_dir=tmp_path) as c:
+        yield c
+
+
+def new_topic(c: ReplicationCluster, min_isr: int = 2) -> str:
+    name = f"rep-{uuid.uuid4().hex[:8]}"
+    failover.create_topic(c.admin_bootstrap, name, c.broker_ids, min_isr=min_isr)
+    return name
+
+
+def segment_bytes(c: ReplicationCluster, node: int, topic: str) -> bytes:
+    d = c.data_dir(node) / f"{topic}-0"
+    return b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
+
+
+def test_followers_hold_the_leaders_bytes_and_the_isr_is_shown(cluster: ReplicationCluster) -> None:
+    from confluent_kafka import Producer
+
+    topic = new_topic(cluster)
+    leader, replicas, isr = failover.partition_state(cluster.bootstrap, topic) or (-1, [], [])
+    assert sorted(replicas) == cluster.broker_ids and sorted(isr) == cluster.broker_ids
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                  "enable.idempotence": True, "linger.ms": 5})
+    acked: list[int] = []
+    for i in range(2000):
+        p.produce(topic, value=b"v%d" % i, partition=0,
+                  on_delivery=lambda err, m: acked.append(m.offset()) if err is None else None)
+        if i % 100 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0
+    assert len(acked) == 2000
+    # acks=all answered: every replica has the records; the segments converge byte for byte
+    want = segment_bytes(cluster, leader, topic)
+    assert want
+    failover.wait_until(
+        lambda: all(segment_bytes(cluster, n, topic) == want for n in cluster.broker_ids),
+        60, "the followers' segments to equal the leader's")
+
+
+def test_kafka_topics_describe_shows_leader_replicas_isr(cluster: ReplicationCluster) -> None:
+    from tests.javatools import JavaTools, require_line
+
+    require_line("4.x")
+    topic = new_topic(cluster)
+    out = JavaTools("4.x").run("topics", "--bootstrap-server", cluster.bootstrap,
+                               "--describe", "--topic", topic).output
+    ids = ",".join(str(b) for b in cluster.broker_ids)
+    assert "ReplicationFactor: 3" in out, out
+    assert f"Replicas: {ids}" in out and f"Isr: {ids}" in out, out
+
+
+def test_leader_kill_loses_nothing_acknowledged(cluster: ReplicationCluster) -> None:
+    topic = new_topic(cluster)
+    figures = failover.run(cluster, topic, kills=KILLS, interval_s=2.0, rate=300)
+    print(figures.markdown())
+    assert figures.kills == KILLS
+    assert figures.acked > 0
+    assert figures.lost == [] and figures.duplicates == []
+    assert figures.reordered == 0 and figures.wrong_offset == 0
+
+
+def test_one_broker_left_answers_not_enough_replicas(cluster: ReplicationCluster) -> None:
+    from kafka import KafkaProducer
+    from kafka.errors import NotEnoughReplicasError
+
+    topic = new_topic(cluster)
+    boot = cluster.bootstrap
+
+    def producer() -> KafkaProducer:
+        return KafkaProducer(bootstrap_servers=boot, acks="all", retries=0,
+                             request_timeout_ms=20000, max_block_ms=30000)
+
+    prod = producer()
+    before = [prod.send(topic, b"before-%d" % i, partition=0).get(30).offset for i in range(20)]
+    prod.close()
+    leader = (failover.partition_state(boot, topic) or (-1, [], []))[0]
+    others = [b for b in cluster.broker_ids if b != leader]
+    for b in others:
+        cluster.kill(b)
+    failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
+                        and s[2] == [leader], 60, "the ISR to shrink to the leader")
+    prod = producer()
+    with pytest.raises(NotEnoughReplicasError):
+        prod.send(topic, b"refused", partition=0).get(30)
+    prod.close()
+    for b in others:
+        cluster.start(b)
+    failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
+                        and len(s[2]) == 3, 120, "all replicas back in the ISR")
+    prod = producer()
+    after = prod.send(topic, b"after", partition=0).get(60).offset
+    prod.close()
+    log = read_values(boot, topic)
+    assert [o for o, _v in log[:20]] == before
+    assert log[-1] == (after, b"after")
+    assert b"refused" not in [v for _o, v in log]
+
+
+def read_values(boot: str, topic: str) -> list[tuple[int, bytes]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": boot, "group.id": "rep-check", "enable.auto.commit": False})
+    try:
+        _low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        c.assign([TopicPartition(topic, 0, 0)])
+        out: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 60
+        while (not out or out[-1][0] < high - 1) and time.monotonic() < deadline:
+            for m in c.consume(500, timeout=1.0):
+                if m.error() is None:
+                    out.append((m.offset(), m.value()))
+        return out
+    finally:
+        c.close()
+
+
+def test_the_checker_finds_loss_duplicates_and_reordering() -> None:
+    class Prod:
+        sent_at = [0.0] * 5
+        acked = {0: 0, 1: 1, 2: 2, 3: 3}
+        failed = {4: "_MSG_TIMED_OUT"}
+
+    f = failover.Figures()
+    failover.check(Prod(), [(0, 0), (1, 1), (2, 2), (3, 3)], f)  # type: ignore[arg-type]
+    assert f.ok and f.failed == 1
+    f = failover.Figures()
+    failover.check(Prod(), [(0, 0), (1, 2), (2, 1), (3, 2)], f)  # type: ignore[arg-type]
+    assert f.lost == [3] and f.duplicates == [2] and f.reordered == 2 and not f.ok
