@@ -223,12 +223,15 @@ class Cluster:
 
     def kill(self, node_id: int) -> None: ...
 
+    def stop(self, node_id: int) -> None: ...
+
     def start(self, node_id: int) -> None: ...
 
 
 def run(cluster: Cluster, topic: str, kills: int, interval_s: float = 3.0, rate: float = 500,
-        rejoin_timeout_s: float = 120) -> Figures:
-    """Kill the partition leader ``kills`` times under load; returns the figures."""
+        rejoin_timeout_s: float = 120, clean: bool = False) -> Figures:
+    """Kill the partition leader ``kills`` times under load (``clean``: stop it with SIGTERM,
+    a controlled shutdown, instead of kill -9); returns the figures."""
     figures = Figures()
     boot = cluster.bootstrap
     prod = SequenceProducer(boot, topic, rate)
@@ -245,7 +248,10 @@ def run(cluster: Cluster, topic: str, kills: int, interval_s: float = 3.0, rate:
             assert state is not None
             leader = state[0]
             killed_at = time.monotonic()
-            cluster.kill(leader)
+            if clean:
+                cluster.stop(leader)
+            else:
+                cluster.kill(leader)
             figures.kills += 1
             wait_until(lambda t=killed_at: prod.first_ack_after(t) is not None, rejoin_timeout_s,
                        "an acknowledgement after the kill")
@@ -267,13 +273,16 @@ def main() -> int:
     ap.add_argument("--kills", type=int, default=100)
     ap.add_argument("--interval", type=float, default=3.0, help="seconds between kills")
     ap.add_argument("--rate", type=float, default=500, help="records per second at most")
+    ap.add_argument("--clean", action="store_true",
+                    help="stop leaders with SIGTERM (controlled shutdown) instead of kill -9")
     args = ap.parse_args()
     from tests.replication_cluster import replication_cluster
 
     with replication_cluster(brokers=3) as cluster:
         create_topic(cluster.admin_bootstrap, "failover", cluster.broker_ids)
         started = time.monotonic()
-        figures = run(cluster, "failover", args.kills, args.interval, args.rate)
+        figures = run(cluster, "failover", args.kills, args.interval, args.rate,
+                      clean=args.clean)
         took = time.monotonic() - started
     print(figures.markdown())
     print(f"\n{took:.0f} s; failed deliveries by error: {figures.errors or 'none'}")

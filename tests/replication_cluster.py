@@ -49,6 +49,10 @@ class ReplicationCluster:
     def kill(self, node: int) -> None:
         self.procs.kill(node)
 
+    def stop(self, node: int) -> None:
+        """SIGTERM: a controlled shutdown (leadership moves first)."""
+        self.procs.stop(node)
+
     def start(self, node: int) -> None:
         self.procs.start_node(node, timeout_s=120)
 

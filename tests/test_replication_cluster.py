@@ -93,6 +93,13 @@ def test_leader_kill_loses_nothing_acknowledged(cluster: ReplicationCluster) -> 
     assert figures.reordered == 0 and figures.wrong_offset == 0
 
 
+def test_controlled_shutdown_of_the_leader_loses_nothing(cluster: ReplicationCluster) -> None:
+    topic = new_topic(cluster)
+    figures = failover.run(cluster, topic, kills=2, interval_s=2.0, rate=300, clean=True)
+    print(figures.markdown())
+    assert figures.kills == 2 and figures.acked > 0 and figures.ok, figures
+
+
 def test_one_broker_left_answers_not_enough_replicas(cluster: ReplicationCluster) -> None:
     from kafka import KafkaProducer
     from kafka.errors import NotEnoughReplicasError
