@@ -105,6 +105,7 @@ class IsrManager:
 
     async def _alter(self, p: Partition, change: IsrChange) -> None:
         tp = (p.topic, p.partition)
+        old = sorted(p.isr)
         try:
             res = await self.channel().alter_partition(
                 self.replicas.node_id, self.broker_epoch(), change)
@@ -120,7 +121,6 @@ class IsrManager:
         if not p.is_leader or p.leader_epoch != res.leader_epoch \
                 or res.partition_epoch < p.partition_epoch:
             return  # leadership moved meanwhile: the image says what is next
-        old = sorted(p.isr)
         p.partition_epoch = res.partition_epoch
         p.update_isr(frozenset(res.isr), self.clock_ms())
         log.info("%s-%d: ISR %s -> %s (partition epoch %d)", tp[0], tp[1], old,

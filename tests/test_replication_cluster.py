@@ -167,3 +167,41 @@ def test_the_checker_finds_loss_duplicates_and_reordering() -> None:
     f = failover.Figures()
     failover.check(Prod(), [(0, 0), (1, 2), (2, 1), (3, 2)], f)  # type: ignore[arg-type]
     assert f.lost == [3] and f.duplicates == [2] and f.reordered == 2 and not f.ok
+
+
+def test_a_stalled_follower_leaves_the_isr_and_rejoins(tmp_path: Path) -> None:
+    """SIGSTOP of a follower (its fetches and heartbeats stop; the session timeout is longer
+    than ``replica.lag.time.max.ms`` here, so the leader's AlterPartition removes it, not the
+    controller's fencing): acks=all with min.insync.replicas=2 continues with two replicas, and
+    after SIGCONT the follower catches up and the leader adds it back."""
+    import signal
+
+    from kafka import KafkaProducer
+
+    overrides = {"broker.session.timeout.ms": "60000", "replica.lag.time.max.ms": "3000"}
+    with replication_cluster(brokers=3, base_dir=tmp_path, overrides=overrides) as c:
+        topic = new_topic(c)
+        boot = c.bootstrap
+        leader = (failover.partition_state(boot, topic) or (-1, [], []))[0]
+        stalled = next(b for b in c.broker_ids if b != leader)
+        proc = c.procs.nodes[stalled].proc
+        assert proc is not None
+        prod = KafkaProducer(bootstrap_servers=boot, acks="all", retries=5,
+                             request_timeout_ms=30000)
+        prod.send(topic, b"first", partition=0).get(30)
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
+                                and stalled not in s[2], 60, f"{stalled} to leave the ISR")
+            offsets = [prod.send(topic, b"during-%d" % i, partition=0).get(30).offset
+                       for i in range(50)]
+            assert offsets == list(range(offsets[0], offsets[0] + 50))
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
+                            and stalled in s[2], 60, f"{stalled} to rejoin the ISR")
+        prod.close()
+        # the returning follower holds the same bytes as the leader
+        want = segment_bytes(c, leader, topic)
+        failover.wait_until(lambda: segment_bytes(c, stalled, topic) == want, 60,
+                            "the returning follower's segments to equal the leader's")
