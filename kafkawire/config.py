@@ -218,6 +218,9 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "log.open.files.max": ("int", 256),
     "request.timeout.ms": ("int", 30000),
     "replica.lag.time.max.ms": ("long", 30000),
+    # the controller's preferred-leader balancing (kafkawire/controller_service.py)
+    "auto.leader.rebalance.enable": ("boolean", True),
+    "leader.imbalance.check.interval.seconds": ("long", 300),
     "cluster.id": ("string", None),
     # Reported like Kafka (a PASSWORD: sensitive, value hidden); read per listener by
     # kafkawire.security_config.

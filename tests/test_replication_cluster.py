@@ -205,3 +205,54 @@ def test_a_stalled_follower_leaves_the_isr_and_rejoins(tmp_path: Path) -> None:
         want = segment_bytes(c, leader, topic)
         failover.wait_until(lambda: segment_bytes(c, stalled, topic) == want, 60,
                             "the returning follower's segments to equal the leader's")
+
+
+def test_group_offsets_survive_the_coordinator_leader_kill(tmp_path: Path) -> None:
+    """``__consumer_offsets`` with replication factor 3: the group coordinator moves with the
+    leadership of the group's partition, and committed offsets are there after a kill -9."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    overrides = {"offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "1"}
+    with replication_cluster(brokers=3, base_dir=tmp_path, overrides=overrides) as c:
+        topic = new_topic(c)
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        # the offsets topic is created by the controller node when asked there first
+        AdminClient({"bootstrap.servers": c.admin_bootstrap}).list_consumer_groups().result(30)
+
+        def commit(offset: int) -> bool:
+            cons = Consumer({"bootstrap.servers": c.admin_bootstrap, "group.id": group,
+                             "enable.auto.commit": False})
+            try:
+                cons.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+                return True
+            finally:
+                cons.close()
+
+        failover.wait_until(lambda: _try(lambda: commit(7)), 120, "a first offset commit")
+        state = failover.partition_state(c.bootstrap, "__consumer_offsets")
+        assert state is not None and len(state[1]) == 3
+        leader = state[0]
+        if leader not in c.broker_ids:
+            pytest.skip("the offsets partition is led by the controller node, which stays up")
+        c.kill(leader)
+        failover.wait_until(lambda: (s := failover.partition_state(c.bootstrap,
+                                                                    "__consumer_offsets"))
+                            is not None and s[0] not in (leader, -1), 60, "a new coordinator")
+
+        def committed() -> int:
+            cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group})
+            try:
+                return int(cons.committed([TopicPartition(topic, 0)], timeout=20)[0].offset)
+            finally:
+                cons.close()
+
+        failover.wait_until(lambda: _try(lambda: committed() == 7), 120,
+                            "the committed offset from the new coordinator")
+
+
+def _try(fn: object) -> bool:
+    try:
+        return bool(fn())  # type: ignore[operator]
+    except Exception:
+        return False
