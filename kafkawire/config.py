@@ -218,6 +218,8 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "log.open.files.max": ("int", 256),
     "request.timeout.ms": ("int", 30000),
     "replica.lag.time.max.ms": ("long", 30000),
+    # KIP-392 fetch from follower (kafkawire/apis/fetch.py): Kafka's RackAwareReplicaSelector
+    "replica.selector.class": ("class", None),
     # the controller's preferred-leader balancing (kafkawire/controller_service.py)
     "auto.leader.rebalance.enable": ("boolean", True),
     "leader.imbalance.check.interval.seconds": ("long", 300),

@@ -78,10 +78,11 @@ class ReplicationCluster:
 @contextmanager
 def replication_cluster(brokers: int = 3, base_dir: Path | None = None,
                         overrides: dict[str, str] | None = None,
+                        node_overrides: dict[int, dict[str, str]] | None = None,
                         log_level: str | None = None) -> Iterator[ReplicationCluster]:
     procs = ClusterProcesses(base_dir, controllers=1, brokers=brokers, combined=True,
                              overrides={**CLUSTER_DEFAULTS, **(overrides or {})},
-                             log_level=log_level)
+                             node_overrides=node_overrides, log_level=log_level)
     try:
         procs.start(timeout_s=180)
         c = ReplicationCluster(procs)

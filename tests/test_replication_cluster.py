@@ -256,3 +256,46 @@ def _try(fn: object) -> bool:
         return bool(fn())  # type: ignore[operator]
     except Exception:
         return False
+
+
+def test_consumer_fetches_from_a_follower_in_its_rack(tmp_path: Path) -> None:
+    """KIP-392: with RackAwareReplicaSelector the leader sends a consumer with ``client.rack``
+    to the in-sync follower of that rack (librdkafka's statistics name the broker it fetches
+    from), and the records read there are the leader's."""
+    import json
+
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    racks = {n: {"broker.rack": f"rack-{n}"} for n in range(1, 5)}
+    overrides = {"replica.selector.class":
+                 "org.apache.kafka.common.replica.RackAwareReplicaSelector"}
+    with replication_cluster(brokers=3, base_dir=tmp_path, overrides=overrides,
+                             node_overrides=racks) as c:
+        topic = new_topic(c)
+        leader = (failover.partition_state(c.bootstrap, topic) or (-1, [], []))[0]
+        follower = next(b for b in c.broker_ids if b != leader)
+        p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
+        for i in range(100):
+            p.produce(topic, b"r%d" % i, partition=0)
+        assert p.flush(30) == 0
+        fetched_from: list[int] = []
+
+        def stats(raw: str) -> None:
+            part = json.loads(raw).get("topics", {}).get(topic, {}).get("partitions", {}).get("0")
+            if part is not None:
+                fetched_from.append(int(part.get("broker", -1)))
+
+        cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "kip392",
+                         "client.rack": f"rack-{follower}", "enable.auto.commit": False,
+                         "statistics.interval.ms": 200, "stats_cb": stats})
+        try:
+            cons.assign([TopicPartition(topic, 0, 0)])
+            values: list[bytes] = []
+            deadline = time.monotonic() + 60
+            while (len(values) < 100 or follower not in fetched_from) \
+                    and time.monotonic() < deadline:
+                values += [m.value() for m in cons.consume(100, timeout=0.5) if m.error() is None]
+        finally:
+            cons.close()
+        assert values[:100] == [b"r%d" % i for i in range(100)]
+        assert follower in fetched_from, fetched_from[-10:]
