@@ -213,15 +213,22 @@ def test_group_offsets_survive_the_coordinator_leader_kill(tmp_path: Path) -> No
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    overrides = {"offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "1"}
+    from kafkawire.coordinator_runtime import partition_for
+
+    offsets_topic = "__consumer_offsets"
+    overrides = {"offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "4"}
     with replication_cluster(brokers=3, base_dir=tmp_path, overrides=overrides) as c:
         topic = new_topic(c)
-        group = f"g-{uuid.uuid4().hex[:6]}"
-        # the offsets topic is created by the controller node when asked there first
-        AdminClient({"bootstrap.servers": c.admin_bootstrap}).list_consumer_groups().result(30)
+        admin = AdminClient({"bootstrap.servers": c.admin_bootstrap})
 
-        def commit(offset: int) -> bool:
-            cons = Consumer({"bootstrap.servers": c.admin_bootstrap, "group.id": group,
+        def offsets_leaders() -> dict[int, int]:
+            md = admin.list_topics(offsets_topic, timeout=10).topics.get(offsets_topic)
+            if md is None or md.error is not None:
+                return {}
+            return {p: pm.leader for p, pm in md.partitions.items()}
+
+        def commit(offset: int, group: str, bootstrap: str = c.bootstrap) -> bool:
+            cons = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                              "enable.auto.commit": False})
             try:
                 cons.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
@@ -229,16 +236,14 @@ def test_group_offsets_survive_the_coordinator_leader_kill(tmp_path: Path) -> No
             finally:
                 cons.close()
 
-        failover.wait_until(lambda: _try(lambda: commit(7)), 120, "a first offset commit")
-        state = failover.partition_state(c.bootstrap, "__consumer_offsets")
-        assert state is not None and len(state[1]) == 3
-        leader = state[0]
-        if leader not in c.broker_ids:
-            pytest.skip("the offsets partition is led by the controller node, which stays up")
-        c.kill(leader)
-        failover.wait_until(lambda: (s := failover.partition_state(c.bootstrap,
-                                                                    "__consumer_offsets"))
-                            is not None and s[0] not in (leader, -1), 60, "a new coordinator")
+        # the offsets topic is created by the controller node when a coordinator is asked
+        # there (broker-only nodes do not forward CreateTopics yet)
+        failover.wait_until(lambda: _try(lambda: commit(0, "warm-up", c.admin_bootstrap))
+                            and len(offsets_leaders()) == 4, 120, "the offsets topic")
+        leaders = offsets_leaders()
+        group = next(g for g in (f"g-{i}" for i in range(1000))
+                     if leaders[partition_for(g, 4)] in c.broker_ids)
+        leader = leaders[partition_for(group, 4)]
 
         def committed() -> int:
             cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group})
@@ -247,8 +252,14 @@ def test_group_offsets_survive_the_coordinator_leader_kill(tmp_path: Path) -> No
             finally:
                 cons.close()
 
+        failover.wait_until(lambda: _try(lambda: commit(7, group)), 120, "a first offset commit")
+        assert committed() == 7
+        c.kill(leader)
+        failover.wait_until(lambda: offsets_leaders().get(partition_for(group, 4))
+                            not in (leader, -1, None), 60, "a new coordinator")
         failover.wait_until(lambda: _try(lambda: committed() == 7), 120,
                             "the committed offset from the new coordinator")
+        assert commit(9, group) and committed() == 9
 
 
 def _try(fn: object) -> bool:
