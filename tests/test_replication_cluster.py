@@ -262,6 +262,19 @@ def test_group_offsets_survive_the_coordinator_leader_kill(tmp_path: Path) -> No
         assert commit(9, group) and committed() == 9
 
 
+def ask_coordinator(bootstrap: str, key: str, key_type: int) -> bool:
+    """FindCoordinator sent to one node (which creates the internal topic if missing)."""
+    from protocol._generated.find_coordinator_request import FindCoordinatorRequest
+    from tests.conftest import RawClient
+
+    raw = RawClient(bootstrap)
+    try:
+        resp = raw.request(FindCoordinatorRequest(key=key, key_type=key_type), 3)
+        return bool(resp.error_code == 0)
+    finally:
+        raw.close()
+
+
 def _try(fn: object) -> bool:
     try:
         return bool(fn())  # type: ignore[operator]
@@ -310,3 +323,57 @@ def test_consumer_fetches_from_a_follower_in_its_rack(tmp_path: Path) -> None:
             cons.close()
         assert values[:100] == [b"r%d" % i for i in range(100)]
         assert follower in fetched_from, fetched_from[-10:]
+
+
+def test_transactions_with_the_coordinator_on_another_broker(tmp_path: Path) -> None:
+    """A transactional librdkafka producer whose transaction coordinator is on another broker
+    than the partition leader: the leader verifies the partition with the coordinator
+    (AddPartitionsToTxn v4+, KIP-890) and the coordinator writes the markers there
+    (WriteTxnMarkers). read_committed sees the committed transactions only, in order."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from kafkawire.coordinator_runtime import partition_for
+
+    txn_topic = "__transaction_state"
+    overrides = {"transaction.state.log.replication.factor": "3",
+                 "transaction.state.log.num.partitions": "4",
+                 "transaction.state.log.min.isr": "2"}
+    with replication_cluster(brokers=3, base_dir=tmp_path, overrides=overrides) as c:
+        topic = new_topic(c)
+        leader = (failover.partition_state(c.bootstrap, topic) or (-1, [], []))[0]
+
+        def txn_producer(tid: str, bootstrap: str) -> Producer:
+            p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+            p.init_transactions(60)
+            return p
+
+        # the transaction state topic is created by the controller node when asked there
+        # (broker-only nodes do not forward CreateTopics yet)
+        failover.wait_until(lambda: ask_coordinator(c.admin_bootstrap, "warm-up", 1)
+                            and failover.partition_state(c.bootstrap, txn_topic, 3) is not None,
+                            120, "the transaction state topic")
+        state = {p: failover.partition_state(c.bootstrap, txn_topic, p) for p in range(4)}
+        tid = next(t for t in (f"tx-{i}" for i in range(1000))
+                   if (s := state[partition_for(t, 4)]) is not None and s[0] != leader)
+        p = txn_producer(tid, c.bootstrap)
+        for round_ in range(6):
+            p.begin_transaction()
+            for i in range(10):
+                p.produce(topic, b"%d-%d" % (round_, i), partition=0)
+            if round_ % 2 == 0:
+                p.commit_transaction(60)
+            else:
+                p.abort_transaction(60)
+        cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "txn-check",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+        try:
+            cons.assign([TopicPartition(topic, 0, 0)])
+            values: list[bytes] = []
+            deadline = time.monotonic() + 60
+            while len(values) < 30 and time.monotonic() < deadline:
+                values += [m.value() for m in cons.consume(100, timeout=0.5)
+                           if m.error() is None]
+        finally:
+            cons.close()
+        assert values == [b"%d-%d" % (r, i) for r in (0, 2, 4) for i in range(10)]
