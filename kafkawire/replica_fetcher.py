@@ -306,6 +306,7 @@ class ReplicaFetcherManager:
         self.broker_epoch = broker_epoch
         self.listener_name = listener_name
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._rotation = 0
         self._nursery: trio.Nursery | None = None
 
     @property
@@ -353,7 +354,12 @@ class ReplicaFetcherManager:
         s = self.settings
         img = self.image()
         topics: dict[str, FetchRequest.FetchTopic] = {}
-        for (topic, partition), f in sorted(parts.items()):
+        ordered = sorted(parts.items())
+        # rotate the order each time: only the first partition of a response may return a
+        # batch above its partition limit (KIP-74), so every partition gets to be first
+        self._rotation = (self._rotation + 1) % max(1, len(ordered))
+        ordered = ordered[self._rotation:] + ordered[:self._rotation]
+        for (topic, partition), f in ordered:
             p = f.partition
             ft = topics.get(topic)
             if ft is None:
