@@ -38,7 +38,7 @@ from kafkawire.metadata_snapshots import SnapshotSettings
 from kafkawire.metrics import BrokerMetrics
 from kafkawire.peer_clients import PeerClients
 from kafkawire.purgatory import AppendNotifier
-from kafkawire.quorum_config import parse_voters
+from kafkawire.quorum_config import parse_bootstrap_servers, parse_voters
 from kafkawire.quota_manager import (
     FETCH,
     PRODUCE,
@@ -545,12 +545,13 @@ class Broker:
         self.cleaner = LogCleanerService(self)
         self.replicas = ReplicaManager(self.logs, self.node_id, self.notifier)
         self._start_replication(self.replicas)
-        voters = parse_voters(str(cfg.values["controller.quorum.voters"]))
+        addresses = quorum_addresses(cfg)
         self.quorum = MetadataQuorum(
             self.replicas, self.node_id, now_ms, SnapshotSettings.from_config(cfg.values),
-            self._metadata_log_config(), tuple(v.node_id for v in voters),
-            voter_addresses={v.node_id: (v.host, v.port) for v in voters},
-            raft_config=raft_config(cfg), cluster_id=self.cluster_id,
+            self._metadata_log_config(), tuple(sorted(addresses)),
+            voter_addresses=addresses, raft_config=raft_config(cfg),
+            cluster_id=self.cluster_id,
+            controller_listener_names=frozenset(cfg.controller_listener_names),
         )
         self.quorum.load()
         if self.quorum.is_active:  # a lone voter: it leads at once, start-up stays synchronous
@@ -624,6 +625,18 @@ class Broker:
             while quorum.is_active:
                 await quorum.driver.wait_for_change()
 
+    async def _see_self_unfenced(self, timeout_s: float = 10.0) -> None:
+        """The controller said we are unfenced; wait (bounded) until our own image says so
+        too, so the first Metadata answers of this node already list it."""
+        quorum = self.quorum
+        assert quorum is not None and quorum.driver is not None
+        with trio.move_on_after(timeout_s):
+            while True:
+                me = self.image.brokers.get(self.node_id)
+                if me is not None and not me.fenced:
+                    return
+                await quorum.driver.wait_for_change()
+
     def _image_published(self, image: MetadataImage) -> None:
         """A new committed image (this node's own writes, or replicated ones): host what it
         places here, once the image has caught up with the quorum after start (before, the
@@ -688,8 +701,11 @@ class Broker:
         """Before stopping: let the controller move leadership away (SIGTERM)."""
         # bounded by broker.session.timeout.ms: past it the controller would fence us anyway
         timeout_ms = int(self.config["broker.session.timeout.ms"])
-        if await self.lifecycle.controlled_shutdown(timeout_ms) and self.logs is not None:
+        if self.is_broker and await self.lifecycle.controlled_shutdown(timeout_ms) \
+                and self.logs is not None:
             self.logs.broker_epoch = self.lifecycle.broker_epoch
+        if self.quorum is not None:  # the leader hands over at once (EndQuorumEpoch)
+            await self.quorum.resign()
 
     async def run(self, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
         assert self.server.security is not None
@@ -724,6 +740,7 @@ class Broker:
                     await nursery.start(self.run_controller_activation)
                 if self.is_broker:  # returns once registered and unfenced
                     await nursery.start(self.lifecycle.run)
+                    await self._see_self_unfenced()
                 for runtime in self.coordinators_by_key_type.values():
                     await nursery.start(runtime.serve)
                 await nursery.start(self.txn_coordinator.serve)
@@ -758,3 +775,14 @@ def raft_config(cfg: BrokerConfig) -> RaftConfig:
         request_timeout_ms=int(v["controller.quorum.request.timeout.ms"]),
         retry_backoff_ms=int(v["controller.quorum.retry.backoff.ms"]),
     )
+
+
+def quorum_addresses(cfg: BrokerConfig) -> dict[int, tuple[str, int]]:
+    """Node id -> controller listener of each voter of ``controller.quorum.voters``; else the
+    ``controller.quorum.bootstrap.servers`` under ids -2, -3, ... (Kafka's ids for them: the
+    real voters and their endpoints come from the VotersRecord in the metadata log)."""
+    voters = parse_voters(str(cfg.values["controller.quorum.voters"]))
+    if voters:
+        return {v.node_id: (v.host, v.port) for v in voters}
+    servers = parse_bootstrap_servers(str(cfg.values["controller.quorum.bootstrap.servers"]))
+    return {-2 - i: hp for i, hp in enumerate(servers)}

@@ -117,11 +117,11 @@ class BrokerProcess:
         self.launch()
         return self.wait_ready(timeout_s)
 
-    def format(self, cluster_id: str) -> None:
-        """``kafkawire format --cluster-id ID`` with this node's settings (a cluster node
-        must be formatted before its first start)."""
+    def format(self, cluster_id: str, *args: str) -> None:
+        """``kafkawire format --cluster-id ID [args]`` with this node's settings (a cluster
+        node must be formatted before its first start)."""
         serve = self.command()
-        cmd = [*serve[:3], "format", "--cluster-id", cluster_id]
+        cmd = [*serve[:3], "format", "--cluster-id", cluster_id, *args]
         cmd += [a for i, a in enumerate(serve) if a == "--override" or (
             i > 0 and serve[i - 1] == "--override")]
         p = subprocess.run(cmd, capture_output=True, text=True, env=self._env(), timeout=120)
@@ -267,13 +267,17 @@ class ClusterProcesses:
       kill=False)``.
     - ``active_controller(timeout_s)``: the leader's node id, once some live controller names
       one (DescribeQuorum on the controller listeners).
+    - ``dynamic=True``: a KIP-853 quorum instead: every node has
+      ``controller.quorum.bootstrap.servers`` (the controllers), the controllers are formatted
+      with ``--initial-controllers`` (their voters and endpoints go in the first snapshot).
     """
 
     def __init__(self, base_dir: str | Path | None = None, controllers: int = 1,
                  brokers: int = 2, combined: bool = False,
                  overrides: dict[str, str] | None = None,
                  node_overrides: dict[int, dict[str, str]] | None = None,
-                 cluster_id: str | None = None, log_level: str | None = None) -> None:
+                 cluster_id: str | None = None, log_level: str | None = None,
+                 dynamic: bool = False) -> None:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if base_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="kafkawire-cluster-")
@@ -287,6 +291,17 @@ class ClusterProcesses:
             range(controllers + 1, controllers + brokers + 1))
         self.controller_ports = {i: free_port() for i in self.controller_ids}
         voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.controller_ports.items())
+        quorum = {"controller.quorum.voters": voters}
+        self.format_args: dict[int, list[str]] = {}
+        if dynamic:
+            from kafkawire.storage import random_uuid
+
+            quorum = {"controller.quorum.bootstrap.servers": ",".join(
+                f"127.0.0.1:{p}" for p in self.controller_ports.values())}
+            initial = ",".join(f"{i}@127.0.0.1:{p}:{random_uuid()}"
+                               for i, p in self.controller_ports.items())
+            self.format_args = {i: ["--initial-controllers", initial]
+                                for i in self.controller_ids}
         self.nodes: dict[int, BrokerProcess] = {}
         for node_id in self.controller_ids + [b for b in self.broker_ids
                                               if b not in self.controller_ids]:
@@ -303,7 +318,7 @@ class ClusterProcesses:
                 "listeners": ",".join(listeners),
                 "controller.listener.names": "CONTROLLER",
                 "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-                "controller.quorum.voters": voters,
+                **quorum,
                 **(overrides or {}), **(node_overrides or {}).get(node_id, {}),
             }
             bp = BrokerProcess(self.base_dir / f"node-{node_id}", port=port, overrides=props,
@@ -321,7 +336,8 @@ class ClusterProcesses:
 
     def start(self, timeout_s: float = 90.0) -> ClusterProcesses:
         with concurrent.futures.ThreadPoolExecutor(len(self.nodes)) as pool:
-            for f in [pool.submit(bp.format, self.cluster_id) for bp in self.nodes.values()
+            for f in [pool.submit(bp.format, self.cluster_id, *self.format_args.get(i, []))
+                      for i, bp in self.nodes.items()
                       if not (bp.data_dir / "meta.properties").exists()]:
                 f.result()
         for bp in self.nodes.values():

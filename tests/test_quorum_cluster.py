@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -118,3 +119,34 @@ def test_controller_restart_new_epoch_brokers_keep_following(cluster: ClusterPro
     for b in cluster.broker_ids:
         addr = cluster.nodes[b].bootstrap
         wait_for(lambda a=addr: metadata_brokers(a) == {2, 3}, what=f"Metadata from {addr}")
+
+
+def test_dynamic_quorum_bootstrap_servers(tmp_path: Path) -> None:
+    """KIP-853: controllers formatted with --initial-controllers, every node configured with
+    controller.quorum.bootstrap.servers only. The broker reaches the leader through the
+    bootstrap servers (the leader's endpoint comes back in Fetch answers) and follows the new
+    leader after the old one is killed."""
+    with ClusterProcesses(tmp_path, controllers=3, brokers=1, dynamic=True,
+                          overrides={"broker.session.timeout.ms": str(SESSION_MS)}) as c:
+        leader = c.active_controller()
+        ctrl = f"127.0.0.1:{c.controller_ports[leader]}"
+        part = wait_for(lambda: (p := describe_quorum(ctrl)) and len(p.observers) == 1 and p,
+                        what="the broker observing")
+        assert sorted(v.replica_id for v in part.current_voters) == [1, 2, 3]
+        assert all(v.replica_directory_id.int != 0 for v in part.current_voters)
+        assert [o.replica_id for o in part.observers] == [4]
+        broker = c.nodes[4].bootstrap
+        assert metadata_brokers(broker) == {4}
+        c.kill(leader)
+        survivors = [i for i in c.controller_ids if i != leader]
+
+        def observed_by_new_leader() -> bool:
+            for i in survivors:
+                new, _epoch = describe_quorum_leader("127.0.0.1", c.controller_ports[i])
+                if new in survivors:
+                    p = describe_quorum(f"127.0.0.1:{c.controller_ports[new]}")
+                    return p.error_code == 0 and [o.replica_id for o in p.observers] == [4]
+            return False
+
+        wait_for(observed_by_new_leader, what="the broker fetching from the new leader")
+        assert metadata_brokers(broker) == {4}
