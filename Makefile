@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 STAMP     := $(VENV)/.installed
 
-.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak crash-soak raft-sim quorum-failover
+.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak crash-soak raft-sim quorum-failover failover
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -106,6 +106,13 @@ eos-chain: $(STAMP)
 	$(PY) -m compat_tests.kafka_dist fetch
 	$(PY) -m tests.eos_chain --records $(RECORDS) --churn-s 2 --kill
 	$(PY) -m tests.eos_chain --records $(RECORDS) --churn-s 2 --kill --kafka
+
+## failover: 1 controller + 3 brokers, RF=3, min.insync.replicas=2, an idempotent acks=all
+## librdkafka producer, kill -9 of the partition leader KILLS (100) times: 0 acknowledged records
+## lost, 0 duplicates, order kept (bench/failover.py; figures in docs/BENCHMARKS.md)
+KILLS ?= 100
+failover: $(STAMP)
+	$(PY) bench/failover.py --kills $(KILLS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -32,12 +32,14 @@ from kafkawire.coordinator_runtime import GROUP_TOPIC, SHARE_TOPIC, TXN_TOPIC, C
 from kafkawire.envelope import FORWARDABLE_KEYS
 from kafkawire.forwarding import Candidate, ForwardingManager
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
+from kafkawire.isr_manager import IsrManager
 from kafkawire.listener_security import ListenerSecurity
 from kafkawire.log_cleaner import LogCleanerService
 from kafkawire.log_flusher import LogFlusher
 from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum, metadata_log_config
 from kafkawire.metadata_snapshots import SnapshotSettings
 from kafkawire.metrics import BrokerMetrics
+from kafkawire.peer_clients import PeerClients
 from kafkawire.purgatory import AppendNotifier
 from kafkawire.quorum_config import parse_bootstrap_servers, parse_voters
 from kafkawire.quota_manager import (
@@ -48,6 +50,7 @@ from kafkawire.quota_manager import (
     TokenBucket,
     ip_connection_rate,
 )
+from kafkawire.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from kafkawire.replica_manager import ReplicaManager
 from kafkawire.retention import (
     run_producer_expiration,
@@ -617,6 +620,7 @@ class Broker:
         self.flusher = LogFlusher(self.logs, cfg, now_ms)
         self.cleaner = LogCleanerService(self)
         self.replicas = ReplicaManager(self.logs, self.node_id, self.notifier)
+        self._start_replication(self.replicas)
         addresses = quorum_addresses(cfg)
         self.quorum = MetadataQuorum(
             self.replicas, self.node_id, now_ms, SnapshotSettings.from_config(cfg.values),
@@ -653,6 +657,28 @@ class Broker:
         if features:
             out.append(features)
         return out
+
+    def _start_replication(self, replicas: ReplicaManager) -> None:
+        """The replica fetchers (followers) and the ISR manager (leaders) over ``replicas``."""
+        cfg = self.config
+        lc = self.lifecycle
+        self.fetchers = ReplicaFetcherManager(
+            self.node_id, FetcherSettings.from_config(cfg.values), now_ms, lambda: self.image,
+            lambda: lc.broker_epoch, self.inter_broker_listener)
+        replicas.on_roles_applied = lambda: self.fetchers.update(list(replicas))
+        self.peers = PeerClients(self.node_id, lambda: self.image, self.inter_broker_listener,
+                                 now_ms, int(cfg["request.timeout.ms"]))
+        self.isr = IsrManager(replicas, lambda: lc.channel, lambda: lc.broker_epoch,
+                              lambda: self.image, now_ms, int(cfg["replica.lag.time.max.ms"]))
+
+    def inter_broker_listener(self) -> str | None:
+        """The listener followers fetch on: ``inter.broker.listener.name``, else this broker's
+        first (non-controller) listener."""
+        name = self.config.values.get("inter.broker.listener.name")
+        if name:
+            return str(name)
+        listeners = self.config.broker_listeners
+        return listeners[0].name if listeners else None
 
     async def run_controller_activation(
         self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -783,6 +809,10 @@ class Broker:
                 assert self.quorum is not None
                 await nursery.start(self.quorum.run)  # the Raft driver, snapshots
                 await nursery.start(self.controller.run_session_expiry)
+                await nursery.start(self.controller.run_leader_rebalance)
+                await nursery.start(self.fetchers.run)
+                await nursery.start(self.isr.run)
+                self.fetchers.update(list(self.replicas or ()))
                 if self.is_controller:
                     await nursery.start(self.run_controller_activation)
                 if self.is_broker:  # returns once registered and unfenced

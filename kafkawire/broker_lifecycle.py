@@ -30,14 +30,18 @@ from __future__ import annotations
 
 import enum
 import logging
+import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import trio
 
 from kafkawire.node_client import NodeClient, NodeDisconnected
 from kraft.cluster_control import HeartbeatReply, Registration
+from kraft.replication_control import LEADER_RECOVERED, IsrMember
 from protocol._generated.allocate_producer_ids_request import AllocateProducerIdsRequest
+from protocol._generated.alter_partition_request import AlterPartitionRequest
 from protocol._generated.broker_heartbeat_request import BrokerHeartbeatRequest
 from protocol._generated.broker_registration_request import BrokerRegistrationRequest
 from protocol.errors import ErrorCode, KafkaError
@@ -81,6 +85,31 @@ class ControllerChannel(Protocol):
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> int: ...
 
+    async def alter_partition(self, broker_id: int, broker_epoch: int, change: IsrChange
+                              ) -> IsrChangeResult: ...
+
+
+@dataclass(frozen=True)
+class IsrChange:
+    """One partition's AlterPartition: the ISR its leader wants."""
+
+    topic_id: uuid.UUID
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[IsrMember, ...]
+
+
+@dataclass(frozen=True)
+class IsrChangeResult:
+    """The controller's answer: an error, or the partition's state after the change."""
+
+    error: ErrorCode
+    leader_id: int = -1
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = -1
+
 
 class LocalControllerChannel:
     """This node's own controller, called in-process."""
@@ -98,6 +127,18 @@ class LocalControllerChannel:
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> int:
         return await self.service.allocate_producer_ids(broker_id, broker_epoch)
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int, change: IsrChange
+                              ) -> IsrChangeResult:
+        try:
+            self.service.check_broker_epoch(broker_id, broker_epoch)
+            part = await self.service.alter_partition(
+                None, change.topic_id, change.partition, broker_id, change.leader_epoch,
+                change.partition_epoch, list(change.new_isr), LEADER_RECOVERED)
+        except KafkaError as e:
+            return IsrChangeResult(e.code)
+        return IsrChangeResult(ErrorCode.NONE, part.leader, part.leader_epoch, tuple(part.isr),
+                               part.partition_epoch)
 
 
 class RemoteControllerChannel:
@@ -138,6 +179,27 @@ class RemoteControllerChannel:
         if resp.error_code != ErrorCode.NONE:
             raise KafkaError(ErrorCode(resp.error_code))
         return int(resp.producer_id_start)
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int, change: IsrChange
+                              ) -> IsrChangeResult:
+        Req = AlterPartitionRequest
+        req = Req(broker_id=broker_id, broker_epoch=broker_epoch, topics=[Req.TopicData(
+            topic_id=change.topic_id, partitions=[Req.PartitionData(
+                partition_index=change.partition, leader_epoch=change.leader_epoch,
+                new_isr=[m.broker_id for m in change.new_isr],
+                new_isr_with_epochs=[Req.BrokerState(broker_id=m.broker_id,
+                                                     broker_epoch=m.broker_epoch)
+                                     for m in change.new_isr],
+                leader_recovery_state=LEADER_RECOVERED,
+                partition_epoch=change.partition_epoch)])])
+        resp = await self.client.request(req)
+        if resp.error_code != ErrorCode.NONE:
+            return IsrChangeResult(ErrorCode(resp.error_code))
+        pd = resp.topics[0].partitions[0]
+        if pd.error_code != ErrorCode.NONE:
+            return IsrChangeResult(ErrorCode(pd.error_code))
+        return IsrChangeResult(ErrorCode.NONE, pd.leader_id, pd.leader_epoch, tuple(pd.isr),
+                               pd.partition_epoch)
 
 
 class QuorumControllerChannel:
@@ -180,6 +242,10 @@ class QuorumControllerChannel:
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> int:
         return await self._target().allocate_producer_ids(broker_id, broker_epoch)
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int, change: IsrChange
+                              ) -> IsrChangeResult:
+        return await self._target().alter_partition(broker_id, broker_epoch, change)
 
 
 class BrokerLifecycleManager:

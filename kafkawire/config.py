@@ -109,6 +109,12 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "socket.send.buffer.bytes": ("int", 102400),
     "socket.receive.buffer.bytes": ("int", 102400),
     "replica.fetch.max.bytes": ("int", 1048576),
+    # replica fetchers (kafkawire/replica_fetcher.py)
+    "replica.fetch.response.max.bytes": ("int", 10485760),
+    "replica.fetch.wait.max.ms": ("int", 500),
+    "replica.fetch.min.bytes": ("int", 1),
+    "replica.fetch.backoff.ms": ("int", 1000),
+    "replica.socket.timeout.ms": ("int", 30000),
     "fetch.max.bytes": ("int", 57671680),
     "log.segment.bytes": ("int", 1073741824),
     "log.roll.ms": ("long", None),
@@ -212,6 +218,11 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "log.open.files.max": ("int", 256),
     "request.timeout.ms": ("int", 30000),
     "replica.lag.time.max.ms": ("long", 30000),
+    # KIP-392 fetch from follower (kafkawire/apis/fetch.py): Kafka's RackAwareReplicaSelector
+    "replica.selector.class": ("class", None),
+    # the controller's preferred-leader balancing (kafkawire/controller_service.py)
+    "auto.leader.rebalance.enable": ("boolean", True),
+    "leader.imbalance.check.interval.seconds": ("long", 300),
     "cluster.id": ("string", None),
     # Reported like Kafka (a PASSWORD: sensitive, value hidden); read per listener by
     # kafkawire.security_config.

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from kafkawire.broker import Broker
 
 log = logging.getLogger("kafkawire.controller")
+#: partitions moved back to their preferred leader per metadata batch
+LEADER_REBALANCE_BATCH = 1000
 #: how often the session-expiry task looks when no session is due sooner
 SESSION_CHECK_MAX_INTERVAL_MS = 1000
 
@@ -167,3 +169,31 @@ class ControllerService:
                 due = self.control.next_session_expiry_ms(self.broker.image)
             wait_ms = SESSION_CHECK_MAX_INTERVAL_MS if due is None else max(1, due - now + 1)
             await trio.sleep(min(wait_ms, SESSION_CHECK_MAX_INTERVAL_MS) / 1000)
+
+    async def run_leader_rebalance(
+        self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """``auto.leader.rebalance.enable``: every ``leader.imbalance.check.interval.seconds``
+        the active controller gives partitions back to their preferred replicas (in batches of
+        ``LEADER_REBALANCE_BATCH``, as Kafka's controller does)."""
+        task_status.started()
+        cfg = self.broker.config
+        interval_s = max(1, int(cfg["leader.imbalance.check.interval.seconds"]))
+        while True:
+            await trio.sleep(interval_s)
+            quorum = self.broker.quorum
+            if not bool(cfg["auto.leader.rebalance.enable"]) or quorum is None \
+                    or not quorum.is_active:
+                continue
+            while True:
+                async with self.broker.metadata_lock:
+                    records = rc.preferred_elections(self.broker.image, LEADER_REBALANCE_BATCH)
+                    if not records:
+                        break
+                    try:
+                        await self._commit(records)
+                    except KafkaError as e:
+                        log.warning("preferred leader election: %s", e)
+                        break
+                log.info("auto.leader.rebalance.enable: %d partition(s) back to their "
+                         "preferred leader", len(records))

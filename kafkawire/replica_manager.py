@@ -49,6 +49,10 @@ class ReplicaManager:
         #: partitions placed here whose log could not be created (KAFKA_STORAGE_ERROR)
         self.offline_logs: set[TopicPartition] = set()
         self._image: MetadataImage | None = None
+        #: after each :meth:`apply_image` (the replica fetchers follow the new roles)
+        self.on_roles_applied: Callable[[], None] | None = None
+        #: a leader saw a replica outside the ISR catch up (the ISR manager is woken)
+        self.on_isr_expand: Callable[[Partition], None] | None = None
 
     def __iter__(self) -> Iterator[tuple[TopicPartition, Partition]]:
         return iter(list(self.partitions.items()))
@@ -56,11 +60,16 @@ class ReplicaManager:
     def _host(self, plog: PartitionLog, *, hw_requires_flush: bool = False) -> Partition:
         p = Partition(plog, self.node_id, hw_requires_flush=hw_requires_flush)
         p.on_change = self._on_change
+        p.on_isr_expand = self._on_isr_expand
         self.partitions[(plog.topic, plog.partition)] = p
         return p
 
     def _on_change(self, p: Partition) -> None:
         self.notifier.notify(p.topic, p.partition)
+
+    def _on_isr_expand(self, p: Partition) -> None:
+        if self.on_isr_expand is not None:
+            self.on_isr_expand(p)
 
     # ---- following the metadata image ----------------------------------------------------
     def adopt_metadata_log(self, plog: PartitionLog) -> Partition:
@@ -112,15 +121,26 @@ class ReplicaManager:
         for tp, _plog in self.logs:
             if tp not in self.partitions and tp not in wanted and tp[0] != METADATA_TOPIC:
                 self.logs.delete(*tp)
+        if self.on_roles_applied is not None:
+            self.on_roles_applied()
         return gone
 
     def _apply_role(self, p: Partition, pimg: PartitionImage, now_ms: int) -> None:
         isr = frozenset(pimg.isr)
         if pimg.leader == self.node_id:
+            if p.is_leader and p.leader_epoch == pimg.leader_epoch \
+                    and pimg.partition_epoch < p.partition_epoch:
+                return  # an AlterPartition answer already gave us a newer ISR than this image
+            p.partition_epoch = pimg.partition_epoch
             if not p.is_leader or p.leader_epoch != pimg.leader_epoch or p.isr != isr:
                 p.become_leader(pimg.leader_epoch, isr, pimg.replicas, now_ms)
-        elif p.role is not ReplicaRole.FOLLOWER or p.leader_epoch != pimg.leader_epoch \
-                or p.leader_id != pimg.leader:
+            return
+        p.partition_epoch = pimg.partition_epoch
+        if p.role is ReplicaRole.FOLLOWER and p.leader_epoch == pimg.leader_epoch \
+                and p.leader_id == pimg.leader:
+            p.isr = isr  # the ISR as the controller has it (reported by DescribeTopics)
+            p.replicas = tuple(pimg.replicas)
+        else:
             p.become_follower(pimg.leader, pimg.leader_epoch, isr, pimg.replicas)
 
     # ---- lookups ---------------------------------------------------------------------------

@@ -24,8 +24,8 @@ and writes transaction markers.
   coordinator, so the partition is counted as done (it has already moved past this epoch)
   rather than leaving the transaction stuck in a Prepare state.
 
-Partitions led by another node would be reached with WriteTxnMarkers (key 27, served by
-``apis/write_txn_markers.py``); with one node every partition is local.
+Partitions led by another node are reached with WriteTxnMarkers (key 27, served by
+``apis/write_txn_markers.py``) to their leader (``kafkawire.txn_markers.send_marker``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
+from kafkawire.node_client import NodeDisconnected, NodeUnsupportedVersion
 from kafkawire.txn_markers import OFFSETS_TOPIC, write_marker
+from protocol._generated.add_partitions_to_txn_request import AddPartitionsToTxnRequest
 from protocol.coordinator import CoordinatorRecord
 from protocol.errors import ErrorCode, KafkaError
 from txn.coordinator import NEED_PRODUCER_ID, MarkerJob, NeedProducerId, TxnConfig, TxnShard
@@ -198,7 +200,17 @@ class TxnCoordinator:
         producer must have sent AddOffsetsToTxn) unless the producer already has data there.
         Errors in TxnOffsetCommit's terms (a busy coordinator: COORDINATOR_NOT_AVAILABLE,
         retriable)."""
-        if version >= 5:
+        remote = self.remote_coordinator(transactional_id)
+        if remote is not None:
+            plog = self.broker.partition_log(OFFSETS_TOPIC, partition)
+            if version < 5 and (not self.verification_enabled() or (
+                    plog is not None
+                    and plog.producer_state.has_ongoing_txn(producer_id, producer_epoch))):
+                return ErrorCode.NONE
+            code = _mapped(await self.ask_remote(
+                remote, transactional_id, OFFSETS_TOPIC, partition, producer_id, producer_epoch,
+                verify_only=version < 5), version >= 4)
+        elif version >= 5:
             code, _ = await self.add_implicitly(
                 transactional_id, OFFSETS_TOPIC, partition, producer_id, producer_epoch
             )
@@ -253,6 +265,54 @@ class TxnCoordinator:
                 return _mapped(code, True), code
             await trio.sleep(backoff_ms / 1000)
 
+    def remote_coordinator(self, transactional_id: str) -> int | None:
+        """The broker leading ``transactional_id``'s ``__transaction_state`` partition when
+        that is another broker (None: this one, or none known)."""
+        if self.runtime.topic.name not in self.broker.image.topics:
+            return None
+        leader = self.runtime.leader_of(self.runtime.partition_for(transactional_id))
+        return leader if leader >= 0 and leader != self.broker.node_id else None
+
+    async def ask_remote(
+        self, leader: int, transactional_id: str, topic: str, partition: int,
+        producer_id: int, producer_epoch: int, *, verify_only: bool,
+    ) -> ErrorCode:
+        """AddPartitionsToTxn v4+ (broker to coordinator, KIP-890) to the coordinator on
+        ``leader``: ``verify_only`` checks that the partition is in the transaction, else it is
+        added (transaction version 2). The coordinator's code for the partition; a connection
+        failure is NOT_COORDINATOR (retriable for the writer)."""
+        client = self.broker.peers.get(leader)
+        if client is None:
+            return ErrorCode.NOT_COORDINATOR
+        Req = AddPartitionsToTxnRequest
+        req = Req(transactions=[Req.AddPartitionsToTxnTransaction(
+            transactional_id=transactional_id, producer_id=producer_id,
+            producer_epoch=producer_epoch, verify_only=verify_only,
+            topics=[Req.AddPartitionsToTxnTopic(name=topic, partitions=[partition])])])
+        try:
+            resp = await client.request(req)
+        except (NodeDisconnected, NodeUnsupportedVersion):
+            return ErrorCode.NOT_COORDINATOR
+        if resp.error_code != ErrorCode.NONE:
+            return ErrorCode(resp.error_code)
+        for t in resp.results_by_transaction:
+            for tr in t.topic_results:
+                for pr in tr.results_by_partition:
+                    if tr.name == topic and pr.partition_index == partition:
+                        return ErrorCode(pr.partition_error_code)
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+    async def verify_remote(
+        self, leader: int, transactional_id: str, topic: str, partition: int,
+        producer_id: int, producer_epoch: int, version: int,
+    ) -> tuple[ErrorCode, ErrorCode]:
+        """Produce's KIP-890 check when the coordinator is on ``leader``: v12+ adds the
+        partition, older versions verify it. (mapped code, coordinator's code) as
+        :meth:`verify`."""
+        code = await self.ask_remote(leader, transactional_id, topic, partition, producer_id,
+                                     producer_epoch, verify_only=version < 12)
+        return _mapped(code, version >= 11), code
+
     def shard_or_error(self, transactional_id: str) -> TxnShard | ErrorCode:
         try:
             shard: TxnShard = self.runtime.shard_for(transactional_id)  # type: ignore[assignment]
@@ -287,7 +347,7 @@ class TxnCoordinator:
                 for topic, p in pending:
                     code = await write_marker(
                         self.broker, topic, p, job.producer_id, job.producer_epoch, job.commit,
-                        coordinator_epoch, job.transaction_version,
+                        coordinator_epoch, job.transaction_version, forward=True,
                     )
                     if code in _MOVED_ON:
                         log.warning(

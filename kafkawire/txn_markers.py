@@ -18,6 +18,12 @@ last stable offset moves.
 Markers for ``__consumer_offsets`` partitions complete transactional offset commits: those go
 through the group coordinator's runtime (``broker.group_runtime.append_marker``), which
 appends the marker and replays it into the group shard of that partition.
+
+The coordinator's path (``forward=True``) sends the marker with WriteTxnMarkers (the highest
+version both serve) to the partition's leader when the metadata image names another broker
+(:func:`send_marker`); a connection failure answers NOT_LEADER_OR_FOLLOWER, which the
+coordinator retries with backoff, as Kafka's marker channel does with a disconnected leader.
+The WriteTxnMarkers handler never forwards.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from kafkawire.node_client import NodeDisconnected, NodeUnsupportedVersion
+from protocol._generated.write_txn_markers_request import WriteTxnMarkersRequest
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import ControlType, build_control_batch, iter_headers
 
@@ -49,10 +57,17 @@ async def write_marker(
     commit: bool,
     coordinator_epoch: int,
     transaction_version: int = 0,
+    *,
+    forward: bool = False,
 ) -> ErrorCode:
     """Write one marker on this node: through the group coordinator runtime for
     ``__consumer_offsets`` (its shard replays the marker: pending transactional offsets
-    become visible on COMMIT and are dropped on ABORT), else straight into the log."""
+    become visible on COMMIT and are dropped on ABORT), else straight into the log. With
+    ``forward``, a partition led by another broker gets the marker over the wire."""
+    part = broker.image.partition(topic, partition)
+    if forward and part is not None and part.leader >= 0 and part.leader != broker.node_id:
+        return await send_marker(broker, part.leader, topic, partition, producer_id,
+                                 producer_epoch, commit, coordinator_epoch, transaction_version)
     if topic == OFFSETS_TOPIC:
         runtime = broker.group_runtime
         try:
@@ -61,7 +76,7 @@ async def write_marker(
             return e.code
         code = await runtime.wait_committed(partition)
         return ErrorCode.NOT_LEADER_OR_FOLLOWER if code == ErrorCode.NOT_COORDINATOR else code
-    if broker.image.partition(topic, partition) is None:
+    if part is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert broker.replicas is not None
     now = _now_ms()
@@ -77,3 +92,28 @@ async def write_marker(
         return e.code
     # as Kafka's WriteTxnMarkers, answered once the marker is replicated to the ISR
     return await broker.replicas.wait_for_high_watermark(p, info.last_offset + 1)
+
+
+async def send_marker(
+    broker: Broker, leader: int, topic: str, partition: int, producer_id: int,
+    producer_epoch: int, commit: bool, coordinator_epoch: int, transaction_version: int,
+) -> ErrorCode:
+    """WriteTxnMarkers for one partition to its leader ``leader``; the partition's answer."""
+    client = broker.peers.get(leader)
+    if client is None:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    Req = WriteTxnMarkersRequest
+    req = Req(markers=[Req.WritableTxnMarker(
+        producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
+        topics=[Req.WritableTxnMarkerTopic(name=topic, partition_indexes=[partition])],
+        coordinator_epoch=coordinator_epoch, transaction_version=transaction_version)])
+    try:
+        resp = await client.request(req)
+    except (NodeDisconnected, NodeUnsupportedVersion):
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    for m in resp.markers:
+        for t in m.topics:
+            for p in t.partitions:
+                if t.name == topic and p.partition_index == partition:
+                    return ErrorCode(p.error_code)
+    return ErrorCode.UNKNOWN_SERVER_ERROR

@@ -15,6 +15,8 @@
 - ``alter_partition``: an ISR change from a partition leader, with Kafka's checks in Kafka's
   order (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, INELIGIBLE_REPLICA, ...).
 - ``elect_leader``: ElectLeaders, preferred or unclean.
+- ``preferred_elections``: ``auto.leader.rebalance.enable``: every partition not led by its
+  preferred (first) replica gets it back when that replica is in the ISR and usable.
 
 A PartitionChangeRecord with a ``leader`` field (even the same leader) bumps the leader epoch
 on replay; every record bumps the partition epoch (kraft/image.py).
@@ -243,3 +245,22 @@ def elect_leader(
         rec = change_record(topic, part, Change(leader, isr, recovering))
     assert rec is not None
     return rec
+
+
+def preferred_elections(image: MetadataImage, limit: int) -> list[PartitionChangeRecord]:
+    """Up to ``limit`` records giving partitions back to their preferred replica (Kafka's
+    ``maybeBalancePartitionLeaders``): the first replica, when it is in the ISR and usable."""
+    usable = set(usable_brokers(image))
+    out: list[PartitionChangeRecord] = []
+    for topic in image.topics.values():
+        for part in topic.partitions.values():
+            if not part.replicas:
+                continue
+            preferred = part.replicas[0]
+            if part.leader != preferred and preferred in part.isr and preferred in usable:
+                rec = change_record(topic, part, Change(leader=preferred))
+                if rec is not None:
+                    out.append(rec)
+                    if len(out) >= limit:
+                        return out
+    return out

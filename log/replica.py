@@ -161,12 +161,17 @@ class Partition:
         self.leader_epoch = -1
         self.replicas: tuple[int, ...] = ()
         self.isr: frozenset[int] = frozenset()
+        #: the controller's partition epoch for ``isr`` (AlterPartition sends it back)
+        self.partition_epoch = -1
         self.followers: dict[int, FollowerState] = {}
         self._waiters: list[tuple[int, int, HighWatermarkWaiter]] = []
         self._seq = itertools.count()
         #: called after anything a waiting reader may care about (append, high watermark move,
         #: truncation, deletion, role change); the runtime wakes Fetch long-polls there
         self.on_change: Callable[[Partition], None] | None = None
+        #: leader only: called when a replica outside the ISR has caught up (the runtime asks
+        #: the controller to add it with AlterPartition)
+        self.on_isr_expand: Callable[[Partition], None] | None = None
 
     # ---- roles ------------------------------------------------------------------------------
     def _transition(self, role: ReplicaRole) -> None:
@@ -460,6 +465,35 @@ class Partition:
             f.last_caught_up_ms = now_ms
         if self._maybe_increment_high_watermark():
             self._changed()
+        if f.replica_id not in self.isr and self.on_isr_expand is not None \
+                and self._caught_up(f):
+            self.on_isr_expand(self)
+
+    def _caught_up(self, f: FollowerState) -> bool:
+        """Kafka's ``isFollowerInSync``: the follower reached the high watermark and the
+        start of this leader epoch."""
+        epoch_start = dict(self.log.leader_epochs.entries()).get(self.leader_epoch, 0)
+        return f.log_end_offset >= self.log.high_watermark and f.log_end_offset >= epoch_start
+
+    def wanted_isr(self, now_ms: int, replica_lag_time_max_ms: int,
+                   eligible: Callable[[int], bool]) -> frozenset[int] | None:
+        """Leader only: the ISR this leader should ask the controller for, or None when it
+        is right as it is. ISR members that have not caught up with the log end offset for
+        ``replica.lag.time.max.ms`` leave (Kafka's ``getOutOfSyncReplicas``); replicas outside
+        it that reached the high watermark and the start of this epoch, and that ``eligible``
+        accepts (registered, unfenced), join (``isFollowerInSync``)."""
+        if self.role is not ReplicaRole.LEADER:
+            return None
+        isr = set(self.isr)
+        for r, f in self.followers.items():
+            if r in isr:
+                if now_ms - f.last_caught_up_ms > replica_lag_time_max_ms:
+                    isr.discard(r)
+            elif f.log_end_offset >= 0 and self._caught_up(f) and eligible(r):
+                isr.add(r)
+        isr.add(self.local_id)
+        new = frozenset(isr)
+        return None if new == self.isr else new
 
     def fetchable_offset(self, isolation: FetchIsolation) -> int:
         log = self.log
@@ -537,6 +571,16 @@ class Partition:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self}: leaders do not truncate")
         self.log.truncate_to(offset)
         self._changed()
+
+    def update_follower_log_start_offset(self, leader_log_start_offset: int) -> None:
+        """A follower follows the leader's log start offset (retention, DeleteRecords), up to
+        its own high watermark (Kafka's ``maybeIncrementLogStartOffset`` on followers)."""
+        if self.role is not ReplicaRole.FOLLOWER:
+            return
+        target = min(leader_log_start_offset, self.log.high_watermark)
+        if target > self.log.log_start_offset:
+            self.log.delete_records_before(target)
+            self._changed()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         if self.role is ReplicaRole.LEADER:

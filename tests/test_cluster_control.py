@@ -321,6 +321,26 @@ def test_elect_leaders() -> None:
     assert c.image.topics["t"].partitions[0].leader == 1
 
 
+def test_preferred_elections_for_auto_leader_rebalance() -> None:
+    c = Cluster()
+    c.up(1, 2, 3)
+    c.topic("t", 3, 2, assignments={0: [1, 2], 1: [2, 3], 2: [3, 1]})
+    assert rc.preferred_elections(c.image, 10) == []
+    c.heartbeat(1, fence=True)  # 1 leaves: partition 0 moves to 2, partition 2 keeps 3
+    assert c.image.topics["t"].partitions[0].leader == 2
+    assert rc.preferred_elections(c.image, 10) == []  # 1 is not in the ISR
+    c.heartbeat(1)
+    t = c.image.topics["t"]
+    p = t.partitions[0]
+    c.commit([rc.alter_partition(c.image, t, p, 2, p.leader_epoch, p.partition_epoch,
+                                 [rc.IsrMember(1), rc.IsrMember(2)], 0)])
+    recs = rc.preferred_elections(c.image, 10)
+    assert [(r.partition_id, r.leader) for r in recs] == [(0, 1)]
+    c.commit(recs)
+    assert c.image.topics["t"].partitions[0].leader == 1
+    assert rc.preferred_elections(c.image, 10) == []
+
+
 class LeadershipMachine(RuleBasedStateMachine):
     """Random registrations, heartbeats, fencing, shutdowns, ISR changes and elections: the
     leader is always in the ISR (or -1), the ISR is never empty and within the replicas, a

@@ -30,6 +30,12 @@
   the leader (which moves the high watermark of a partition whose ISR holds it). A
   ``last_fetched_epoch`` (v12+) that diverges from this log is answered with
   ``diverging_epoch`` and no records (KIP-320/KIP-595), as Kafka's leader does.
+- Fetch from follower (KIP-392): with ``replica.selector.class`` set to Kafka's
+  ``org.apache.kafka.common.replica.RackAwareReplicaSelector``, a leader answers a consumer
+  (v11+) that names a ``rack_id`` with ``preferred_read_replica``, and no records, when a
+  replica in that rack (not the leader) holds the fetch offset (its log start <= offset <= its
+  log end, as last fetched); the client then fetches there, up to that follower's high
+  watermark. The leader in the client's rack, or none there, serves as usual.
 - Authorization (``kafkawire.authorizer``): READ on each topic, else its partitions answer
   TOPIC_AUTHORIZATION_FAILED with no data.
 """
@@ -88,6 +94,34 @@ class _Params:
     require_leader: bool
     now_ms: int
     held_files: int = 0  # segment files this response keeps open until it is sent
+    #: (client rack, rack of each broker) when a consumer may be sent to a follower (KIP-392)
+    rack_selector: tuple[str, dict[int, str | None]] | None = None
+
+
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def _rack_selector(broker: Broker, req: FetchRequest, version: int, replica_id: int
+                   ) -> tuple[str, dict[int, str | None]] | None:
+    if version < 11 or replica_id >= 0 or not req.rack_id:
+        return None
+    if broker.config.values.get("replica.selector.class") != RACK_AWARE_SELECTOR:
+        return None
+    return req.rack_id, {b.broker_id: b.rack for b in broker.image.brokers.values()}
+
+
+def preferred_read_replica(p: Partition, fetch_offset: int, client_rack: str,
+                           racks: dict[int, str | None]) -> int:
+    """KIP-392's RackAwareReplicaSelector on a leader: a replica in ``client_rack`` that holds
+    ``fetch_offset`` (the leader first, else the one furthest ahead), or -1 (the leader)."""
+    if not p.is_leader or racks.get(p.local_id) == client_rack:
+        return -1
+    best, best_end = -1, -1
+    for r, f in p.followers.items():
+        if r in p.isr and racks.get(r) == client_rack and f.log_start_offset <= fetch_offset \
+                <= f.log_end_offset and f.log_end_offset > best_end:
+            best, best_end = r, f.log_end_offset
+    return best
 
 
 def _params(req: FetchRequest, version: int, now_ms: int) -> _Params:
@@ -112,6 +146,15 @@ def _failed(r: Part, code: int) -> None:
 def _read_one(p: Partition, s: _Slot, params: _Params, limit: int, first: bool) -> int:
     """One partition's part of the response; returns its record bytes."""
     r = s.resp
+    if params.rack_selector is not None:
+        preferred = preferred_read_replica(p, s.fetch_offset, *params.rack_selector)
+        if preferred >= 0:
+            r.preferred_read_replica = preferred
+            r.high_watermark = p.high_watermark
+            r.last_stable_offset = p.log.last_stable_offset
+            r.log_start_offset = p.log.log_start_offset
+            r.error_code = ErrorCode.NONE
+            return 0
     read = p.read(
         params.replica_id, s.fetch_offset, max(limit, 0), isolation=params.isolation,
         now_ms=params.now_ms, current_leader_epoch=s.current_leader_epoch,
@@ -188,6 +231,7 @@ async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Fetc
             error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[]
         )
     params = _params(req, v, int(time.time() * 1000))
+    params.rack_selector = _rack_selector(broker, req, v, params.replica_id)
     max_bytes = req.max_bytes if v >= 3 else 2**31 - 1
     img = broker.image
     slots: list[_Slot] = []
@@ -235,7 +279,7 @@ async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Fetc
     keys = [(s.topic, s.partition) for s in slots if s.topic is not None]
     while True:
         total = _read_all(broker, slots, max_bytes, params)
-        errors = any(s.resp.error_code for s in slots)
+        errors = any(s.resp.error_code or s.resp.preferred_read_replica >= 0 for s in slots)
         if total >= req.min_bytes or errors or req.max_wait_ms <= 0 or not keys:
             break
         if trio.current_time() >= deadline:

@@ -114,7 +114,13 @@ async def _verify_transaction(
         if h.is_transactional and not h.is_control:
             if plog.producer_state.has_ongoing_txn(h.producer_id, h.producer_epoch):
                 return
-            if version >= 12:
+            remote = coordinator.remote_coordinator(tid)
+            if remote is not None:  # the coordinator is on another broker: ask it
+                code, underlying = await coordinator.verify_remote(
+                    remote, tid, topic, partition, h.producer_id, h.producer_epoch, version)
+                if underlying == ErrorCode.CONCURRENT_TRANSACTIONS:
+                    raise _NotVerified(ErrorCode.CONCURRENT_TRANSACTIONS)
+            elif version >= 12:
                 code, underlying = await coordinator.add_implicitly(
                     tid, topic, partition, h.producer_id, h.producer_epoch, retry=True
                 )

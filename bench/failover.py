@@ -1,0 +1,297 @@
+"""Leader kill -9 under an idempotent acks=all producer: 0 acknowledged records lost, 0
+duplicates, order kept (the checker used by tests/test_replication_cluster.py and
+``make failover``).
+
+    .venv/bin/python bench/failover.py --kills 100       # 1 controller + 3 brokers, RF=3
+
+One confluent-kafka (librdkafka) producer with ``enable.idempotence=true`` and ``acks=all``
+writes sequence numbers ``0, 1, 2, ...`` as values to one partition of a topic with
+replication factor 3 and ``min.insync.replicas=2``, from its own thread, as fast as its queue
+allows (bounded by ``--rate``). Every ``--interval`` seconds the checker finds the partition's
+leader (a fresh AdminClient each time, as users do), kills it with SIGKILL, restarts it, and
+waits until the ISR holds all three replicas again before the next kill. At the end it reads
+the whole partition from offset 0 to the high watermark and checks:
+
+* every value whose delivery report succeeded is in the log, at the offset the report gave;
+* no value appears twice;
+* the values in the log are strictly increasing (no reordering).
+
+It also measures, per kill, the time from the kill to the first successful delivery report of
+a record produced after the kill. Prints a Markdown summary (figures for docs/BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+
+@dataclass
+class Figures:
+    kills: int = 0
+    produced: int = 0
+    acked: int = 0
+    failed: int = 0
+    in_log: int = 0
+    lost: list[int] = field(default_factory=list)
+    duplicates: list[int] = field(default_factory=list)
+    reordered: int = 0
+    wrong_offset: int = 0
+    recovery_ms: list[float] = field(default_factory=list)
+    errors: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.lost and not self.duplicates and not self.reordered \
+            and not self.wrong_offset
+
+    def markdown(self) -> str:
+        rec = sorted(self.recovery_ms)
+        def pct(q: float) -> str:
+            return f"{rec[min(len(rec) - 1, int(q * len(rec)))]:.0f}" if rec else "-"
+        return "\n".join([
+            "| kills | produced | acknowledged | failed | in log | lost | duplicates | "
+            "reordered | kill -> first ack p50 / p99 / max (ms) |",
+            "|---|---|---|---|---|---|---|---|---|",
+            f"| {self.kills} | {self.produced} | {self.acked} | {self.failed} | {self.in_log} "
+            f"| {len(self.lost)} | {len(self.duplicates)} | {self.reordered} | "
+            f"{pct(0.5)} / {pct(0.99)} / {f'{rec[-1]:.0f}' if rec else '-'} |",
+        ])
+
+
+def admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+
+
+def partition_state(bootstrap: str, topic: str, partition: int = 0
+                    ) -> tuple[int, list[int], list[int]] | None:
+    """(leader, replicas, isr) from Metadata, or None when it cannot be read now."""
+    try:
+        md = admin(bootstrap).list_topics(topic, timeout=10)
+    except KafkaException:
+        return None
+    t = md.topics.get(topic)
+    if t is None or t.error is not None or partition not in t.partitions:
+        return None
+    p = t.partitions[partition]
+    return p.leader, list(p.replicas), list(p.isrs)
+
+
+def wait_until(cond: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def create_topic(bootstrap: str, topic: str, replicas: list[int], min_isr: int = 2) -> None:
+    """One partition on ``replicas`` (the brokers the checker may kill)."""
+    rf = len(replicas)
+    client = admin(bootstrap)  # kept alive until the answer
+    futs = client.create_topics([NewTopic(
+        topic, num_partitions=1, replica_assignment=[replicas],
+        config={"min.insync.replicas": str(min_isr)})], request_timeout=30)
+    futs[topic].result(60)
+    wait_until(lambda: (s := partition_state(bootstrap, topic)) is not None
+               and len(s[2]) == rf and s[0] >= 0, 60, f"{topic} to have {rf} in-sync replicas")
+
+
+class SequenceProducer:
+    """Produces 0, 1, 2, ... from a thread; remembers each delivery report."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: float) -> None:
+        self.topic = topic
+        self.rate = rate
+        self.producer = Producer({
+            "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+            "linger.ms": 5, "message.timeout.ms": 300000, "retry.backoff.ms": 100,
+            "retry.backoff.max.ms": 1000, "topic.metadata.refresh.interval.ms": 2000,
+        })
+        self.sent_at: list[float] = []
+        self.acked: dict[int, int] = {}  # value -> offset
+        self.failed: dict[int, str] = {}
+        self.ack_times: list[tuple[float, int]] = []  # (time, value)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _report(self, err: Any, msg: Any) -> None:
+        value = int(msg.value())
+        with self._lock:
+            if err is not None:
+                self.failed[value] = err.name()
+            else:
+                self.acked[value] = msg.offset()
+                self.ack_times.append((time.monotonic(), value))
+
+    def _run(self) -> None:
+        seq = 0
+        gap = 1.0 / self.rate if self.rate > 0 else 0.0
+        while not self._stop.is_set():
+            try:
+                self.producer.produce(self.topic, value=b"%d" % seq, partition=0,
+                                      on_delivery=self._report)
+            except BufferError:
+                self.producer.poll(0.05)
+                continue
+            self.sent_at.append(time.monotonic())
+            seq += 1
+            self.producer.poll(0)
+            if gap:
+                time.sleep(gap)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self, flush_timeout_s: float = 300) -> None:
+        self._stop.set()
+        self.thread.join()
+        self.producer.flush(flush_timeout_s)
+
+    def first_ack_after(self, t: float) -> float | None:
+        """When the first record produced after ``t`` was acknowledged."""
+        with self._lock:
+            times = self.ack_times
+            i = bisect.bisect_left(times, (t, -1))  # acknowledged after t, in time order
+            for at, value in times[i:]:
+                if value < len(self.sent_at) and self.sent_at[value] >= t:
+                    return at
+        return None
+
+
+def read_log(bootstrap: str, topic: str) -> list[tuple[int, int]]:
+    """(offset, value) of every record up to the high watermark."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "failover-check",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        _low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        c.assign([TopicPartition(topic, 0, 0)])
+        out: list[tuple[int, int]] = []
+        deadline = time.monotonic() + 300
+        while (not out or out[-1][0] < high - 1) and time.monotonic() < deadline:
+            for m in c.consume(1000, timeout=1.0):
+                if m.error() is None:
+                    out.append((m.offset(), int(m.value())))
+        return out
+    finally:
+        c.close()
+
+
+def check(prod: SequenceProducer, log: list[tuple[int, int]], figures: Figures) -> None:
+    figures.produced = len(prod.sent_at)
+    figures.acked = len(prod.acked)
+    figures.failed = len(prod.failed)
+    for name in prod.failed.values():
+        figures.errors[name] = figures.errors.get(name, 0) + 1
+    figures.in_log = len(log)
+    where: dict[int, int] = {}
+    last = -1
+    for offset, value in log:
+        if value in where:
+            figures.duplicates.append(value)
+        where[value] = offset
+        if value <= last:
+            figures.reordered += 1
+        last = max(last, value)
+    for value, offset in prod.acked.items():
+        if value not in where:
+            figures.lost.append(value)
+        elif where[value] != offset:
+            figures.wrong_offset += 1
+
+
+class Cluster:
+    """What the checker needs of a cluster: a bootstrap list, and kill -9 / start by node id."""
+
+    bootstrap: str
+    admin_bootstrap: str  # where CreateTopics goes
+    broker_ids: list[int]  # the nodes that may be killed (not the controller)
+
+    def kill(self, node_id: int) -> None: ...
+
+    def stop(self, node_id: int) -> None: ...
+
+    def start(self, node_id: int) -> None: ...
+
+
+def run(cluster: Cluster, topic: str, kills: int, interval_s: float = 3.0, rate: float = 500,
+        rejoin_timeout_s: float = 120, clean: bool = False) -> Figures:
+    """Kill the partition leader ``kills`` times under load (``clean``: stop it with SIGTERM,
+    a controlled shutdown, instead of kill -9); returns the figures."""
+    figures = Figures()
+    boot = cluster.bootstrap
+    prod = SequenceProducer(boot, topic, rate)
+    prod.start()
+    try:
+        wait_until(lambda: bool(prod.acked), 60, "the first acknowledged record")
+        for _ in range(kills):
+            time.sleep(interval_s)
+            state = partition_state(boot, topic)
+            if state is None or state[0] < 0:
+                wait_until(lambda: (s := partition_state(boot, topic)) is not None and s[0] >= 0,
+                           rejoin_timeout_s, "a leader")
+                state = partition_state(boot, topic)
+            assert state is not None
+            leader = state[0]
+            killed_at = time.monotonic()
+            if clean:
+                cluster.stop(leader)
+            else:
+                cluster.kill(leader)
+            figures.kills += 1
+            wait_until(lambda t=killed_at: prod.first_ack_after(t) is not None, rejoin_timeout_s,
+                       "an acknowledgement after the kill")
+            first = prod.first_ack_after(killed_at)
+            assert first is not None
+            figures.recovery_ms.append((first - killed_at) * 1000)
+            cluster.start(leader)
+            wait_until(lambda: (s := partition_state(boot, topic)) is not None
+                       and len(s[2]) == len(s[1]), rejoin_timeout_s,
+                       f"node {leader} back in the ISR")
+    finally:
+        prod.stop()
+    check(prod, read_log(boot, topic), figures)
+    return figures
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kills", type=int, default=100)
+    ap.add_argument("--interval", type=float, default=3.0, help="seconds between kills")
+    ap.add_argument("--rate", type=float, default=500, help="records per second at most")
+    ap.add_argument("--clean", action="store_true",
+                    help="stop leaders with SIGTERM (controlled shutdown) instead of kill -9")
+    args = ap.parse_args()
+    from tests.replication_cluster import replication_cluster
+
+    with replication_cluster(brokers=3) as cluster:
+        create_topic(cluster.admin_bootstrap, "failover", cluster.broker_ids)
+        started = time.monotonic()
+        figures = run(cluster, "failover", args.kills, args.interval, args.rate,
+                      clean=args.clean)
+        took = time.monotonic() - started
+    print(figures.markdown())
+    print(f"\n{took:.0f} s; failed deliveries by error: {figures.errors or 'none'}")
+    if figures.lost:
+        print(f"LOST (first 20): {figures.lost[:20]}")
+    if figures.duplicates:
+        print(f"DUPLICATES (first 20): {figures.duplicates[:20]}")
+    return 0 if figures.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""ISR changes asked of the controller by partition leaders (Kafka's ``AlterPartitionManager``
+with ``Partition.maybeShrinkIsr`` / ``maybeExpandIsr``).
+
+- Shrink: every ``replica.lag.time.max.ms`` / 2 the leaders look for ISR members that have not
+  caught up with their log end offset for ``replica.lag.time.max.ms``
+  (``Partition.wanted_isr``).
+- Expand: a follower outside the ISR whose fetch reaches the high watermark and the start of
+  the leader epoch wakes this task at once (``Partition.on_isr_expand``); it joins when its
+  broker is registered, unfenced and not shutting down.
+- One AlterPartition in flight per partition (with its leader epoch, partition epoch and the
+  members' broker epochs, v3 / KIP-903), through the broker's controller channel (in-process on
+  a combined node, the wire otherwise). The answer's ISR and partition epoch apply at once if
+  the leader epoch is still ours; FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION wait for the
+  metadata image (which carries the controller's state); other errors are tried again at the
+  next round.
+- While an ISR member lags, the high watermark (and acks=all) waits for it until it leaves;
+  a smaller ISR releases the waiters, with NOT_ENOUGH_REPLICAS_AFTER_APPEND below
+  ``min.insync.replicas``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import trio
+
+from kafkawire.broker_lifecycle import ControllerChannel, IsrChange
+from kafkawire.node_client import NodeDisconnected, NodeUnsupportedVersion
+from kafkawire.replica_manager import ReplicaManager
+from kraft.image import MetadataImage
+from kraft.replication_control import IsrMember
+from log.replica import Partition
+from protocol.errors import ErrorCode, KafkaError
+
+__all__ = ["IsrManager"]
+
+log = logging.getLogger("kafkawire.isr")
+
+TopicPartition = tuple[str, int]
+#: the shortest pause between two full scans (a tiny replica.lag.time.max.ms in a test)
+SCAN_INTERVAL_MIN_MS = 10
+
+
+class IsrManager:
+    def __init__(self, replicas: ReplicaManager, channel: Callable[[], ControllerChannel],
+                 broker_epoch: Callable[[], int], image: Callable[[], MetadataImage],
+                 clock_ms: Callable[[], int], replica_lag_time_max_ms: int) -> None:
+        self.replicas = replicas
+        self.channel = channel
+        self.broker_epoch = broker_epoch
+        self.image = image
+        self.clock_ms = clock_ms
+        self.lag_ms = replica_lag_time_max_ms
+        self._woken: set[TopicPartition] = set()
+        self._event = trio.Event()
+        self._in_flight: set[TopicPartition] = set()
+        replicas.on_isr_expand = self.wake
+
+    def wake(self, p: Partition) -> None:
+        self._woken.add((p.topic, p.partition))
+        self._event.set()
+
+    def _eligible(self, broker_id: int) -> bool:
+        reg = self.image().brokers.get(broker_id)
+        return reg is not None and not reg.fenced and not reg.in_controlled_shutdown
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        interval_ms = max(self.lag_ms // 2, SCAN_INTERVAL_MIN_MS)
+        next_scan = self.clock_ms() + interval_ms
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            while True:
+                with trio.move_on_after(max(0, next_scan - self.clock_ms()) / 1000):
+                    await self._event.wait()
+                self._event = trio.Event()
+                now = self.clock_ms()
+                if now >= next_scan:
+                    next_scan = now + interval_ms
+                    tps = [tp for tp, p in self.replicas if p.is_leader]
+                    self._woken.clear()
+                else:
+                    tps, self._woken = sorted(self._woken), set()
+                for tp in tps:
+                    self._maybe_change(nursery, tp, now)
+
+    def _maybe_change(self, nursery: trio.Nursery, tp: TopicPartition, now: int) -> None:
+        if tp in self._in_flight:
+            return
+        p = self.replicas.partition(*tp)
+        if p is None:
+            return
+        new = p.wanted_isr(now, self.lag_ms, self._eligible)
+        if new is None:
+            return
+        img = self.image()
+        topic = img.topics.get(tp[0])
+        if topic is None:
+            return
+        members = tuple(IsrMember(b, img.brokers[b].epoch if b in img.brokers else -1)
+                        for b in sorted(new))
+        change = IsrChange(topic.topic_id, tp[1], p.leader_epoch, p.partition_epoch, members)
+        self._in_flight.add(tp)
+        nursery.start_soon(self._alter, p, change)
+
+    async def _alter(self, p: Partition, change: IsrChange) -> None:
+        tp = (p.topic, p.partition)
+        old = sorted(p.isr)
+        try:
+            res = await self.channel().alter_partition(
+                self.replicas.node_id, self.broker_epoch(), change)
+        except (NodeDisconnected, NodeUnsupportedVersion, KafkaError) as e:
+            log.info("AlterPartition for %s-%d: %s", tp[0], tp[1], e)
+            return
+        finally:
+            self._in_flight.discard(tp)
+        if res.error != ErrorCode.NONE:
+            log.info("AlterPartition for %s-%d to ISR %s: %s", tp[0], tp[1],
+                     [m.broker_id for m in change.new_isr], res.error.name)
+            return
+        if not p.is_leader or p.leader_epoch != res.leader_epoch \
+                or res.partition_epoch < p.partition_epoch:
+            return  # leadership moved meanwhile: the image says what is next
+        p.partition_epoch = res.partition_epoch
+        p.update_isr(frozenset(res.isr), self.clock_ms())
+        log.info("%s-%d: ISR %s -> %s (partition epoch %d)", tp[0], tp[1], old,
+                 sorted(res.isr), res.partition_epoch)

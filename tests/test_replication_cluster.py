@@ -1,0 +1,390 @@
+"""ISR replication across real broker processes: one combined controller node (0) and three
+broker-only nodes (1-3) on loopback, driven by stock clients (confluent-kafka / librdkafka,
+kafka-python, Kafka's kafka-topics). Partitions live on nodes 1-3 (manual assignment), which
+are the ones killed, so the single controller stays up.
+
+- RF=3: the followers' segment files become byte-identical to the leader's (batches appended
+  verbatim with the leader's offsets and epochs), and the ISR and leader show in Metadata and
+  in ``kafka-topics --describe``.
+- kill -9 of the partition leader, a bounded number of times (``make failover`` runs 100+),
+  under an idempotent acks=all producer with ``min.insync.replicas=2``: 0 acknowledged records
+  lost, 0 duplicates, order kept (bench/failover.py is the checker).
+- With one broker left, acks=all gets NOT_ENOUGH_REPLICAS; nothing acknowledged is lost when
+  the others come back.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench import failover
+from tests.replication_cluster import ReplicationCluster, replication_cluster
+
+pytestmark = pytest.mark.slow
+
+KILLS = 5
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ReplicationCluster]:
+    with replication_cluster(brokers=3, base_dir=tmp_path) as c:
+        yield c
+
+
+def new_topic(c: ReplicationCluster, min_isr: int = 2) -> str:
+    name = f"rep-{uuid.uuid4().hex[:8]}"
+    failover.create_topic(c.admin_bootstrap, name, c.broker_ids, min_isr=min_isr)
+    return name
+
+
+def segment_bytes(c: ReplicationCluster, node: int, topic: str) -> bytes:
+    d = c.data_dir(node) / f"{topic}-0"
+    return b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
+
+
+def test_followers_hold_the_leaders_bytes_and_the_isr_is_shown(cluster: ReplicationCluster) -> None:
+    from confluent_kafka import Producer
+
+    topic = new_topic(cluster)
+    leader, replicas, isr = failover.partition_state(cluster.bootstrap, topic) or (-1, [], [])
+    assert sorted(replicas) == cluster.broker_ids and sorted(isr) == cluster.broker_ids
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                  "enable.idempotence": True, "linger.ms": 5})
+    acked: list[int] = []
+    for i in range(2000):
+        p.produce(topic, value=b"v%d" % i, partition=0,
+                  on_delivery=lambda err, m: acked.append(m.offset()) if err is None else None)
+        if i % 100 == 0:
+            p.poll(0)
+    assert p.flush(60) == 0
+    assert len(acked) == 2000
+    # acks=all answered: every replica has the records; the segments converge byte for byte
+    want = segment_bytes(cluster, leader, topic)
+    assert want
+    failover.wait_until(
+        lambda: all(segment_bytes(cluster, n, topic) == want for n in cluster.broker_ids),
+        60, "the followers' segments to equal the leader's")
+
+
+def test_kafka_topics_describe_shows_leader_replicas_isr(cluster: ReplicationCluster) -> None:
+    from tests.javatools import JavaTools, require_line
+
+    require_line("4.x")
+    topic = new_topic(cluster)
+    out = JavaTools("4.x").run("topics", "--bootstrap-server", cluster.bootstrap,
+                               "--describe", "--topic", topic).output
+    ids = ",".join(str(b) for b in cluster.broker_ids)
+    assert "ReplicationFactor: 3" in out, out
+    assert f"Replicas: {ids}" in out and f"Isr: {ids}" in out, out
+
+
+def test_leader_kill_loses_nothing_acknowledged(cluster: ReplicationCluster) -> None:
+    topic = new_topic(cluster)
+    figures = failover.run(cluster, topic, kills=KILLS, interval_s=2.0, rate=300)
+    print(figures.markdown())
+    assert figures.kills == KILLS
+    assert figures.acked > 0
+    assert figures.lost == [] and figures.duplicates == []
+    assert figures.reordered == 0 and figures.wrong_offset == 0
+
+
+def test_controlled_shutdown_of_the_leader_loses_nothing(cluster: ReplicationCluster) -> None:
+    topic = new_topic(cluster)
+    figures = failover.run(cluster, topic, kills=2, interval_s=2.0, rate=300, clean=True)
+    print(figures.markdown())
+    assert figures.kills == 2 and figures.acked > 0 and figures.ok, figures
+
+
+def test_one_broker_left_answers_not_enough_replicas(cluster: ReplicationCluster) -> None:
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError, NotEnoughReplicasError
+
+    topic = new_topic(cluster)
+    boot = cluster.bootstrap
+
+    def producer() -> KafkaProducer:
+        return KafkaProducer(bootstrap_servers=boot, acks="all", retries=0,
+                             request_timeout_ms=20000, max_block_ms=30000)
+
+    prod = producer()
+    before = [prod.send(topic, b"before-%d" % i, partition=0).get(30).offset for i in range(20)]
+    prod.close()
+    leader = (failover.partition_state(boot, topic) or (-1, [], []))[0]
+    others = [b for b in cluster.broker_ids if b != leader]
+    for b in others:
+        cluster.kill(b)
+    failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
+                        and s[2] == [leader], 60, "the ISR to shrink to the leader")
+    prod = producer()
+    seen: list[str] = []
+    for _ in range(10):  # other errors (a stale connection, a timeout) are tried again
+        try:
+            prod.send(topic, b"refused", partition=0).get(30)
+            seen.append("acknowledged")
+            break
+        except NotEnoughReplicasError:
+            seen.append("NOT_ENOUGH_REPLICAS")
+            break
+        except KafkaError as e:
+            seen.append(type(e).__name__)
+            time.sleep(1)
+    prod.close()
+    assert seen[-1] == "NOT_ENOUGH_REPLICAS", seen
+    for b in others:
+        cluster.start(b)
+    failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
+                        and len(s[2]) == 3, 120, "all replicas back in the ISR")
+    prod = producer()
+    after = prod.send(topic, b"after", partition=0).get(60).offset
+    prod.close()
+    log = read_values(boot, topic)
+    assert [o for o, _v in log[:20]] == before
+    assert log[-1] == (after, b"after")
+    assert b"refused" not in [v for _o, v in log]
+
+
+def read_values(boot: str, topic: str) -> list[tuple[int, bytes]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": boot, "group.id": "rep-check", "enable.auto.commit": False})
+    try:
+        _low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        c.assign([TopicPartition(topic, 0, 0)])
+        out: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 60
+        while (not out or out[-1][0] < high - 1) and time.monotonic() < deadline:
+            for m in c.consume(500, timeout=1.0):
+                if m.error() is None:
+                    out.append((m.offset(), m.value()))
+        return out
+    finally:
+        c.close()
+
+
+def test_the_checker_finds_loss_duplicates_and_reordering() -> None:
+    class Prod:
+        sent_at = [0.0] * 5
+        acked = {0: 0, 1: 1, 2: 2, 3: 3}
+        failed = {4: "_MSG_TIMED_OUT"}
+
+    f = failover.Figures()
+    failover.check(Prod(), [(0, 0), (1, 1), (2, 2), (3, 3)], f)  # type: ignore[arg-type]
+    assert f.ok and f.failed == 1
+    f = failover.Figures()
+    failover.check(Prod(), [(0, 0), (1, 2), (2, 1), (3, 2)], f)  # type: ignore[arg-type]
+    assert f.lost == [3] and f.duplicates == [2] and f.reordered == 2 and not f.ok
+
+
+def test_a_stalled_follower_leaves_the_isr_and_rejoins(tmp_path: Path) -> None:
+    """SIGSTOP of a follower (its fetches and heartbeats stop; the session timeout is longer
+    than ``replica.lag.time.max.ms`` here, so the leader's AlterPartition removes it, not the
+    controller's fencing): acks=all with min.insync.replicas=2 continues with two replicas, and
+    after SIGCONT the follower catches up and the leader adds it back."""
+    import signal
+
+    from kafka import KafkaProducer
+
+    overrides = {"broker.session.timeout.ms": "60000", "replica.lag.time.max.ms": "3000"}
+    with replication_cluster(brokers=3, base_dir=tmp_path, overrides=overrides) as c:
+        topic = new_topic(c)
+        boot = c.bootstrap
+        leader = (failover.partition_state(boot, topic) or (-1, [], []))[0]
+        stalled = next(b for b in c.broker_ids if b != leader)
+        proc = c.procs.nodes[stalled].proc
+        assert proc is not None
+        prod = KafkaProducer(bootstrap_servers=boot, acks="all", retries=5,
+                             request_timeout_ms=30000)
+        prod.send(topic, b"first", partition=0).get(30)
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
+                                and stalled not in s[2], 60, f"{stalled} to leave the ISR")
+            offsets = [prod.send(topic, b"during-%d" % i, partition=0).get(30).offset
+                       for i in range(50)]
+            assert offsets == list(range(offsets[0], offsets[0] + 50))
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
+                            and stalled in s[2], 60, f"{stalled} to rejoin the ISR")
+        prod.close()
+        # the returning follower holds the same bytes as the leader
+        want = segment_bytes(c, leader, topic)
+        failover.wait_until(lambda: segment_bytes(c, stalled, topic) == want, 60,
+                            "the returning follower's segments to equal the leader's")
+
+
+def test_group_offsets_survive_the_coordinator_leader_kill(tmp_path: Path) -> None:
+    """``__consumer_offsets`` with replication factor 3: the group coordinator moves with the
+    leadership of the group's partition, and committed offsets are there after a kill -9."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from kafkawire.coordinator_runtime import partition_for
+
+    offsets_topic = "__consumer_offsets"
+    overrides = {"offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "4"}
+    with replication_cluster(brokers=3, base_dir=tmp_path, overrides=overrides) as c:
+        topic = new_topic(c)
+        admin = AdminClient({"bootstrap.servers": c.admin_bootstrap})
+
+        def offsets_leaders() -> dict[int, int]:
+            md = admin.list_topics(offsets_topic, timeout=10).topics.get(offsets_topic)
+            if md is None or md.error is not None:
+                return {}
+            return {p: pm.leader for p, pm in md.partitions.items()}
+
+        def commit(offset: int, group: str, bootstrap: str = c.bootstrap) -> bool:
+            cons = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                             "enable.auto.commit": False})
+            try:
+                cons.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+                return True
+            finally:
+                cons.close()
+
+        # the offsets topic is created by the controller node when a coordinator is asked
+        # there (broker-only nodes do not forward CreateTopics yet)
+        failover.wait_until(lambda: _try(lambda: commit(0, "warm-up", c.admin_bootstrap))
+                            and len(offsets_leaders()) == 4, 120, "the offsets topic")
+        leaders = offsets_leaders()
+        group = next(g for g in (f"g-{i}" for i in range(1000))
+                     if leaders[partition_for(g, 4)] in c.broker_ids)
+        leader = leaders[partition_for(group, 4)]
+
+        def committed() -> int:
+            cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": group})
+            try:
+                return int(cons.committed([TopicPartition(topic, 0)], timeout=20)[0].offset)
+            finally:
+                cons.close()
+
+        failover.wait_until(lambda: _try(lambda: commit(7, group)), 120, "a first offset commit")
+        assert committed() == 7
+        c.kill(leader)
+        failover.wait_until(lambda: offsets_leaders().get(partition_for(group, 4))
+                            not in (leader, -1, None), 60, "a new coordinator")
+        failover.wait_until(lambda: _try(lambda: committed() == 7), 120,
+                            "the committed offset from the new coordinator")
+        assert commit(9, group) and committed() == 9
+
+
+def ask_coordinator(bootstrap: str, key: str, key_type: int) -> bool:
+    """FindCoordinator sent to one node (which creates the internal topic if missing)."""
+    from protocol._generated.find_coordinator_request import FindCoordinatorRequest
+    from tests.conftest import RawClient
+
+    raw = RawClient(bootstrap)
+    try:
+        resp = raw.request(FindCoordinatorRequest(key=key, key_type=key_type), 3)
+        return bool(resp.error_code == 0)
+    finally:
+        raw.close()
+
+
+def _try(fn: object) -> bool:
+    try:
+        return bool(fn())  # type: ignore[operator]
+    except Exception:
+        return False
+
+
+def test_consumer_fetches_from_a_follower_in_its_rack(tmp_path: Path) -> None:
+    """KIP-392: with RackAwareReplicaSelector the leader sends a consumer with ``client.rack``
+    to the in-sync follower of that rack (librdkafka's statistics name the broker it fetches
+    from), and the records read there are the leader's."""
+    import json
+
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    racks = {n: {"broker.rack": f"rack-{n}"} for n in range(1, 5)}
+    overrides = {"replica.selector.class":
+                 "org.apache.kafka.common.replica.RackAwareReplicaSelector"}
+    with replication_cluster(brokers=3, base_dir=tmp_path, overrides=overrides,
+                             node_overrides=racks) as c:
+        topic = new_topic(c)
+        leader = (failover.partition_state(c.bootstrap, topic) or (-1, [], []))[0]
+        follower = next(b for b in c.broker_ids if b != leader)
+        p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
+        for i in range(100):
+            p.produce(topic, b"r%d" % i, partition=0)
+        assert p.flush(30) == 0
+        fetched_from: list[int] = []
+
+        def stats(raw: str) -> None:
+            part = json.loads(raw).get("topics", {}).get(topic, {}).get("partitions", {}).get("0")
+            if part is not None:
+                fetched_from.append(int(part.get("broker", -1)))
+
+        cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "kip392",
+                         "client.rack": f"rack-{follower}", "enable.auto.commit": False,
+                         "statistics.interval.ms": 200, "stats_cb": stats})
+        try:
+            cons.assign([TopicPartition(topic, 0, 0)])
+            values: list[bytes] = []
+            deadline = time.monotonic() + 60
+            while (len(values) < 100 or follower not in fetched_from) \
+                    and time.monotonic() < deadline:
+                values += [m.value() for m in cons.consume(100, timeout=0.5) if m.error() is None]
+        finally:
+            cons.close()
+        assert values[:100] == [b"r%d" % i for i in range(100)]
+        assert follower in fetched_from, fetched_from[-10:]
+
+
+def test_transactions_with_the_coordinator_on_another_broker(tmp_path: Path) -> None:
+    """A transactional librdkafka producer whose transaction coordinator is on another broker
+    than the partition leader: the leader verifies the partition with the coordinator
+    (AddPartitionsToTxn v4+, KIP-890) and the coordinator writes the markers there
+    (WriteTxnMarkers). read_committed sees the committed transactions only, in order."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from kafkawire.coordinator_runtime import partition_for
+
+    txn_topic = "__transaction_state"
+    overrides = {"transaction.state.log.replication.factor": "3",
+                 "transaction.state.log.num.partitions": "4",
+                 "transaction.state.log.min.isr": "2"}
+    with replication_cluster(brokers=3, base_dir=tmp_path, overrides=overrides) as c:
+        topic = new_topic(c)
+        leader = (failover.partition_state(c.bootstrap, topic) or (-1, [], []))[0]
+
+        def txn_producer(tid: str, bootstrap: str) -> Producer:
+            p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid})
+            p.init_transactions(60)
+            return p
+
+        # the transaction state topic is created by the controller node when asked there
+        # (broker-only nodes do not forward CreateTopics yet)
+        failover.wait_until(lambda: ask_coordinator(c.admin_bootstrap, "warm-up", 1)
+                            and failover.partition_state(c.bootstrap, txn_topic, 3) is not None,
+                            120, "the transaction state topic")
+        state = {p: failover.partition_state(c.bootstrap, txn_topic, p) for p in range(4)}
+        tid = next(t for t in (f"tx-{i}" for i in range(1000))
+                   if (s := state[partition_for(t, 4)]) is not None and s[0] != leader)
+        p = txn_producer(tid, c.bootstrap)
+        for round_ in range(6):
+            p.begin_transaction()
+            for i in range(10):
+                p.produce(topic, b"%d-%d" % (round_, i), partition=0)
+            if round_ % 2 == 0:
+                p.commit_transaction(60)
+            else:
+                p.abort_transaction(60)
+        cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "txn-check",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+        try:
+            cons.assign([TopicPartition(topic, 0, 0)])
+            values: list[bytes] = []
+            deadline = time.monotonic() + 60
+            while len(values) < 30 and time.monotonic() < deadline:
+                values += [m.value() for m in cons.consume(100, timeout=0.5)
+                           if m.error() is None]
+        finally:
+            cons.close()
+        assert values == [b"%d-%d" % (r, i) for r in (0, 2, 4) for i in range(10)]
