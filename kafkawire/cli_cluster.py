@@ -1,0 +1,136 @@
+"""``kafkawire cluster up|status|down|kill|stop|start|restart|pause|resume|partition|heal|chaos``:
+a local cluster of real processes (``kafkawire.cluster``), next to ``cluster info``.
+
+``up --nodes 3 [--controllers 3] [--dir DIR] [--netns] [--override KEY=VALUE]`` prints exactly
+one line on stdout, ``bootstrap: host:port,...``, once the cluster serves; progress and errors
+go to stderr. Every other command takes ``--dir`` (default ``./data/cluster``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from kafkawire.cluster import DEFAULT_DIR, READY_TIMEOUT_S, ClusterError, LocalCluster
+
+
+def _overrides(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ClusterError(f"--override wants KEY=VALUE, not {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def cluster_up(args: argparse.Namespace) -> int:
+    cluster = LocalCluster(args.dir)
+    network = "netns" if args.netns else "loopback"
+    print(f"kafkawire: starting {args.nodes} broker node(s)"
+          + (f" and {args.controllers} controller(s)" if args.controllers else "")
+          + f" in {cluster.dir} ({network})", file=sys.stderr)
+    bootstrap = cluster.up(args.nodes, args.controllers, network, _overrides(args.override),
+                           timeout_s=args.timeout)
+    print(f"bootstrap: {bootstrap}", flush=True)
+    return 0
+
+
+def cluster_status(args: argparse.Namespace) -> int:
+    from kafkawire.cli_client import table
+
+    cluster = LocalCluster(args.dir)
+    rows = cluster.status_rows()
+    print(f"CLUSTER {cluster.state.cluster_id} in {cluster.dir} ({cluster.state.network})")
+    print(f"bootstrap: {cluster.bootstrap}")
+    cols = ["node", "roles", "address", "controller", "metrics", "pid", "state", "ready"]
+    table([c.upper() for c in cols], [[r[c] for c in cols] for r in rows])
+    return 0
+
+
+def cluster_down(args: argparse.Namespace) -> int:
+    LocalCluster(args.dir).down(purge=args.purge)
+    return 0
+
+
+def _per_node(method: str) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        cluster = LocalCluster(args.dir)
+        for node_id in args.node:
+            if method == "restart":
+                cluster.restart(node_id, hard=args.hard, timeout_s=args.timeout)
+            elif method == "start":
+                cluster.start_node(node_id)
+                cluster.wait_ready([node_id], args.timeout)
+            else:
+                getattr(cluster, method)(node_id)
+        return 0
+    return run
+
+
+def cluster_partition(args: argparse.Namespace) -> int:
+    LocalCluster(args.dir).partition(args.node)
+    return 0
+
+
+def cluster_heal(args: argparse.Namespace) -> int:
+    LocalCluster(args.dir).heal()
+    return 0
+
+
+def _guard(fn: Any) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        from kafkawire.cluster_net import NetnsError
+
+        try:
+            return int(fn(args))
+        except (ClusterError, NetnsError, OSError) as e:
+            print(f"kafkawire: {e}", file=sys.stderr)
+            return 1
+    return run
+
+
+def add_commands(cs: Any) -> None:
+    """Add the local-cluster actions to the ``cluster`` command group ``cs``."""
+    def with_dir(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("--dir", type=Path, default=DEFAULT_DIR,
+                       help=f"the cluster directory (default {DEFAULT_DIR})")
+        return p
+
+    u = with_dir(cs.add_parser("up", help="start a local cluster of kafkawire processes"))
+    u.add_argument("--nodes", type=int, default=3, help="broker nodes (default 3)")
+    u.add_argument("--controllers", type=int, default=0,
+                   help="dedicated controllers (default 0: the first 3 nodes are combined "
+                        "broker+controller nodes)")
+    u.add_argument("--netns", action="store_true",
+                   help="each node in its own network namespace (root; needed for partition)")
+    u.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="a property for every node (repeatable)")
+    u.add_argument("--timeout", type=float, default=READY_TIMEOUT_S,
+                   help=f"seconds to wait for the cluster to serve ({READY_TIMEOUT_S:g})")
+    u.set_defaults(func=_guard(cluster_up))
+    with_dir(cs.add_parser("status", help="the local cluster's nodes")).set_defaults(
+        func=_guard(cluster_status))
+    d = with_dir(cs.add_parser("down", help="stop every node (SIGTERM, then SIGKILL)"))
+    d.add_argument("--purge", action="store_true", help="also delete the cluster directory")
+    d.set_defaults(func=_guard(cluster_down))
+    helps = {"kill": "kill -9 a node", "stop": "stop a node (SIGTERM: controlled shutdown)",
+             "start": "start a stopped node", "restart": "stop and start a node",
+             "pause": "freeze a node (SIGSTOP)", "resume": "unfreeze a paused node (SIGCONT)"}
+    for name, text in helps.items():
+        p = with_dir(cs.add_parser(name, help=text))
+        p.add_argument("node", type=int, nargs="+", metavar="NODE", help="node id")
+        if name in ("restart", "start"):
+            p.add_argument("--timeout", type=float, default=READY_TIMEOUT_S,
+                           help="seconds to wait until it serves again")
+        if name == "restart":
+            p.add_argument("--hard", action="store_true", help="kill -9 instead of SIGTERM")
+        p.set_defaults(func=_guard(_per_node(name)))
+    p = with_dir(cs.add_parser(
+        "partition", help="cut nodes off from the rest and from clients (--netns clusters)"))
+    p.add_argument("node", type=int, nargs="+", metavar="NODE", help="node id")
+    p.set_defaults(func=_guard(cluster_partition))
+    with_dir(cs.add_parser("heal", help="undo every partition")).set_defaults(
+        func=_guard(cluster_heal))
