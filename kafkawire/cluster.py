@@ -443,12 +443,22 @@ class LocalCluster:
         """SIGSTOP: the process stays, its sockets stay open, it answers nothing."""
         if not self.signal_node(node_id, signal.SIGSTOP):
             raise ClusterError(f"node {node_id} is not running")
+        self._wait_proc_state(node_id, paused=True)
         self._event(f"pause {node_id}")
 
     def resume(self, node_id: int) -> None:
         if not self.signal_node(node_id, signal.SIGCONT):
             raise ClusterError(f"node {node_id} is not running")
+        self._wait_proc_state(node_id, paused=False)
         self._event(f"resume {node_id}")
+
+    def _wait_proc_state(self, node_id: int, paused: bool, timeout_s: float = 10.0) -> None:
+        """Signals arrive asynchronously: until the kernel shows the process (un)stopped."""
+        deadline = time.monotonic() + timeout_s
+        while (self.node_state(node_id) == "paused") != paused:
+            if time.monotonic() > deadline:
+                raise ClusterError(f"node {node_id} did not {'stop' if paused else 'resume'}")
+            time.sleep(0.01)
 
     def partition(self, node_ids: Iterable[int]) -> None:
         """Cut these nodes off from the others and from the host's clients (they still reach
@@ -560,6 +570,23 @@ class LocalCluster:
             raise
         return self.bootstrap
 
+    def leader_of(self, topic: str, partition: int = 0, timeout_s: float = 30.0) -> int:
+        """The node leading ``topic``'s ``partition``, waiting (up to ``timeout_s``) while the
+        partition has no leader or no broker answers."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            live = ",".join(n.address for n in self.state.brokers
+                            if self.node_state(n.node_id) == "running")
+            try:
+                leader = partition_leaders(live, topic, timeout_s=2.0).get(partition, -1)
+            except ClusterError:
+                leader = -1
+            if leader >= 0:
+                return leader
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{topic}-{partition} has no leader after {timeout_s:g}s")
+            time.sleep(0.2)
+
     def status_rows(self) -> list[dict[str, Any]]:
         rows = []
         partitioned = set(self.state.net.get("partitioned", []))
@@ -576,3 +603,54 @@ class LocalCluster:
                 "ready": ready,
             })
         return rows
+
+
+# ---- a metadata look-up without a client library (leader_of) ------------------------------
+METADATA_VERSION = 8  # the last non-flexible Metadata version: plain request/response headers
+
+
+def partition_leaders(bootstrap: str, topic: str, timeout_s: float = 5.0) -> dict[int, int]:
+    """``{partition: leader id}`` of ``topic`` (-1: no leader) from the first broker of
+    ``bootstrap`` that answers a Metadata request; ``ClusterError`` when none does or the
+    topic is unknown."""
+    from protocol._generated.metadata_request import MetadataRequest
+    from protocol._generated.metadata_response import MetadataResponse
+    from protocol._generated.request_header import RequestHeader
+
+    req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                          allow_auto_topic_creation=False)
+    hdr = RequestHeader(request_api_key=3, request_api_version=METADATA_VERSION,
+                        correlation_id=7, client_id="kafkawire-cluster")
+    payload = hdr.encode(1) + req.encode(METADATA_VERSION)
+    errors = []
+    for address in bootstrap.split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout_s) as s:
+                s.sendall(struct.pack(">i", len(payload)) + payload)
+                frame = _recv_frame(s)
+        except OSError as e:
+            errors.append(f"{address}: {e}")
+            continue
+        resp = MetadataResponse.decode(frame[4:], METADATA_VERSION)
+        for t in resp.topics:
+            if t.name == topic:
+                if t.error_code:
+                    raise ClusterError(f"topic {topic}: error code {t.error_code}")
+                return {p.partition_index: p.leader_id for p in t.partitions}
+        raise ClusterError(f"topic {topic} not in the metadata of {address}")
+    raise ClusterError(f"no broker answered ({'; '.join(errors)})")
+
+
+def _recv_frame(s: socket.socket) -> bytes:
+    def exact(n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = s.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("closed by the broker")
+            buf += chunk
+        return bytes(buf)
+
+    (size,) = struct.unpack(">i", exact(4))
+    return exact(size)
