@@ -80,6 +80,41 @@ def cluster_heal(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``10m``, ``1h``: seconds."""
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    text = text.strip()
+    scale = units.get(text[-1:], None)
+    try:
+        return float(text[:-1]) * scale if scale else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 10m)") from None
+
+
+def cluster_chaos(args: argparse.Namespace) -> int:
+    import time
+
+    from kafkawire import chaos
+
+    cluster = LocalCluster(args.dir)
+    started_here = not cluster.state_path.exists()
+    if started_here:
+        print(f"kafkawire: no cluster in {cluster.dir}: starting {args.nodes} nodes",
+              file=sys.stderr)
+        cluster.up(args.nodes, 0, "netns" if args.netns else "loopback")
+    out = args.out or cluster.dir / f"chaos-{time.strftime('%Y%m%d-%H%M%S')}"
+    print(f"kafkawire: chaos for {args.duration:g}s against {cluster.bootstrap}, "
+          f"results in {out}", file=sys.stderr)
+    try:
+        rep = chaos.run(cluster, args.duration, Path(out), seed=args.seed,
+                        interval_s=args.interval, hold_s=args.hold, rate=args.rate)
+    finally:
+        if started_here and not args.keep:
+            cluster.down()
+    print((Path(out) / "summary.txt").read_text(), end="")
+    return 0 if rep.ok else 1
+
+
 def _guard(fn: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
         from kafkawire.cluster_net import NetnsError
@@ -134,3 +169,21 @@ def add_commands(cs: Any) -> None:
     p.set_defaults(func=_guard(cluster_partition))
     with_dir(cs.add_parser("heal", help="undo every partition")).set_defaults(
         func=_guard(cluster_heal))
+    c = with_dir(cs.add_parser(
+        "chaos", help="a client workload under injected faults, then a history check and plot"))
+    c.add_argument("--duration", type=parse_duration, default=600.0,
+                   help="how long to inject faults: 90s, 10m... (default 10m)")
+    c.add_argument("--interval", type=parse_duration, default=10.0,
+                   help="time between faults (default 10s)")
+    c.add_argument("--hold", type=parse_duration, default=5.0,
+                   help="how long each fault lasts (default 5s)")
+    c.add_argument("--rate", type=float, default=200.0,
+                   help="idempotent producer records per second (default 200)")
+    c.add_argument("--seed", type=int, default=1, help="the fault schedule's random seed")
+    c.add_argument("--out", type=Path, help="result directory (default DIR/chaos-<time>)")
+    c.add_argument("--nodes", type=int, default=3,
+                   help="nodes of the cluster started when DIR has none (default 3)")
+    c.add_argument("--netns", action="store_true",
+                   help="start that cluster in network namespaces (adds partition faults)")
+    c.add_argument("--keep", action="store_true", help="leave the cluster it started running")
+    c.set_defaults(func=_guard(cluster_chaos))
