@@ -59,8 +59,9 @@ class Workload:
         return time.monotonic() - self.t0
 
     def _client_conf(self) -> dict[str, Any]:
+        # log_level 2: connection errors are what a fault is; the check judges the history
         return {"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 10000,
-                "reconnect.backoff.max.ms": 1000}
+                "reconnect.backoff.max.ms": 1000, "log_level": 2}
 
     def produce_idempotent(self) -> None:
         from confluent_kafka import Producer

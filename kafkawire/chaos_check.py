@@ -78,6 +78,8 @@ class Report:
     aborted_reads: list[str] = field(default_factory=list)
     unacknowledged_reads: int = 0
     unavailable: list[tuple[float, float]] = field(default_factory=list)
+    txn_committed: int = 0
+    txn_aborted: int = 0
     latency_ms_p50: float = 0.0
     latency_ms_p99: float = 0.0
     latency_ms_max: float = 0.0
@@ -156,6 +158,8 @@ def check(sends: list[Send], reads: list[Read], faults: list[Fault] | None = Non
     rep.sent = len(sends)
     rep.acknowledged = sum(1 for s in sends if s.acknowledged)
     rep.failed = sum(1 for s in sends if s.error is not None)
+    rep.txn_committed = sum(1 for s in sends if s.txn == "committed")
+    rep.txn_aborted = sum(1 for s in sends if s.txn == "aborted")
     offsets_of: dict[str, set[tuple[int, int]]] = defaultdict(set)
     for r in reads:
         offsets_of[r.key].add((r.partition, r.offset))
@@ -190,7 +194,8 @@ def summary_text(rep: Report, duration_s: float) -> str:
         f"chaos run: {duration_s:.0f}s, {len(rep.faults)} faults injected "
         f"({', '.join(sorted({f.kind for f in rep.faults})) or 'none'})",
         f"records sent {rep.sent}, acknowledged {rep.acknowledged}, failed {rep.failed}, "
-        f"read (distinct) {rep.read}",
+        f"read (distinct) {rep.read}; of them in transactions: committed "
+        f"{rep.txn_committed}, aborted on purpose {rep.txn_aborted}",
         f"lost acknowledged: {len(rep.lost)}   duplicates: {len(rep.duplicates)}   "
         f"reordered: {len(rep.reordered)}   moved: {len(rep.moved)}   "
         f"aborted reads: {len(rep.aborted_reads)}",
