@@ -13,8 +13,9 @@ Workload (confluent-kafka / librdkafka, as users run it):
 Faults, one at a time, every ``interval_s`` seconds for ``hold_s`` seconds, on a node chosen
 with a seeded random generator (half of the time the leader of partition 0): ``kill`` (kill -9,
 then start), ``stop`` (SIGTERM, then start), ``pause`` (SIGSTOP, then SIGCONT) and, for a
-cluster in network namespaces, ``partition`` (then heal). A fault that would take down more
-than a minority of the controllers is not chosen when there are several.
+cluster in network namespaces, ``partition`` (then heal). Each fault is repaired (the node
+serving again) before the next one starts, so at most one node is ever down: a minority of a
+3-voter quorum.
 
 After the run the producers stop, the consumer reads until it has everything acknowledged (or
 ``drain_s`` passes), and the check runs. Files in ``out``: ``history.json`` (every send, read
