@@ -22,7 +22,7 @@ from groups.share_state import ShareStateShard
 from kafkawire.apis import REGISTRY
 from kafkawire.authorizer import Authorizer
 from kafkawire.bootstrap import first_start_records, read_bootstrap
-from kafkawire.broker_lifecycle import BrokerLifecycleManager, LocalControllerChannel
+from kafkawire.broker_lifecycle import BrokerLifecycleManager, QuorumControllerChannel
 from kafkawire.config import TOPIC_CONFIGS, BrokerConfig
 from kafkawire.config_entries import connection_limits, effective_topic_values
 from kafkawire.config_resources import group_consumer_settings
@@ -55,13 +55,14 @@ from kafkawire.sasl import SaslFailure
 from kafkawire.security_config import SECURITY_PROTOCOL_IDS, listener_protocol
 from kafkawire.server import Connection, FrameMemory, RequestContext, Server
 from kafkawire.share_coordinator import ShareService, share_version_records
-from kafkawire.storage import StorageError, format_or_check
+from kafkawire.storage import format_or_check
 from kafkawire.telemetry import TelemetryManager
 from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_records
 from kraft import controller
 from kraft.acls import ALTER, CLUSTER, CLUSTER_NAME, DESCRIBE, DESCRIBE_CONFIGS
 from kraft.cluster_control import Registration
 from kraft.image import RESOURCE_BROKER, MetadataImage, ScramCredential
+from kraft.raft.config import RaftConfig
 from kraft.scram import MECHANISMS, MIN_ITERATIONS, scram_keys
 from kraft.tokens import token_password
 from log.config import LogConfig
@@ -206,11 +207,16 @@ class Broker:
         self.txn_coordinator = TxnCoordinator(self)
         self.share = ShareService(self)
         self.disconnect_hooks.append(self.share.on_disconnect)
-        # the active controller's broker-facing side (this node: single-voter quorum) and this
-        # broker's registration with it (kafkawire/broker_lifecycle.py)
+        # the active controller's broker-facing side (served while this node leads the
+        # metadata quorum) and this broker's registration with the active controller, local or
+        # remote (kafkawire/broker_lifecycle.py)
         self.controller = ControllerService(self, now_ms)
+        self.is_controller = "controller" in config.process_roles
+        self.is_broker = "broker" in config.process_roles or not config.names_a_quorum
         self.lifecycle = BrokerLifecycleManager(
-            LocalControllerChannel(self.controller), self.registration,
+            QuorumControllerChannel(self.node_id,
+                                    self.controller if self.is_controller else None,
+                                    self.active_controller, now_ms), self.registration,
             lambda: self.image.offset, int(config["broker.heartbeat.interval.ms"]),
             int(config["initial.broker.registration.timeout.ms"]))
         self.server.controller_listeners = {lst.name for lst in config.controller_listeners}
@@ -223,6 +229,14 @@ class Broker:
 
     def clock_ms(self) -> int:
         return now_ms()
+
+    def active_controller(self) -> tuple[int, tuple[str, int] | None]:
+        """(node id of the active controller or -1, its controller listener address)."""
+        quorum = self.quorum
+        if quorum is None:
+            return -1, None
+        leader = quorum.leader_id
+        return leader, quorum.voter_addresses.get(leader)
 
     def connection_creation_limits(
         self, host: str, listener: str,
@@ -358,7 +372,6 @@ class Broker:
             except BaseException:
                 self._drop_logs(created)
                 raise
-            self.sync_logs_with_image()
 
     def create_logs_for(self, records: list[Any]) -> list[tuple[str, int]]:
         """Create the logs of the new partitions in ``records`` that live on this node.
@@ -528,40 +541,70 @@ class Broker:
         self.flusher = LogFlusher(self.logs, cfg, now_ms)
         self.cleaner = LogCleanerService(self)
         self.replicas = ReplicaManager(self.logs, self.node_id, self.notifier)
+        voters = parse_voters(str(cfg.values["controller.quorum.voters"]))
         self.quorum = MetadataQuorum(
             self.replicas, self.node_id, now_ms, SnapshotSettings.from_config(cfg.values),
-            self._metadata_log_config(),
-            tuple(v.node_id for v in parse_voters(str(cfg.values["controller.quorum.voters"]))),
+            self._metadata_log_config(), tuple(v.node_id for v in voters),
+            voter_addresses={v.node_id: (v.host, v.port) for v in voters},
+            raft_config=raft_config(cfg), cluster_id=self.cluster_id,
         )
         self.quorum.load()
-        self._check_single_voter()
+        if self.quorum.is_active:  # a lone voter: it leads at once, start-up stays synchronous
+            for _ in range(2):
+                for records in self.bootstrap_records():
+                    self.quorum.append_sync(records)
+        for topic in self.image.topics:
+            self.logs.update_config(topic, self.topic_log_config(topic))
+        self.quorum.on_publish = self._image_published
+        if self.quorum.caught_up.is_set():
+            self.sync_logs_with_image()
+
+    def bootstrap_records(self) -> list[list[Any]]:
+        """What the active controller writes when it finds the metadata without them: the
+        bootstrap records of a new cluster (``bootstrap.checkpoint``), then the feature
+        levels this node's configuration finalizes (one batch each)."""
+        out: list[list[Any]] = []
         if not self.image.features:
             min_isr = int(self.config["min.insync.replicas"])
-            boot = read_bootstrap(cfg.metadata_log_dir)
-            self.quorum.append_sync(
-                controller.bootstrap_records(min_isr) if boot is None
-                else first_start_records(boot, min_isr)
-            )
+            boot = read_bootstrap(self.config.metadata_log_dir)
+            out.append(controller.bootstrap_records(min_isr) if boot is None
+                       else first_start_records(boot, min_isr))
+            return out  # the feature records are derived from the image once it has these
         features = group_version_records(self.config, self.image)
         features += transaction_version_records(self.image)
         features += share_version_records(self.image)
         if features:
-            self.quorum.append_sync(features)
-        for topic in self.image.topics:
-            self.logs.update_config(topic, self.topic_log_config(topic))
-        self.sync_logs_with_image()
+            out.append(features)
+        return out
 
-    def _check_single_voter(self) -> None:
-        """Until the Raft driver lands (kraft/raft/), this node commits metadata alone: a
-        quorum with any other voter must not start, or each node would commit on its own."""
+    async def run_controller_activation(
+        self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Each time this node becomes the active controller: write the bootstrap and feature
+        records if the metadata lacks them (a new cluster's first leader)."""
+        quorum = self.quorum
+        assert quorum is not None and quorum.driver is not None
+        task_status.started()
+        while True:
+            while not quorum.is_active:
+                await quorum.driver.wait_for_change()
+            try:
+                async with self.metadata_lock:
+                    for _ in range(2):
+                        for records in self.bootstrap_records():
+                            await self.commit_metadata(records)
+            except KafkaError as e:
+                log.warning("could not write the bootstrap records: %s", e)
+            while quorum.is_active:
+                await quorum.driver.wait_for_change()
+
+    def _image_published(self, image: MetadataImage) -> None:
+        """A new committed image (this node's own writes, or replicated ones): host what it
+        places here, once the image has caught up with the quorum after start (before, the
+        partitions it lacks would look deleted)."""
         assert self.quorum is not None
-        voters = set(self.quorum.static_voters)
-        if self.quorum.voters is not None:
-            voters |= {v.voter_id for v in self.quorum.voters.voters}
-        if voters - {self.node_id}:
-            raise StorageError(
-                f"the KRaft quorum has voters {sorted(voters)}, but this build of kafkawire "
-                f"runs a single-voter quorum of this node ({self.node_id}) only")
+        if self.quorum.caught_up.is_set() and self.logs is not None:
+            self.sync_logs_with_image()
 
     def _metadata_log_config(self) -> LogConfig:
         cfg = self.config
@@ -644,13 +687,16 @@ class Broker:
                         self.node_id, host, self.bound_ports[name], name, self.cluster_id,
                         self.config.log_dirs[0],
                     )
+                assert self.quorum is not None
+                await nursery.start(self.quorum.run)  # the Raft driver, snapshots
                 await nursery.start(self.controller.run_session_expiry)
-                await nursery.start(self.lifecycle.run)  # returns once registered, unfenced
+                if self.is_controller:
+                    await nursery.start(self.run_controller_activation)
+                if self.is_broker:  # returns once registered and unfenced
+                    await nursery.start(self.lifecycle.run)
                 for runtime in self.coordinators_by_key_type.values():
                     await nursery.start(runtime.serve)
                 await nursery.start(self.txn_coordinator.serve)
-                assert self.quorum is not None
-                await nursery.start(self.quorum.run_snapshots)
                 await nursery.start(self.share.serve)
                 assert self.flusher is not None and self.cleaner is not None
                 await nursery.start(self.flusher.run)
@@ -670,3 +716,15 @@ class Broker:
             except Exception:
                 log.exception("error closing logs")
             self.logs = None
+
+
+def raft_config(cfg: BrokerConfig) -> RaftConfig:
+    """The Raft node's timing settings from ``controller.quorum.*``."""
+    v = cfg.values
+    return RaftConfig(
+        election_timeout_ms=int(v["controller.quorum.election.timeout.ms"]),
+        fetch_timeout_ms=int(v["controller.quorum.fetch.timeout.ms"]),
+        election_backoff_max_ms=int(v["controller.quorum.election.backoff.max.ms"]),
+        request_timeout_ms=int(v["controller.quorum.request.timeout.ms"]),
+        retry_backoff_ms=int(v["controller.quorum.retry.backoff.ms"]),
+    )

@@ -22,7 +22,8 @@ registration, e.g. a new controller after UnregisterBroker) registers again.
 The controller is reached through a ``ControllerChannel``: ``RemoteControllerChannel`` speaks
 BrokerRegistration / BrokerHeartbeat over a ``NodeClient``; ``LocalControllerChannel`` calls
 this node's own ``ControllerService`` (a combined node with the implicit single-voter quorum,
-``make run``), with the same semantics and no socket.
+``make run``), with the same semantics and no socket; ``QuorumControllerChannel`` picks one of
+the two for the current leader of the metadata quorum (a cluster).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ log = logging.getLogger("kafkawire.lifecycle")
 FENCED_HEARTBEAT_MS = 10
 REGISTRATION_RETRY_MS = 100
 CONTROLLED_SHUTDOWN_TIMEOUT_MS = 30_000
+#: at most one warning per this many seconds about an unreachable controller
+FAILURE_LOG_INTERVAL_S = 5.0
 
 
 class BrokerState(enum.Enum):
@@ -136,6 +139,48 @@ class RemoteControllerChannel:
         return int(resp.producer_id_start)
 
 
+class QuorumControllerChannel:
+    """The active controller wherever it is: this node's own ``ControllerService`` while it
+    leads the metadata quorum (a combined node), else the leader's controller listener over a
+    ``NodeClient`` (one per address, kept). ``leader()`` gives (leader id, its controller
+    listener address or None); with no leader known a call raises ``NodeDisconnected`` and
+    the lifecycle manager retries."""
+
+    def __init__(self, node_id: int, local: ControllerService | None,
+                 leader: Callable[[], tuple[int, tuple[str, int] | None]],
+                 clock_ms: Callable[[], int], request_timeout_ms: int = 30_000) -> None:
+        self.node_id = node_id
+        self.local = LocalControllerChannel(local) if local is not None else None
+        self.leader = leader
+        self.clock_ms = clock_ms
+        self.request_timeout_ms = request_timeout_ms
+        self._clients: dict[tuple[str, int], NodeClient] = {}
+
+    def _target(self) -> ControllerChannel:
+        leader_id, addr = self.leader()
+        if leader_id == self.node_id and self.local is not None:
+            return self.local
+        if addr is None:
+            raise NodeDisconnected("no active controller known yet")
+        client = self._clients.get(addr)
+        if client is None:
+            client = NodeClient(addr[0], addr[1], f"broker-{self.node_id}", self.clock_ms,
+                                request_timeout_ms=self.request_timeout_ms)
+            self._clients[addr] = client
+        return RemoteControllerChannel(client)
+
+    async def register(self, reg: Registration) -> int:
+        return await self._target().register(reg)
+
+    async def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int,
+                        want_fence: bool, want_shut_down: bool) -> HeartbeatReply:
+        return await self._target().heartbeat(broker_id, broker_epoch, metadata_offset,
+                                              want_fence, want_shut_down)
+
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> int:
+        return await self._target().allocate_producer_ids(broker_id, broker_epoch)
+
+
 class BrokerLifecycleManager:
     def __init__(self, channel: ControllerChannel, registration: Callable[[], Registration],
                  metadata_offset: Callable[[], int], heartbeat_interval_ms: int,
@@ -152,6 +197,7 @@ class BrokerLifecycleManager:
         self._wakeup = trio.Event()
         self.shut_down_ok = trio.Event()
         self.running = trio.Event()
+        self._last_failure_log = -FAILURE_LOG_INTERVAL_S
 
     def _move(self, to: BrokerState) -> None:
         if to == self.state:
@@ -173,8 +219,11 @@ class BrokerLifecycleManager:
                     self.broker_epoch = await self.channel.register(reg)
                     return
                 except (KafkaError, NodeDisconnected) as e:
-                    log.warning("broker %s: registration failed (%s); retrying",
-                                reg.broker_id, e)
+                    now = trio.current_time()
+                    if now - self._last_failure_log >= FAILURE_LOG_INTERVAL_S:
+                        self._last_failure_log = now
+                        log.warning("broker %s: registration failed (%s); retrying",
+                                    reg.broker_id, e)
                 await trio.sleep(REGISTRATION_RETRY_MS / 1000)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -200,7 +249,10 @@ class BrokerLifecycleManager:
                 self.broker_id, self.broker_epoch, self.metadata_offset(), False,
                 self.want_shut_down)
         except NodeDisconnected as e:
-            log.warning("broker %s: heartbeat failed: %s", self.broker_id, e)
+            now = trio.current_time()
+            if now - self._last_failure_log >= FAILURE_LOG_INTERVAL_S:
+                self._last_failure_log = now
+                log.warning("broker %s: heartbeat failed: %s", self.broker_id, e)
             return
         except KafkaError as e:
             if e.code == ErrorCode.STALE_BROKER_EPOCH and not self.want_shut_down:

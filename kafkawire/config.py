@@ -86,6 +86,12 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "controller.listener.names": ("list", "CONTROLLER"),
     "controller.quorum.voters": ("list", ""),
     "controller.quorum.bootstrap.servers": ("list", ""),
+    # the Raft driver (kafkawire/raft_driver.py, kraft/raft/config.py): Kafka's defaults
+    "controller.quorum.election.timeout.ms": ("int", 1000),
+    "controller.quorum.fetch.timeout.ms": ("int", 2000),
+    "controller.quorum.election.backoff.max.ms": ("int", 1000),
+    "controller.quorum.request.timeout.ms": ("int", 2000),
+    "controller.quorum.retry.backoff.ms": ("int", 20),
     # broker lifecycle (kafkawire/broker_lifecycle.py, kraft/cluster_control.py)
     "broker.session.timeout.ms": ("int", 9000),
     "broker.heartbeat.interval.ms": ("int", 2000),

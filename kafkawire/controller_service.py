@@ -10,8 +10,10 @@ of BrokerRegistration (62), BrokerHeartbeat (63), UnregisterBroker (64), Allocat
 when the controller itself was stalled (it checks at least every second), the sessions are
 extended by the stall instead (no heartbeat could have been processed meanwhile).
 
-Until the Raft driver lands, the controller is this node (its single-voter quorum); the quorum
-driver will call the same operations on whichever node is the active controller.
+Only the active controller (the leader of the metadata quorum, once it has committed its epoch
+start: ``MetadataQuorum.is_active``) decides: every operation first waits for that, and answers
+NOT_CONTROLLER on any other node. Session expiry runs only while this node is active and
+starts every session afresh when it becomes active (Kafka's new controller does the same).
 """
 
 from __future__ import annotations
@@ -52,8 +54,16 @@ class ControllerService:
     async def _commit(self, records: list[Any]) -> None:
         await self.broker.commit_metadata(records)
 
+    async def _active(self) -> None:
+        """NOT_CONTROLLER unless this node is (or, a new leader, soon becomes) active."""
+        quorum = self.broker.quorum
+        if quorum is None:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "the metadata quorum is not loaded")
+        await quorum.wait_active()
+
     async def register(self, reg: Registration) -> int:
         async with self.broker.metadata_lock:
+            await self._active()
             assert self.broker.quorum is not None
             epoch, records = self.control.register(
                 self.broker.image, reg, self.broker.quorum.log_end_offset(), self.clock())
@@ -65,6 +75,7 @@ class ControllerService:
     async def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int,
                         want_fence: bool, want_shut_down: bool) -> HeartbeatReply:
         async with self.broker.metadata_lock:
+            await self._active()
             was = self.broker.image.brokers.get(broker_id)
             reply, records = self.control.heartbeat(
                 self.broker.image, broker_id, broker_epoch, metadata_offset, want_fence,
@@ -76,10 +87,12 @@ class ControllerService:
 
     async def unregister(self, broker_id: int) -> None:
         async with self.broker.metadata_lock:
+            await self._active()
             await self._commit(self.control.unregister(self.broker.image, broker_id))
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> int:
         async with self.broker.metadata_lock:
+            await self._active()
             start, records = self.control.allocate_producer_ids(
                 self.broker.image, broker_id, broker_epoch)
             await self._commit(records)
@@ -91,6 +104,7 @@ class ControllerService:
                               ) -> Any:
         """The partition's image after the change (or unchanged), or KafkaError."""
         async with self.broker.metadata_lock:
+            await self._active()
             img = self.broker.image
             topic = (img.topics.get(topic_name) if topic_name is not None
                      else img.topics_by_id.get(topic_id))
@@ -109,6 +123,7 @@ class ControllerService:
     async def elect_leader(self, topic_name: str, partition: int, election_type: int) -> None:
         """ElectLeaders for one partition (KafkaError: ELECTION_NOT_NEEDED...)."""
         async with self.broker.metadata_lock:
+            await self._active()
             img = self.broker.image
             topic = img.topics.get(topic_name)
             part = topic.partitions.get(partition) if topic is not None else None
@@ -133,13 +148,21 @@ class ControllerService:
                             now - last_run)
                 self.control.forgive_stall(stalled)
             last_run = now
+            quorum = self.broker.quorum
+            if quorum is None or not quorum.is_active:
+                self.control.last_contact_ms.clear()  # sessions start afresh when active
+                await trio.sleep(SESSION_CHECK_MAX_INTERVAL_MS / 1000)
+                continue
             async with self.broker.metadata_lock:
                 found = self.control.fence_stale(self.broker.image, now)
                 if found is not None:
                     broker_id, records = found
                     log.warning("broker %s missed heartbeats for broker.session.timeout.ms "
                                 "(%d ms): fenced", broker_id, self.control.session_timeout_ms)
-                    await self._commit(records)
+                    try:
+                        await self._commit(records)
+                    except KafkaError as e:  # leadership lost meanwhile: the next one fences
+                        log.warning("could not fence broker %s: %s", broker_id, e)
                     continue
                 due = self.control.next_session_expiry_ms(self.broker.image)
             wait_ms = SESSION_CHECK_MAX_INTERVAL_MS if due is None else max(1, due - now + 1)

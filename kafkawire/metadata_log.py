@@ -1,21 +1,25 @@
-"""The ``__cluster_metadata`` log of a single-voter KRaft quorum.
+"""The ``__cluster_metadata`` log, written through the KRaft quorum (kraft/raft/).
 
-A one-voter quorum commits an entry as soon as it is durable on its own disk, so ``append``
-writes one batch of metadata records (framed as Kafka's MetadataRecordSerde does), fsyncs it off
-the event loop, then replays it into a new ``MetadataImage`` which it publishes. The log is a
-partition of the replica manager (``log.replica``) led by this node whose high watermark counts
-only flushed offsets: the flush, not this module, moves it. ``load``
-loads the newest snapshot (``kafkawire.metadata_snapshots``) and replays the log after it on
-start; ``run_snapshots`` takes snapshots by Kafka's rules and cleans the log behind them. The
-leader epoch is bumped on every start and kept in the partition's ``quorum-state`` file
-(``kraft.quorum_state``: Kafka's JSON layout). Multi-voter quorums add Raft replication in
-front of the same log and image (kraft/), not a new design.
+Every node runs a ``RaftNode`` over the partition's real log (``kafkawire/raft_storage.py``:
+``__cluster_metadata-0`` segments, ``.checkpoint`` snapshots, ``quorum-state``), carried over
+the network by ``kafkawire/raft_driver.py``. A controller is a voter; a broker-only node
+(``process.roles=broker``) is an observer that fetches the log from the leader. The implicit
+single node (no quorum configured, ``make run``) is a quorum of one voter: on start it elects
+itself at once (a new epoch, a LeaderChange control record), so it loads synchronously as before.
+
+The image follows the high watermark: whatever the quorum has committed is read back from the
+log, decoded (records framed as Kafka's MetadataRecordSerde does) and replayed into a new
+``MetadataImage``, which is published (``on_publish``). ``load`` starts from the newest snapshot
+and applies nothing uncommitted; a snapshot installed from the leader replaces the image.
+``append`` (the active controller only) hands one batch to the leader and returns once it is
+committed and applied, or raises NOT_CONTROLLER when leadership was lost first.
+``run_snapshots`` takes snapshots by Kafka's rules on every node and cleans the log behind them.
 """
 
 from __future__ import annotations
 
 import logging
-import os
+import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,26 +33,29 @@ from kafkawire.metadata_snapshots import (
     load_latest,
     write_snapshot,
 )
+from kafkawire.raft_driver import RaftDriver
+from kafkawire.raft_storage import MetadataRaftLog, QuorumStateFile, write_file_atomically
 from kafkawire.replica_manager import ReplicaManager
 from kraft.image import MetadataImage, apply
-from kraft.quorum_state import (
-    QUORUM_STATE_FILE,
-    QuorumState,
-    QuorumStateError,
-    decode_quorum_state,
-    encode_quorum_state,
-)
+from kraft.quorum_state import QUORUM_STATE_FILE
+from kraft.raft.config import RaftConfig
+from kraft.raft.node import RaftNode
 from kraft.records import decode_record, encode_record
 from kraft.snapshot import SnapshotId
-from log.checkpoint import fsync_dir
 from log.config import LogConfig
 from log.partition_log import PartitionLog
 from log.replica import Partition
 from protocol._generated.voters_record import VotersRecord
-from protocol.records import SimpleRecord, build_batch, decode_batch_records, iter_headers
+from protocol.errors import ErrorCode, KafkaError
+from protocol.records import decode_batch_records, iter_headers
+
+__all__ = ["METADATA_TOPIC", "MetadataQuorum", "metadata_log_config", "metadata_events",
+           "write_file_atomically"]
 
 METADATA_TOPIC = "__cluster_metadata"
 READ_CHUNK_BYTES = 8 * 1024 * 1024
+#: how long a controller write waits for a new leader to have committed its epoch start
+ACTIVATION_WAIT_MS = 5_000
 log = logging.getLogger("kafkawire.metadata")
 
 
@@ -61,12 +68,15 @@ class MetadataQuorum:
         snapshot_settings: SnapshotSettings | None = None,
         log_config: LogConfig | None = None,
         static_voters: tuple[int, ...] = (),
+        voter_addresses: dict[int, tuple[str, int]] | None = None,
+        raft_config: RaftConfig | None = None,
+        cluster_id: str = "",
+        rng: random.Random | None = None,
     ) -> None:
         self.replicas = replicas
         self.node_id = node_id
         self.clock = clock
         self.image = MetadataImage()
-        self.epoch = 0
         self.log: PartitionLog | None = None
         self.partition: Partition | None = None
         self.snapshot_settings = snapshot_settings or SnapshotSettings()
@@ -83,67 +93,143 @@ class MetadataQuorum:
         self.log_config = log_config or metadata_log_config()
         #: controller.quorum.voters ids (quorum-state v0 lists them); () = this node alone
         self.static_voters = static_voters or (node_id,)
+        #: node id -> controller listener (host, port) of each voter
+        self.voter_addresses = dict(voter_addresses or {})
+        self.raft_config = raft_config or RaftConfig()
+        self.cluster_id = cluster_id
+        self.rng = rng or random.Random()
+        self.raft: RaftNode | None = None
+        self.driver: RaftDriver | None = None
+        #: the first offset not yet applied to the image (everything below is committed)
+        self.applied_end = 0
+        #: called with each new image built from committed records (not during ``load``)
+        self.on_publish: Callable[[MetadataImage], None] | None = None
+        #: set once the image has caught up with the leader's high watermark after start
+        self.caught_up = trio.Event()
+        self._catch_up_target = -1
+
+    # ---- what the node asks -------------------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        return self.raft.epoch if self.raft is not None else 0
+
+    @property
+    def leader_id(self) -> int:
+        """The active controller's node id (-1: none known yet)."""
+        return self.raft.leader_id if self.raft is not None else -1
+
+    @property
+    def is_active(self) -> bool:
+        """The leader, and it has committed (and applied) the start of its epoch: its image
+        holds everything ever committed, so controller decisions may be taken from it."""
+        raft = self.raft
+        return (raft is not None and raft.is_leader and raft.leader is not None
+                and self.applied_end > raft.leader.epoch_start_offset)
+
+    @property
+    def is_voter(self) -> bool:
+        return self.raft is not None and self.raft.is_voter
 
     def log_end_offset(self) -> int:
         assert self.log is not None
         return int(self.log.log_end_offset)
 
-    def _quorum_state_path(self) -> Path:
-        assert self.log is not None
-        return Path(self.log.dir) / QUORUM_STATE_FILE
-
-    def _bump_quorum_state(self) -> None:
-        """Read the last epoch from ``quorum-state`` and write this start's (epoch + 1). Never
-        below the epoch of the last record (a lost or stale quorum-state file)."""
-        qs = self._quorum_state_path()
-        prev_epoch = max(self.last_epoch, 0)
-        if qs.exists():
-            try:
-                prev_epoch = max(decode_quorum_state(qs.read_text()).leader_epoch, prev_epoch)
-            except (QuorumStateError, OSError) as e:
-                log.warning("ignoring unreadable %s: %s", qs, e)
-        self.epoch = prev_epoch + 1
-        state = QuorumState(
-            leader_id=self.node_id, leader_epoch=self.epoch, voted_id=-1,
-            current_voters=self.static_voters, data_version=1 if self.kraft_version >= 1 else 0,
-        )
-        write_file_atomically(qs, encode_quorum_state(state).encode())
-
+    # ---- start-up -----------------------------------------------------------------------
     def load(self) -> None:
+        """Open the log, load the newest snapshot, start the Raft node. A lone voter elects
+        itself and commits its log here; others apply what they learn is committed later."""
         self.log = self.replicas.logs.get_or_create(
             METADATA_TOPIC, 0, self.clock(), self.log_config
         )
         self.snapshots = SnapshotStore(Path(self.log.dir))
         snap = load_latest(self.snapshots, self.log.log_start_offset, self.log.log_end_offset)
         self.last_snapshot_ms = self.clock()
-        base = MetadataImage()
-        start = self.log.log_start_offset
+        self.partition = self.replicas.adopt_metadata_log(self.log)
         if snap is not None:
             sid = self.latest_snapshot = snap.snapshot_id
             self.kraft_version, self.voters = snap.kraft_version, snap.voters
             if sid.offset > self.log.log_end_offset:
-                replica = self.replicas.adopt_metadata_log(self.log)
-                replica.truncate_fully_and_start_at(sid.offset)
-            base = apply(base, snap.records, sid.offset - 1, sid.epoch)
-            start = sid.offset
+                self.partition.truncate_fully_and_start_at(sid.offset)
+            self.image = apply(MetadataImage(), snap.records, sid.offset - 1, sid.epoch)
+            self.applied_end = sid.offset
             self.last_epoch, self.last_timestamp = sid.epoch, snap.last_contained_log_timestamp
-        records: list[Any] = []
-        last = base.offset
-        for offset, value in self._read_values(start):
-            rec, _version = decode_record(value)
-            records.append(rec)
-            last = offset
-        self._bump_quorum_state()  # after the replay: never below the last record's epoch
-        self.partition = self.replicas.host_metadata_log(self.log, self.epoch, self.clock())
-        self.image = apply(base, records, last, self.epoch)
+        else:
+            self.applied_end = self.log.log_start_offset
+        self._start_raft()
 
-    def _read_values(self, start: int) -> list[tuple[int, bytes]]:
-        """The records from ``start`` to the log end, read from the log itself: this runs at
-        start-up, before the epoch is known and the partition is hosted."""
+    def _start_raft(self) -> None:
+        assert self.log is not None and self.snapshots is not None
+        store = QuorumStateFile(Path(self.log.dir) / QUORUM_STATE_FILE, self.static_voters,
+                                1 if self.kraft_version >= 1 else 0)
+        rlog = MetadataRaftLog(self.log, self.clock, self.snapshots, self._snapshot_installed)
+        config = self.raft_config
+        if self.kraft_version != config.kraft_version:
+            config = RaftConfig(**{**_fields(config), "kraft_version": self.kraft_version})
+        self.raft = RaftNode(self.node_id, frozenset(self.static_voters), self.cluster_id, rlog,
+                             store, self.rng, self.clock(), config)
+        self.driver = RaftDriver(self.raft, self.voter_addresses, self.clock,
+                                 self._on_raft_change)
+        if self.raft.voters == {self.node_id}:
+            self.driver.step()  # a lone voter elects itself at once and commits its log
+            assert self.raft.is_leader, self.raft.state
+            self.driver.step()
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The Raft driver and the snapshot task, until cancelled."""
+        assert self.driver is not None
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.driver.run)
+            await nursery.start(self.run_snapshots)
+            task_status.started()
+
+    # ---- following the high watermark ---------------------------------------------------
+    def _on_raft_change(self) -> None:
+        raft = self.raft
+        assert raft is not None and self.log is not None
+        hw = raft.high_watermark
+        if self.log.high_watermark != min(hw, self.log.log_end_offset):
+            self.log.update_high_watermark(hw)
+            if self.partition is not None and self.partition.on_change is not None:
+                self.partition.on_change(self.partition)
+        if hw > self.applied_end:
+            self._apply_committed(hw)
+        if not self.caught_up.is_set():
+            if raft.is_leader or (raft.fetched_from_leader and self._catch_up_target < 0):
+                self._catch_up_target = hw
+            if 0 <= self._catch_up_target <= self.applied_end:
+                log.info("metadata caught up with the quorum at offset %s", self.applied_end)
+                self.caught_up.set()
+
+    def _apply_committed(self, hw: int) -> None:
+        records: list[Any] = []
+        last = self.image.offset
+        epoch, ts = self.last_epoch, self.last_timestamp
+        for offset, value, batch_epoch, batch_ts, size in self._read_batches(self.applied_end, hw):
+            self.bytes_since_snapshot += size
+            epoch, ts = batch_epoch, batch_ts
+            if value is not None:
+                records.append(decode_record(value)[0])
+                last = offset
+        self.applied_end = hw
+        self.last_epoch, self.last_timestamp = epoch, ts
+        if records:
+            old = self.image
+            self.image = apply(self.image, records, last, epoch)
+            if log.isEnabledFor(logging.INFO):
+                for line in metadata_events(old, records):
+                    log.info("%s", line)
+            if self.on_publish is not None:
+                self.on_publish(self.image)
+        if self.snapshot_due(self.clock()):
+            self._snapshot_wakeup.set()
+
+    def _read_batches(self, start: int, end: int
+                      ) -> list[tuple[int, bytes | None, int, int, int]]:
+        """(offset, value or None for a control batch, batch epoch, max timestamp, bytes) of
+        the records in [start, end)."""
         assert self.log is not None
-        out: list[tuple[int, bytes]] = []
+        out: list[tuple[int, bytes | None, int, int, int]] = []
         offset = start
-        end = self.log.log_end_offset
         while offset < end:
             res = self.log.read(offset, READ_CHUNK_BYTES, max_offset=end, min_one_message=True)
             if res.size == 0:
@@ -151,57 +237,86 @@ class MetadataQuorum:
             data = bytearray()
             data += res.read_bytes()
             for pos, h in iter_headers(data):
-                if h.is_control:
-                    offset = h.next_offset
+                if h.next_offset <= offset:
                     continue
-                _hdr, recs = decode_batch_records(data, pos)
-                for r in recs:
-                    if r.offset >= start and r.value is not None:
-                        out.append((r.offset, r.value))
-                        self.last_epoch = h.partition_leader_epoch
-                        self.last_timestamp = h.max_timestamp
+                if h.base_offset >= end:
+                    return out
+                if h.is_control:
+                    out.append((h.next_offset - 1, None, h.partition_leader_epoch,
+                                h.max_timestamp, h.size))
+                else:
+                    _hdr, recs = decode_batch_records(data, pos)
+                    size = h.size
+                    for r in recs:
+                        if offset <= r.offset < end and r.value is not None:
+                            out.append((r.offset, r.value, h.partition_leader_epoch,
+                                        h.max_timestamp, size))
+                            size = 0
                 offset = h.next_offset
         return out
 
-    def _write(self, records: list[Any]) -> tuple[int, int, int]:
-        """Append one batch; (first offset, last offset, append time)."""
-        assert self.partition is not None
-        now = self.clock()
-        batch = bytearray(build_batch(
-            [SimpleRecord(key=None, value=encode_record(r), timestamp=now) for r in records],
-            partition_leader_epoch=self.epoch,
-        ))
-        batches = iter_headers(batch)
-        info = self.partition.append_as_leader(batch, batches, now_ms=now, log_append_time=False)
-        self.bytes_since_snapshot += len(batch)
-        return int(info.first_offset), int(info.last_offset), now
+    def _snapshot_installed(self, sid: SnapshotId) -> None:
+        """The leader's snapshot replaced our log: the image restarts from it."""
+        assert self.snapshots is not None
+        snap = self.snapshots.read(sid)
+        self.latest_snapshot = sid
+        self.kraft_version, self.voters = snap.kraft_version, snap.voters
+        self.image = apply(MetadataImage(), snap.records, sid.offset - 1, sid.epoch)
+        self.applied_end = sid.offset
+        self.last_epoch, self.last_timestamp = sid.epoch, snap.last_contained_log_timestamp
+        self.bytes_since_snapshot = 0
+        if self.on_publish is not None:
+            self.on_publish(self.image)
 
-    def _publish(self, records: list[Any], last_offset: int, append_ms: int) -> None:
-        assert self.partition is not None
-        self.partition.on_flushed()  # the high watermark passes the flushed entries
-        assert self.partition.high_watermark > last_offset, self.partition
-        old = self.image
-        self.image = apply(self.image, records, last_offset, self.epoch)
-        self.last_epoch, self.last_timestamp = self.epoch, append_ms
-        if log.isEnabledFor(logging.INFO):
-            for line in metadata_events(old, records):
-                log.info("%s", line)
-        if self.snapshot_due(self.clock()):
-            self._snapshot_wakeup.set()
+    # ---- writes (the active controller) -------------------------------------------------
+    def _check_leader(self) -> RaftNode:
+        raft = self.raft
+        if raft is None or not raft.is_leader:
+            leader = raft.leader_id if raft is not None else -1
+            raise KafkaError(ErrorCode.NOT_CONTROLLER,
+                             f"node {self.node_id} is not the active controller "
+                             f"(the leader is {leader})")
+        return raft
+
+    def _append(self, records: list[Any]) -> tuple[int, int]:
+        """Hand one batch to the leader: (its epoch, the offset of the last record)."""
+        raft = self._check_leader()
+        last = raft.append(self.clock(), [encode_record(r) for r in records])
+        return raft.epoch, last
 
     def append_sync(self, records: list[Any]) -> None:
-        """Append, fsync and publish on the calling thread (start-up only)."""
-        assert self.log is not None
-        _first, last, ts = self._write(records)
+        """Append, fsync and apply on the calling thread (start-up of a lone voter only)."""
+        assert self.driver is not None and self.log is not None
+        _epoch, last = self._append(records)
         self.log.flush()
-        self._publish(records, last, ts)
+        self.driver.step()
+        assert self.applied_end > last, "a lone voter commits what it flushed"
+
+    async def wait_active(self, timeout_ms: int = ACTIVATION_WAIT_MS) -> None:
+        """Until this node is the active controller; NOT_CONTROLLER when it is not the leader
+        (or does not become active within ``timeout_ms``)."""
+        with trio.move_on_after(timeout_ms / 1000):
+            while not self.is_active:
+                self._check_leader()
+                assert self.driver is not None
+                await self.driver.wait_for_change()
+            return
+        self._check_leader()
+        raise KafkaError(ErrorCode.NOT_CONTROLLER, "the new leader has not committed its epoch")
 
     async def append(self, records: list[Any]) -> None:
-        """Append, fsync off the event loop, then publish the new image."""
-        assert self.log is not None
-        _first, last, ts = self._write(records)
-        await trio.to_thread.run_sync(self.log.flush)
-        self._publish(records, last, ts)
+        """Append on the leader; return once committed and applied to ``image``."""
+        assert self.driver is not None
+        await self.wait_active()
+        epoch, last = self._append(records)
+        raft = self.raft
+        assert raft is not None
+        self.driver.wake()
+        while self.applied_end <= last:
+            if raft.epoch != epoch or not raft.is_leader:
+                raise KafkaError(ErrorCode.NOT_CONTROLLER,
+                                 "leadership was lost before the write was committed")
+            await self.driver.wait_for_change()
 
     # ---- snapshots ------------------------------------------------------------------------
     def snapshot_due(self, now_ms: int) -> bool:
@@ -219,7 +334,7 @@ class MetadataQuorum:
         task_status.started()
         while True:
             st = self.snapshot_settings
-            # until the interval ends; once it has, the next append wakes us (``_publish``)
+            # until the interval ends; once it has, the next commit wakes us
             wait_s = float("inf")
             left_ms = self.last_snapshot_ms + st.max_interval_ms - self.clock()
             if st.max_interval_ms > 0 and left_ms > 0:
@@ -250,17 +365,21 @@ class MetadataQuorum:
     def clean(self) -> None:
         """Drop old snapshots and the log segments before them (Kafka's retention rules)."""
         assert self.log is not None and self.snapshots is not None
-        assert self.partition is not None
         while True:
             start = clean_step(self.snapshots, self.snapshot_settings,
                                self.log.size_bytes, self.clock())
             if start is None or start.offset > self.log.high_watermark:
                 return
-            self.partition.delete_records(start.offset)  # the log start moves, via the layer
+            self.log.delete_records_before(start.offset)
             for sid in self.snapshots.snapshot_ids():
                 if sid < start:
                     self.snapshots.delete(sid)
             log.info("metadata log now starts at the snapshot at offset %s", start.offset)
+
+
+def _fields(config: RaftConfig) -> dict[str, Any]:
+    from dataclasses import fields
+    return {f.name: getattr(config, f.name) for f in fields(config)}
 
 
 def metadata_log_config(
@@ -270,19 +389,6 @@ def metadata_log_config(
     ``metadata.log.segment.bytes`` / ``metadata.log.segment.ms``."""
     return LogConfig(segment_bytes=segment_bytes, segment_ms=segment_ms, retention_ms=-1,
                      retention_bytes=-1)
-
-
-def write_file_atomically(path: Path, data: bytes) -> None:
-    """``<path>.tmp``, fsync, rename over ``path``, fsync the directory."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 _SECRET_WORDS = ("password", "jaas", "secret")

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ from kafkawire.storage import (
     random_uuid,
     read_meta,
 )
-from kafkawire.testing import BrokerProcess, free_port
+from kafkawire.testing import BrokerProcess, api_versions_ok, describe_quorum_leader, free_port
 from kraft.snapshot import SnapshotId, decode_snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -379,18 +380,28 @@ def test_bootstrap_with_a_feature_we_do_not_serve_is_refused(tmp_path: Path) -> 
         read_bootstrap(tmp_path)
 
 
-def test_a_quorum_of_several_voters_does_not_start_single(tmp_path: Path) -> None:
-    """Without the Raft driver a node must not commit alone for a quorum of several voters."""
+def test_a_voter_alone_in_a_quorum_of_three_never_leads(tmp_path: Path) -> None:
+    """One node of a 3-voter quorum has no majority: it campaigns (pre-votes) but never
+    leads, so it commits nothing alone; its broker side waits for an active controller."""
     port, cport = free_port(), free_port()
-    conf = tmp_path / "server.properties"
-    conf.write_text(
-        f"process.roles=broker,controller\nnode.id=1\ncontroller.quorum.voters=1@127.0.0.1:"
-        f"{cport},2@127.0.0.1:{cport + 1},3@127.0.0.1:{cport + 2}\n"
-        f"controller.listener.names=CONTROLLER\nlisteners=PLAINTEXT://127.0.0.1:{port},"
-        f"CONTROLLER://127.0.0.1:{cport}\nlistener.security.protocol.map={MAP}\n"
-        f"log.dirs={tmp_path}/data\nmetrics.port=0\n")
-    assert _cli("format", "-t", CID, str(conf)).returncode == 0
-    p = _cli("serve", str(conf))
-    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    assert p.returncode != 0 and len(lines) == 1, p.stderr
-    assert "the KRaft quorum has voters [1, 2, 3]" in lines[0]
+    voters = f"1@127.0.0.1:{cport},2@127.0.0.1:{free_port()},3@127.0.0.1:{free_port()}"
+    bp = BrokerProcess(tmp_path / "data", port, overrides={
+        "process.roles": "broker,controller", "node.id": "1",
+        "controller.quorum.voters": voters, "controller.listener.names": "CONTROLLER",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}",
+        "listener.security.protocol.map": MAP}, metrics_port=0)
+    bp.format(CID)
+    bp.launch()
+    try:
+        deadline = time.monotonic() + 6  # three times the longest election timeout (2 s)
+        answered = 0
+        while time.monotonic() < deadline:
+            assert bp.proc is not None and bp.proc.poll() is None, bp.log()
+            leader, _epoch = describe_quorum_leader("127.0.0.1", cport, 2.0)
+            assert leader == -1, bp.log()
+            answered += api_versions_ok("127.0.0.1", cport)
+            time.sleep(0.2)
+        assert answered > 0, bp.log()
+        assert "Prospective" in bp.log()
+    finally:
+        bp.close()

@@ -95,6 +95,11 @@ MODULES = [
     "unregister_broker",
     "allocate_producer_ids",
     "alter_partition",
+    # KRaft (controller listener): answered by the Raft driver (kafkawire/raft_driver.py)
+    "vote",
+    "begin_quorum_epoch",
+    "end_quorum_epoch",
+    "fetch_snapshot",
 ]
 
 

@@ -32,6 +32,8 @@ import time
 from typing import TYPE_CHECKING
 
 from kafkawire.metadata_log import METADATA_TOPIC
+from kafkawire.node_client import NodeClient, NodeDisconnected, NodeUnsupportedVersion
+from kraft.raft.replication import describe_quorum
 from protocol._generated.describe_quorum_request import DescribeQuorumRequest
 from protocol._generated.describe_quorum_response import DescribeQuorumResponse
 from protocol.errors import ErrorCode
@@ -109,45 +111,59 @@ async def handle(broker: Broker, ctx: RequestContext, req: DescribeQuorumRequest
     if not _is_metadata_partition(req):
         return _not_hosted(req)
     quorum = broker.quorum
-    assert quorum is not None and quorum.log is not None
-    now = int(time.time() * 1000)
-    leo = quorum.log_end_offset()
-    voter = R.ReplicaState(
-        replica_id=broker.node_id,
-        log_end_offset=leo,
-        last_fetch_timestamp=now,
-        last_caught_up_timestamp=now,
-    )
-    for v in quorum.voters.voters if quorum.voters is not None else []:
-        if v.voter_id == broker.node_id:
-            voter.replica_directory_id = v.voter_directory_id
-    return R(
-        error_code=ErrorCode.NONE,
-        error_message="",
-        topics=[
-            R.TopicData(
-                topic_name=METADATA_TOPIC,
-                partitions=[
-                    R.PartitionData(
-                        partition_index=0,
-                        error_code=ErrorCode.NONE,
-                        error_message="",
-                        leader_id=broker.node_id,
-                        leader_epoch=quorum.epoch,
-                        high_watermark=int(quorum.log.high_watermark),
-                        current_voters=[voter],
-                        observers=[],
-                    )
-                ],
-            )
-        ],
-        nodes=[
-            R.Node(
-                node_id=broker.node_id,
-                listeners=[
-                    R.Listener(name=name, host=host, port=port)
-                    for name, host, port in voter_listeners(broker)
-                ],
-            )
-        ],
-    )
+    assert quorum is not None and quorum.raft is not None
+    raft = quorum.raft
+    if not raft.is_leader:
+        forwarded = await _ask_leader(broker, req, ctx.api_version)
+        if forwarded is not None:
+            return forwarded
+    resp = describe_quorum(raft, int(time.time() * 1000))
+    part = resp.topics[0].partitions[0]
+    part.error_message = "" if part.error_code == ErrorCode.NONE else None
+    directory_ids = {v.voter_id: v.voter_directory_id
+                     for v in (quorum.voters.voters if quorum.voters is not None else [])}
+    for rs in part.current_voters:
+        if rs.replica_id in directory_ids:
+            rs.replica_directory_id = directory_ids[rs.replica_id]
+    resp.error_message = ""
+    resp.nodes = [R.Node(node_id=node_id, listeners=[
+        R.Listener(name=name, host=host, port=port) for name, host, port in listeners])
+        for node_id, listeners in _voter_nodes(broker, [v.replica_id for v in
+                                                       part.current_voters])]
+    return resp
+
+
+def _voter_nodes(broker: Broker, voter_ids: list[int]
+                 ) -> list[tuple[int, list[tuple[str, str, int]]]]:
+    """(voter id, its controller listeners) for DescribeQuorum v2 ``nodes``."""
+    assert broker.quorum is not None
+    names = sorted(broker.config.controller_listener_names) or ["CONTROLLER"]
+    record = {v.voter_id: v for v in (broker.quorum.voters.voters
+                                      if broker.quorum.voters is not None else [])}
+    out: list[tuple[int, list[tuple[str, str, int]]]] = []
+    for vid in voter_ids:
+        if vid == broker.node_id:
+            out.append((vid, voter_listeners(broker)))
+        elif vid in record and record[vid].endpoints:
+            out.append((vid, [(e.name, e.host, e.port) for e in record[vid].endpoints]))
+        elif vid in broker.quorum.voter_addresses:
+            host, port = broker.quorum.voter_addresses[vid]
+            out.append((vid, [(names[0], host, port)]))
+    return out
+
+
+async def _ask_leader(broker: Broker, req: DescribeQuorumRequest, version: int) -> R | None:
+    """A node that does not lead asks the leader (Kafka's brokers forward DescribeQuorum to
+    the active controller); None when no leader is reachable."""
+    _leader, addr = broker.active_controller()
+    if addr is None:
+        return None
+    client = NodeClient(addr[0], addr[1], f"describe-quorum-{broker.node_id}",
+                        lambda: int(time.time() * 1000), request_timeout_ms=10_000)
+    try:
+        resp: R = await client.request(req, version)
+        return resp
+    except (NodeDisconnected, NodeUnsupportedVersion):
+        return None
+    finally:
+        await client.aclose()

@@ -181,6 +181,8 @@ def _read_all(broker: Broker, slots: list[_Slot], max_bytes: int, params: _Param
 
 async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> FetchResponse:
     v = ctx.api_version
+    if ctx.connection.listener_type == "controller":
+        return await _raft_fetch(broker, req, v)
     if v >= 7 and req.session_id != 0:
         return FetchResponse(
             error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[]
@@ -259,3 +261,17 @@ def _count(broker: Broker, slots: list[_Slot]) -> None:
             c.failed_fetch += 1
         elif not isinstance(s.resp.records, (bytes, bytearray)):
             c.bytes_out += s.resp.records.size
+
+
+async def _raft_fetch(broker: Broker, req: FetchRequest, version: int) -> FetchResponse:
+    """A controller listener serves only the Raft Fetch of ``__cluster_metadata`` (KIP-595):
+    the node's Raft replica answers it (kraft/raft/replication.py), parking it up to its max
+    wait when there is nothing new."""
+    from kafkawire.raft_driver import raft_answer
+
+    replica = req.replica_state.replica_id if version >= 15 and req.replica_state \
+        else req.replica_id
+    resp = await raft_answer(broker.quorum, replica, req)
+    if not isinstance(resp, FetchResponse):
+        return FetchResponse(error_code=ErrorCode.REQUEST_TIMED_OUT, responses=[])
+    return resp

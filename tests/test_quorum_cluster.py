@@ -1,0 +1,120 @@
+"""A KRaft cluster of real processes (kafkawire.testing.ClusterProcesses): controllers run the
+metadata quorum over the wire (kafkawire/raft_driver.py), broker-only nodes follow the
+metadata log as Raft observers, register with the active controller and are unfenced, and
+every broker serves Metadata / DescribeCluster listing every live broker. kill -9 of a broker
+fences it after broker.session.timeout.ms; a restarted node comes back."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+
+from kafkawire.testing import ClusterProcesses, describe_quorum_leader
+from protocol._generated.describe_cluster_request import DescribeClusterRequest
+from protocol._generated.describe_quorum_request import DescribeQuorumRequest
+from protocol._generated.metadata_request import MetadataRequest
+from tests.conftest import RawClient
+
+SESSION_MS = 3000
+T = TypeVar("T")
+
+
+def wait_for(cond: Callable[[], T | None], timeout_s: float = 60.0, what: str = "") -> T:
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = cond()
+        except (OSError, ConnectionError) as e:
+            last = e
+        if last:
+            return last  # type: ignore[no-any-return]
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}: last {last!r}")
+
+
+def request(bootstrap: str, req: Any, version: int) -> Any:
+    client = RawClient(bootstrap, "quorum-test")
+    try:
+        return client.request(req, version)
+    finally:
+        client.close()
+
+
+def metadata_brokers(bootstrap: str) -> set[int]:
+    md = request(bootstrap, MetadataRequest(topics=[], allow_auto_topic_creation=False), 12)
+    return {b.node_id for b in md.brokers}
+
+
+def cluster_brokers(bootstrap: str) -> set[int]:
+    resp = request(bootstrap, DescribeClusterRequest(), 1)
+    assert resp.error_code == 0
+    return {b.broker_id for b in resp.brokers}
+
+
+def describe_quorum(controller: str) -> Any:
+    req = DescribeQuorumRequest(topics=[DescribeQuorumRequest.TopicData(
+        topic_name="__cluster_metadata",
+        partitions=[DescribeQuorumRequest.PartitionData(partition_index=0)])])
+    return request(controller, req, 2).topics[0].partitions[0]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    c = ClusterProcesses(tmp_path_factory.mktemp("cluster"), controllers=1, brokers=2,
+                         overrides={"broker.session.timeout.ms": str(SESSION_MS)})
+    try:
+        c.start(timeout_s=120)
+        yield c
+    finally:
+        c.close()
+
+
+def test_brokers_follow_the_quorum_and_are_listed_everywhere(cluster: ClusterProcesses) -> None:
+    assert cluster.active_controller() == 1
+    for b in cluster.broker_ids:
+        addr = cluster.nodes[b].bootstrap
+        wait_for(lambda a=addr: metadata_brokers(a) == {2, 3}, what=f"Metadata from {addr}")
+        wait_for(lambda a=addr: cluster_brokers(a) == {2, 3}, what=f"DescribeCluster {addr}")
+    # the controller's view: one voter leading, the two brokers fetching as observers
+    ctrl = f"127.0.0.1:{cluster.controller_ports[1]}"
+    part = wait_for(lambda: (p := describe_quorum(ctrl)) and len(p.observers) == 2 and p,
+                    what="two observers")
+    assert part.error_code == 0 and part.leader_id == 1
+    assert [v.replica_id for v in part.current_voters] == [1]
+    assert sorted(o.replica_id for o in part.observers) == [2, 3]
+    assert all(o.log_end_offset > 0 for o in part.observers)
+    # a broker forwards DescribeQuorum to the active controller (as Kafka's brokers do)
+    fwd = describe_quorum(cluster.nodes[2].bootstrap)
+    assert fwd.error_code == 0 and fwd.leader_id == 1 and fwd.leader_epoch == part.leader_epoch
+
+
+def test_killed_broker_is_fenced_then_rejoins(cluster: ClusterProcesses) -> None:
+    first = cluster.nodes[2].bootstrap
+    wait_for(lambda: metadata_brokers(first) == {2, 3}, what="both brokers")
+    cluster.kill(3)
+    wait_for(lambda: metadata_brokers(first) == {2}, timeout_s=SESSION_MS / 1000 + 30,
+             what="broker 3 fenced after the session timeout")
+    cluster.start_node(3)
+    wait_for(lambda: metadata_brokers(first) == {2, 3}, what="broker 3 back")
+    wait_for(lambda: metadata_brokers(cluster.nodes[3].bootstrap) == {2, 3},
+             what="the restarted broker's own view")
+
+
+def test_controller_restart_new_epoch_brokers_keep_following(cluster: ClusterProcesses) -> None:
+    ctrl = ("127.0.0.1", cluster.controller_ports[1])
+    _leader, epoch = describe_quorum_leader(*ctrl)
+    assert epoch > 0
+    cluster.restart(1, kill=True)
+    leader, new_epoch = wait_for(lambda: (r := describe_quorum_leader(*ctrl))[0] == 1 and r,
+                                 what="the controller leading again")
+    assert leader == 1 and new_epoch > epoch
+    part = wait_for(lambda: (p := describe_quorum(f"{ctrl[0]}:{ctrl[1]}")) and
+                    len(p.observers) == 2 and p, what="the brokers fetching again")
+    assert part.leader_epoch == new_epoch
+    for b in cluster.broker_ids:
+        addr = cluster.nodes[b].bootstrap
+        wait_for(lambda a=addr: metadata_brokers(a) == {2, 3}, what=f"Metadata from {addr}")
