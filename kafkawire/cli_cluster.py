@@ -45,6 +45,10 @@ def cluster_status(args: argparse.Namespace) -> int:
     rows = cluster.status_rows()
     print(f"CLUSTER {cluster.state.cluster_id} in {cluster.dir} ({cluster.state.network})")
     print(f"bootstrap: {cluster.bootstrap}")
+    try:
+        print(f"quorum leader: {cluster.quorum_leader(timeout_s=2.0)}")
+    except ClusterError:
+        print("quorum leader: none")
     cols = ["node", "roles", "address", "controller", "metrics", "pid", "state", "ready"]
     table([c.upper() for c in cols], [[r[c] for c in cols] for r in rows])
     return 0

@@ -22,8 +22,8 @@ network partitions possible.
 The processes are detached (their own session): ``cluster up`` returns once the cluster
 serves and the nodes keep running; the other commands find them through the state file (a
 pid is trusted only while ``/proc/<pid>/cmdline`` still names that node's properties file).
-"Serves" is: every broker's ``/health/ready`` answers 200 (registered, unfenced, the quorum
-has a leader) and every controller answers ApiVersions on its controller listener.
+"Serves" is: every node's ``/health/ready`` answers 200 (started, the quorum has a leader;
+a broker also registered and unfenced).
 """
 
 from __future__ import annotations
@@ -516,9 +516,8 @@ class LocalCluster:
         node = self.state.node(node_id)
         if not self.pid_of(node_id):
             return False
-        if node.is_broker:
-            return health(node.host, node.metrics_port)[0] == 200
-        return api_versions_ok(node.host, node.controller_port)
+        # /health/ready: started, registered and unfenced (brokers), the quorum has a leader
+        return health(node.host, node.metrics_port)[0] == 200
 
     def wait_ready(self, node_ids: Iterable[int] | None = None,
                    timeout_s: float = READY_TIMEOUT_S) -> None:
@@ -587,6 +586,21 @@ class LocalCluster:
                 raise ClusterError(f"{topic}-{partition} has no leader after {timeout_s:g}s")
             time.sleep(0.2)
 
+    def quorum_leader(self, timeout_s: float = 30.0, not_node: int | None = None) -> int:
+        """The metadata quorum's leader (the active controller) as the running controllers
+        report it (DescribeQuorum), waiting up to ``timeout_s`` for one (other than
+        ``not_node``, e.g. a leader just killed)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            live = [f"{n.host}:{n.controller_port}" for n in self.state.controllers
+                    if self.node_state(n.node_id) == "running" and n.node_id != not_node]
+            leader, _epoch = describe_quorum_leader(live, timeout_s=2.0)
+            if leader >= 0 and leader != not_node:
+                return leader
+            if time.monotonic() > deadline:
+                raise ClusterError(f"no quorum leader after {timeout_s:g}s")
+            time.sleep(0.2)
+
     def status_rows(self) -> list[dict[str, Any]]:
         rows = []
         partitioned = set(self.state.net.get("partitioned", []))
@@ -605,8 +619,32 @@ class LocalCluster:
         return rows
 
 
-# ---- a metadata look-up without a client library (leader_of) ------------------------------
-METADATA_VERSION = 8  # the last non-flexible Metadata version: plain request/response headers
+# ---- look-ups without a client library (leader_of, quorum_leader) ---------------------------
+METADATA_VERSION = 8  # the last non-flexible Metadata version
+DESCRIBE_QUORUM_VERSION = 1
+
+
+def kafka_request(address: str, req: Any, version: int, timeout_s: float = 5.0) -> Any:
+    """One request with this repo's generated codecs over a plain socket; the decoded
+    response. ``OSError`` when nothing answers."""
+    import importlib
+
+    from protocol._generated import API_INFO, RESPONSES
+    from protocol._generated.request_header import RequestHeader
+
+    key = req.API_KEY
+    flexible = 0 <= API_INFO[key][3] <= version
+    hdr = RequestHeader(request_api_key=key, request_api_version=version, correlation_id=7,
+                        client_id="kafkawire-cluster")
+    payload = hdr.encode(2 if flexible else 1) + req.encode(version)
+    host, _, port = address.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as s:
+        s.sendall(struct.pack(">i", len(payload)) + payload)
+        frame = _recv_frame(s)
+    pos = 5 if flexible and key != 18 else 4  # correlation id (+ tagged fields)
+    mod, cls = RESPONSES[key]
+    resp_cls = getattr(importlib.import_module(f"protocol._generated.{mod}"), cls)
+    return resp_cls.decode(frame[pos:], version)
 
 
 def partition_leaders(bootstrap: str, topic: str, timeout_s: float = 5.0) -> dict[int, int]:
@@ -614,25 +652,16 @@ def partition_leaders(bootstrap: str, topic: str, timeout_s: float = 5.0) -> dic
     ``bootstrap`` that answers a Metadata request; ``ClusterError`` when none does or the
     topic is unknown."""
     from protocol._generated.metadata_request import MetadataRequest
-    from protocol._generated.metadata_response import MetadataResponse
-    from protocol._generated.request_header import RequestHeader
 
     req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
                           allow_auto_topic_creation=False)
-    hdr = RequestHeader(request_api_key=3, request_api_version=METADATA_VERSION,
-                        correlation_id=7, client_id="kafkawire-cluster")
-    payload = hdr.encode(1) + req.encode(METADATA_VERSION)
     errors = []
     for address in bootstrap.split(","):
-        host, _, port = address.rpartition(":")
         try:
-            with socket.create_connection((host, int(port)), timeout=timeout_s) as s:
-                s.sendall(struct.pack(">i", len(payload)) + payload)
-                frame = _recv_frame(s)
+            resp = kafka_request(address, req, METADATA_VERSION, timeout_s)
         except OSError as e:
             errors.append(f"{address}: {e}")
             continue
-        resp = MetadataResponse.decode(frame[4:], METADATA_VERSION)
         for t in resp.topics:
             if t.name == topic:
                 if t.error_code:
@@ -640,6 +669,28 @@ def partition_leaders(bootstrap: str, topic: str, timeout_s: float = 5.0) -> dic
                 return {p.partition_index: p.leader_id for p in t.partitions}
         raise ClusterError(f"topic {topic} not in the metadata of {address}")
     raise ClusterError(f"no broker answered ({'; '.join(errors)})")
+
+
+def describe_quorum_leader(addresses: list[str], timeout_s: float = 5.0) -> tuple[int, int]:
+    """(leader id, leader epoch) of the metadata quorum from the first controller listener
+    that answers DescribeQuorum without an error; (-1, -1) when none does."""
+    from protocol._generated.describe_quorum_request import DescribeQuorumRequest
+
+    req = DescribeQuorumRequest(topics=[DescribeQuorumRequest.TopicData(
+        topic_name="__cluster_metadata",
+        partitions=[DescribeQuorumRequest.PartitionData(partition_index=0)])])
+    for address in addresses:
+        try:
+            resp = kafka_request(address, req, DESCRIBE_QUORUM_VERSION, timeout_s)
+        except (OSError, ValueError):
+            continue
+        if resp.error_code:
+            continue
+        for t in resp.topics:
+            for p in t.partitions:
+                if not p.error_code and p.leader_id >= 0:
+                    return int(p.leader_id), int(p.leader_epoch)
+    return -1, -1
 
 
 def _recv_frame(s: socket.socket) -> bytes:
