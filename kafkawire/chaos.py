@@ -101,11 +101,15 @@ class Workload:
 
         p = Producer({**self._client_conf(), "transactional.id": f"chaos-{int(self.t0)}",
                       "transaction.timeout.ms": 60000, "message.timeout.ms": 60000})
-        try:
-            p.init_transactions(60)
-        except KafkaException as e:
-            self.errors.append(f"transactional producer: init_transactions: {e}")
-            return
+        while True:  # a coordinator may be unavailable for a while (retriable: try again)
+            try:
+                p.init_transactions(30)
+                break
+            except KafkaException as e:
+                err = e.args[0] if e.args else None
+                if self.stop_producing.is_set() or err is None or not err.retriable():
+                    self.errors.append(f"transactional producer: init_transactions: {e}")
+                    return
         txn = 0
         while not self.stop_producing.is_set():
             batch = [Send(key=f"t1-{txn}-{i}", partition=(txn + i) % self.partitions,
@@ -232,25 +236,36 @@ class FaultInjector:
             c.heal()
 
 
-def create_topic(bootstrap: str, partitions: int, rf: int) -> None:
+def create_topic(cluster: LocalCluster, partitions: int, rf: int) -> None:
+    """The workload's topic (min.insync.replicas 2 from RF 3 on, else 1), through each broker
+    in turn: a broker that is not the active controller may answer NOT_CONTROLLER where admin
+    requests are not forwarded."""
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    fut = admin.create_topics([NewTopic(TOPIC, partitions, rf)])[TOPIC]
-    try:
-        fut.result(60)
-    except Exception as e:  # noqa: BLE001 (an existing topic is fine)
-        if "TOPIC_ALREADY_EXISTS" not in str(e):
-            raise ClusterError(f"cannot create topic {TOPIC}: {e}") from None
+    config = {"min.insync.replicas": "2" if rf >= 3 else "1"}
+    errors = []
+    for node in cluster.state.brokers:
+        admin = AdminClient({"bootstrap.servers": node.address})
+        fut = admin.create_topics([NewTopic(TOPIC, partitions, rf, config=config)])[TOPIC]
+        try:
+            fut.result(60)
+            return
+        except Exception as e:  # noqa: BLE001 (the client's KafkaException)
+            if "TOPIC_ALREADY_EXISTS" in str(e) or "already exists" in str(e):
+                return
+            errors.append(f"via node {node.node_id}: {e}")
+    raise ClusterError(f"cannot create topic {TOPIC}: {'; '.join(errors)}")
 
 
 def run(cluster: LocalCluster, duration_s: float, out: Path, seed: int = 1,
         interval_s: float = 10.0, hold_s: float = 5.0, rate: float = 200.0,
-        partitions: int = 3, drain_s: float = 120.0, gap_s: float = 1.0) -> Report:
-    """One chaos run against a running cluster (see the module docstring)."""
+        partitions: int = 3, drain_s: float = 120.0, gap_s: float = 1.0,
+        replication_factor: int | None = None) -> Report:
+    """One chaos run against a running cluster (see the module docstring); the topic's
+    replication factor is min(3, brokers) unless given."""
     out.mkdir(parents=True, exist_ok=True)
-    rf = min(3, len(cluster.state.brokers))
-    create_topic(cluster.bootstrap, partitions, rf)
+    rf = replication_factor or min(3, len(cluster.state.brokers))
+    create_topic(cluster, partitions, rf)
     t0 = time.monotonic()
     wl = Workload(cluster.bootstrap, partitions, rate, t0)
     fi = FaultInjector(cluster, seed, interval_s, hold_s, t0)
@@ -272,19 +287,21 @@ def run(cluster: LocalCluster, duration_s: float, out: Path, seed: int = 1,
     wl.stop_consuming.set()
     threads["consumer"].join(30)
     rep = check(wl.sends, wl.reads, fi.faults, gap_s)
-    write_outputs(out, rep, wl, fi, duration_s, seed)
+    setup = (f"cluster: {len(cluster.state.nodes)} nodes ({cluster.state.network}), topic "
+             f"{TOPIC}: {partitions} partitions, replication factor {rf}, seed {seed}")
+    write_outputs(out, rep, wl, fi, duration_s, setup)
     return rep
 
 
 def write_outputs(out: Path, rep: Report, wl: Workload, fi: FaultInjector, duration_s: float,
-                  seed: int) -> None:
+                  setup: str) -> None:
     history = {"sends": [asdict(s) for s in wl.sends], "reads": [asdict(r) for r in wl.reads],
                "faults": [asdict(f) for f in fi.faults]}
     (out / "history.json").write_text(json.dumps(history))
     summary = rep.to_dict()
-    summary.update(duration_s=duration_s, seed=seed, fault_errors=fi.errors,
+    summary.update(duration_s=duration_s, setup=setup, fault_errors=fi.errors,
                    client_errors=wl.errors)
-    text = summary_text(rep, duration_s)
+    text = setup + "\n" + summary_text(rep, duration_s)
     for line in fi.errors + wl.errors:
         text += f"note: {line}\n"
     try:

@@ -77,13 +77,17 @@ class Report:
     moved: list[str] = field(default_factory=list)
     aborted_reads: list[str] = field(default_factory=list)
     unacknowledged_reads: int = 0
+    #: whole-workload windows (no acknowledgement at all) as (start, end)
     unavailable: list[tuple[float, float]] = field(default_factory=list)
+    #: per-partition windows as (partition, start, end)
+    partition_unavailable: list[tuple[int, float, float]] = field(default_factory=list)
     txn_committed: int = 0
     txn_aborted: int = 0
     latency_ms_p50: float = 0.0
     latency_ms_p99: float = 0.0
     latency_ms_max: float = 0.0
     faults: list[Fault] = field(default_factory=list)
+    gap_s: float = 1.0
 
     @property
     def ok(self) -> bool:
@@ -94,6 +98,8 @@ class Report:
         d = asdict(self)
         d["ok"] = self.ok
         d["unavailable_s_total"] = round(sum(b - a for a, b in self.unavailable), 3)
+        d["partition_unavailable_s_total"] = round(
+            sum(b - a for _p, a, b in self.partition_unavailable), 3)
         return d
 
 
@@ -154,7 +160,7 @@ def unavailable_windows(sends: list[Send], gap_s: float) -> list[tuple[float, fl
 
 def check(sends: list[Send], reads: list[Read], faults: list[Fault] | None = None,
           gap_s: float = 1.0) -> Report:
-    rep = Report(faults=list(faults or []))
+    rep = Report(faults=list(faults or []), gap_s=gap_s)
     rep.sent = len(sends)
     rep.acknowledged = sum(1 for s in sends if s.acknowledged)
     rep.failed = sum(1 for s in sends if s.error is not None)
@@ -178,7 +184,11 @@ def check(sends: list[Send], reads: list[Read], faults: list[Fault] | None = Non
             rep.moved.append(s.key)
     rep.duplicates = sorted(k for k, seen in offsets_of.items() if len(seen) > 1)
     rep.reordered = reordered_keys(reads)
-    rep.unavailable = unavailable_windows([s for s in sends if s.txn is None], gap_s)
+    plain = [s for s in sends if s.txn is None]
+    rep.unavailable = unavailable_windows(plain, gap_s)
+    for p in sorted({s.partition for s in plain}):
+        rep.partition_unavailable += [(p, a, b) for a, b in unavailable_windows(
+            [s for s in plain if s.partition == p], gap_s)]
     lat = sorted((s.acked_s - s.sent_s) * 1000 for s in sends
                  if s.acked_s is not None and s.txn is None)
     rep.latency_ms_p50 = round(_percentile(lat, 0.5), 2)
@@ -202,11 +212,13 @@ def summary_text(rep: Report, duration_s: float) -> str:
         f"unacknowledged but read (indeterminate writes that landed): {rep.unacknowledged_reads}",
         f"ack latency ms: p50 {rep.latency_ms_p50}  p99 {rep.latency_ms_p99}  "
         f"max {rep.latency_ms_max}",
-        f"unavailability windows (no ack for >= gap): {len(rep.unavailable)}, total "
-        f"{sum(b - a for a, b in rep.unavailable):.1f}s",
+        f"unavailability (no ack for {rep.gap_s:g} s or more while sends waited): whole workload "
+        f"{len(rep.unavailable)} windows, {sum(b - a for a, b in rep.unavailable):.1f}s; "
+        f"per partition {len(rep.partition_unavailable)} windows, "
+        f"{sum(b - a for _p, a, b in rep.partition_unavailable):.1f}s",
     ]
-    for a, b in rep.unavailable[:20]:
-        lines.append(f"  {a:8.1f}s .. {b:8.1f}s  ({b - a:.1f}s)")
+    for p, a, b in rep.partition_unavailable[:30]:
+        lines.append(f"  partition {p}: {a:8.1f}s .. {b:8.1f}s  ({b - a:.1f}s)")
     lines.append("faults:")
     for f in rep.faults:
         end = f"{f.end_s:8.1f}s" if f.end_s is not None else "   (open)"

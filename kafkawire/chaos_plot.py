@@ -1,6 +1,6 @@
 """The chaos run's picture: acknowledged records per second and acknowledgement latency (p50,
 p99, max per second) over time, each fault a shaded span labelled with its kind and node, and
-the unavailability windows as red bars. Needs matplotlib (the optional extra ``chaos``)."""
+the per-partition unavailability windows as red bars (one lane per partition). Needs matplotlib (the optional extra ``chaos``)."""
 
 from __future__ import annotations
 
@@ -63,9 +63,12 @@ def plot(path: Path, sends: list[Send], faults: list[Fault], rep: Report,
             ax.axvspan(f.start_s, end, color=colour, alpha=0.15)
         ax1.text(f.start_s, top * 1.02, f"{f.kind} {','.join(map(str, f.nodes))}",
                  fontsize=7, color=colour, rotation=30)
-    for a, b in rep.unavailable:
-        ax1.hlines(-top * 0.03, a, b, colors="red", linewidth=4)
-    ax1.set_ylim(-top * 0.06, top * 1.2)
+    parts = sorted({p for p, _a, _b in rep.partition_unavailable})
+    for p, a, b in rep.partition_unavailable:  # one red lane per partition below zero
+        y = -top * 0.04 * (1 + parts.index(p))
+        ax1.hlines(y, a, b, colors="red", linewidth=3)
+        ax1.text(b, y, f" p{p}", fontsize=6, color="red", va="center")
+    ax1.set_ylim(-top * 0.04 * (len(parts) + 1.5), top * 1.2)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -111,7 +111,8 @@ def cluster_chaos(args: argparse.Namespace) -> int:
           f"results in {out}", file=sys.stderr)
     try:
         rep = chaos.run(cluster, args.duration, Path(out), seed=args.seed,
-                        interval_s=args.interval, hold_s=args.hold, rate=args.rate)
+                        interval_s=args.interval, hold_s=args.hold, rate=args.rate,
+                        replication_factor=args.replication_factor)
     finally:
         if started_here and not args.keep:
             cluster.down()
@@ -184,6 +185,8 @@ def add_commands(cs: Any) -> None:
     c.add_argument("--rate", type=float, default=200.0,
                    help="idempotent producer records per second (default 200)")
     c.add_argument("--seed", type=int, default=1, help="the fault schedule's random seed")
+    c.add_argument("--replication-factor", type=int,
+                   help="of the workload's topic (default: min(3, brokers))")
     c.add_argument("--out", type=Path, help="result directory (default DIR/chaos-<time>)")
     c.add_argument("--nodes", type=int, default=3,
                    help="nodes of the cluster started when DIR has none (default 3)")

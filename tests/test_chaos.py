@@ -66,6 +66,10 @@ def test_unavailability_windows() -> None:
     windows = unavailable_windows(sends, gap_s=1.0)
     assert windows == [(0.91, 4.0)]
     assert unavailable_windows(sends[:10], gap_s=1.0) == []
+    # partition 1 acknowledges all along: no whole-workload window, one for partition 0
+    other = [Send(f"p1-{100 + i}", 1, i * 0.2, i * 0.2 + 0.01) for i in range(25)]
+    rep = check(sends + other, [])
+    assert rep.unavailable == [] and rep.partition_unavailable == [(0, 0.91, 4.0)]
 
 
 @given(st.lists(st.integers(0, 50), unique=True, min_size=2))
