@@ -70,7 +70,7 @@ chaos: $(RUN_STAMP)
 docker-image: $(STAMP)
 	$(PY) -m tests.docker_env
 docker-test: $(STAMP)
-	$(PY) -m pytest tests/test_docker_cluster.py -m docker -v $(PYTEST_ARGS)
+	KAFKAWIRE_DOCKER_TESTS=1 $(PY) -m pytest tests/test_docker_cluster.py -m docker -v $(PYTEST_ARGS)
 
 ## fuzz-soak: the structure-aware fuzzing of every API key and version against a live broker,
 ## long (FUZZ_EXAMPLES per API key, default 2000; the test run uses 6)
