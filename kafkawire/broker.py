@@ -36,7 +36,7 @@ from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum, metadata_log_
 from kafkawire.metadata_snapshots import SnapshotSettings
 from kafkawire.metrics import BrokerMetrics
 from kafkawire.purgatory import AppendNotifier
-from kafkawire.quorum_config import parse_voters
+from kafkawire.quorum_config import parse_bootstrap_servers, parse_voters
 from kafkawire.quota_manager import (
     FETCH,
     PRODUCE,
@@ -541,12 +541,13 @@ class Broker:
         self.flusher = LogFlusher(self.logs, cfg, now_ms)
         self.cleaner = LogCleanerService(self)
         self.replicas = ReplicaManager(self.logs, self.node_id, self.notifier)
-        voters = parse_voters(str(cfg.values["controller.quorum.voters"]))
+        addresses = quorum_addresses(cfg)
         self.quorum = MetadataQuorum(
             self.replicas, self.node_id, now_ms, SnapshotSettings.from_config(cfg.values),
-            self._metadata_log_config(), tuple(v.node_id for v in voters),
-            voter_addresses={v.node_id: (v.host, v.port) for v in voters},
-            raft_config=raft_config(cfg), cluster_id=self.cluster_id,
+            self._metadata_log_config(), tuple(sorted(addresses)),
+            voter_addresses=addresses, raft_config=raft_config(cfg),
+            cluster_id=self.cluster_id,
+            controller_listener_names=frozenset(cfg.controller_listener_names),
         )
         self.quorum.load()
         if self.quorum.is_active:  # a lone voter: it leads at once, start-up stays synchronous
@@ -662,8 +663,11 @@ class Broker:
         """Before stopping: let the controller move leadership away (SIGTERM)."""
         # bounded by broker.session.timeout.ms: past it the controller would fence us anyway
         timeout_ms = int(self.config["broker.session.timeout.ms"])
-        if await self.lifecycle.controlled_shutdown(timeout_ms) and self.logs is not None:
+        if self.is_broker and await self.lifecycle.controlled_shutdown(timeout_ms) \
+                and self.logs is not None:
             self.logs.broker_epoch = self.lifecycle.broker_epoch
+        if self.quorum is not None:  # the leader hands over at once (EndQuorumEpoch)
+            await self.quorum.resign()
 
     async def run(self, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
         assert self.server.security is not None
@@ -728,3 +732,14 @@ def raft_config(cfg: BrokerConfig) -> RaftConfig:
         request_timeout_ms=int(v["controller.quorum.request.timeout.ms"]),
         retry_backoff_ms=int(v["controller.quorum.retry.backoff.ms"]),
     )
+
+
+def quorum_addresses(cfg: BrokerConfig) -> dict[int, tuple[str, int]]:
+    """Node id -> controller listener of each voter of ``controller.quorum.voters``; else the
+    ``controller.quorum.bootstrap.servers`` under ids -2, -3, ... (Kafka's ids for them: the
+    real voters and their endpoints come from the VotersRecord in the metadata log)."""
+    voters = parse_voters(str(cfg.values["controller.quorum.voters"]))
+    if voters:
+        return {v.node_id: (v.host, v.port) for v in voters}
+    servers = parse_bootstrap_servers(str(cfg.values["controller.quorum.bootstrap.servers"]))
+    return {-2 - i: hp for i, hp in enumerate(servers)}

@@ -34,7 +34,12 @@ from kafkawire.metadata_snapshots import (
     write_snapshot,
 )
 from kafkawire.raft_driver import RaftDriver
-from kafkawire.raft_storage import MetadataRaftLog, QuorumStateFile, write_file_atomically
+from kafkawire.raft_storage import (
+    MetadataRaftLog,
+    QuorumStateFile,
+    voters_records_in,
+    write_file_atomically,
+)
 from kafkawire.replica_manager import ReplicaManager
 from kraft.image import MetadataImage, apply
 from kraft.quorum_state import QUORUM_STATE_FILE
@@ -56,6 +61,8 @@ METADATA_TOPIC = "__cluster_metadata"
 READ_CHUNK_BYTES = 8 * 1024 * 1024
 #: how long a controller write waits for a new leader to have committed its epoch start
 ACTIVATION_WAIT_MS = 5_000
+#: how long a leader that shuts down waits for its EndQuorumEpoch to be acknowledged
+RESIGN_WAIT_MS = 2_000
 log = logging.getLogger("kafkawire.metadata")
 
 
@@ -72,6 +79,7 @@ class MetadataQuorum:
         raft_config: RaftConfig | None = None,
         cluster_id: str = "",
         rng: random.Random | None = None,
+        controller_listener_names: frozenset[str] = frozenset({"CONTROLLER"}),
     ) -> None:
         self.replicas = replicas
         self.node_id = node_id
@@ -96,6 +104,7 @@ class MetadataQuorum:
         #: node id -> controller listener (host, port) of each voter
         self.voter_addresses = dict(voter_addresses or {})
         self.raft_config = raft_config or RaftConfig()
+        self.controller_listener_names = controller_listener_names
         self.cluster_id = cluster_id
         self.rng = rng or random.Random()
         self.raft: RaftNode | None = None
@@ -125,6 +134,26 @@ class MetadataQuorum:
         raft = self.raft
         return (raft is not None and raft.is_leader and raft.leader is not None
                 and self.applied_end > raft.leader.epoch_start_offset)
+
+    def is_active_controller(self) -> bool:
+        """For the forwarding layer: this node may decide metadata writes now."""
+        return self.is_active
+
+    def controller_candidates(self) -> list[tuple[int, str, int]]:
+        """(node id, host, port) of the voters' controller listeners, the known leader first
+        (negative ids: ``controller.quorum.bootstrap.servers`` entries)."""
+        leader = self.leader_id
+        ids = sorted(self.voter_addresses, key=lambda i: (i != leader, i < 0, i))
+        return [(i, *self.voter_addresses[i]) for i in ids]
+
+    def _learn_voters(self, record: VotersRecord) -> None:
+        """A VotersRecord (snapshot or log): where each voter's controller listener is."""
+        self.voters = record
+        for v in record.voters:
+            for e in v.endpoints:
+                if e.name.upper() in self.controller_listener_names:
+                    self.voter_addresses[v.voter_id] = (e.host, int(e.port))
+                    break
 
     @property
     def is_voter(self) -> bool:
@@ -159,9 +188,18 @@ class MetadataQuorum:
 
     def _start_raft(self) -> None:
         assert self.log is not None and self.snapshots is not None
-        store = QuorumStateFile(Path(self.log.dir) / QUORUM_STATE_FILE, self.static_voters,
+        store = QuorumStateFile(Path(self.log.dir) / QUORUM_STATE_FILE,
+                                tuple(v for v in self.static_voters if v >= 0),
                                 1 if self.kraft_version >= 1 else 0)
-        rlog = MetadataRaftLog(self.log, self.clock, self.snapshots, self._snapshot_installed)
+        if self.voters is not None:
+            self._learn_voters(self.voters)
+        rlog = MetadataRaftLog(self.log, self.clock, self.snapshots, self._snapshot_installed,
+                               self._learn_voters)
+        for record in voters_records_in(self.log.read(self.log.log_start_offset, 1 << 62,
+                                                      min_one_message=True).read_bytes()
+                                        if self.log.log_end_offset > self.log.log_start_offset
+                                        else b""):
+            self._learn_voters(record)
         config = self.raft_config
         if self.kraft_version != config.kraft_version:
             config = RaftConfig(**{**_fields(config), "kraft_version": self.kraft_version})
@@ -169,6 +207,7 @@ class MetadataQuorum:
                              store, self.rng, self.clock(), config)
         self.driver = RaftDriver(self.raft, self.voter_addresses, self.clock,
                                  self._on_raft_change)
+        self.driver.peers = self.voter_addresses  # shared: VotersRecords add addresses
         if self.raft.voters == {self.node_id}:
             self.driver.step()  # a lone voter elects itself at once and commits its log
             assert self.raft.is_leader, self.raft.state
@@ -194,8 +233,13 @@ class MetadataQuorum:
         if hw > self.applied_end:
             self._apply_committed(hw)
         if not self.caught_up.is_set():
-            if raft.is_leader or (raft.fetched_from_leader and self._catch_up_target < 0):
+            # caught up: everything committed when we learned the leader's high watermark is
+            # applied (a leader: once its epoch start committed, it holds everything)
+            assert self.driver is not None
+            if self.is_active:
                 self._catch_up_target = hw
+            elif self._catch_up_target < 0 and self.driver.leader_high_watermark >= 0:
+                self._catch_up_target = self.driver.leader_high_watermark
             if 0 <= self._catch_up_target <= self.applied_end:
                 log.info("metadata caught up with the quorum at offset %s", self.applied_end)
                 self.caught_up.set()
@@ -261,6 +305,8 @@ class MetadataQuorum:
         snap = self.snapshots.read(sid)
         self.latest_snapshot = sid
         self.kraft_version, self.voters = snap.kraft_version, snap.voters
+        if snap.voters is not None:
+            self._learn_voters(snap.voters)
         self.image = apply(MetadataImage(), snap.records, sid.offset - 1, sid.epoch)
         self.applied_end = sid.offset
         self.last_epoch, self.last_timestamp = sid.epoch, snap.last_contained_log_timestamp
@@ -305,9 +351,16 @@ class MetadataQuorum:
         raise KafkaError(ErrorCode.NOT_CONTROLLER, "the new leader has not committed its epoch")
 
     async def append(self, records: list[Any]) -> None:
-        """Append on the leader; return once committed and applied to ``image``."""
+        """Append on the active controller; return once committed and applied to ``image``.
+
+        The records were decided from ``image``, so this node must be active already (its
+        image holds everything committed): NOT_CONTROLLER otherwise, and when leadership is
+        lost before the commit (the write may still commit under the next leader)."""
         assert self.driver is not None
-        await self.wait_active()
+        if not self.is_active:
+            self._check_leader()
+            raise KafkaError(ErrorCode.NOT_CONTROLLER,
+                             "the new leader has not committed the start of its epoch yet")
         epoch, last = self._append(records)
         raft = self.raft
         assert raft is not None
@@ -317,6 +370,24 @@ class MetadataQuorum:
                 raise KafkaError(ErrorCode.NOT_CONTROLLER,
                                  "leadership was lost before the write was committed")
             await self.driver.wait_for_change()
+
+    async def resign(self, timeout_ms: int = RESIGN_WAIT_MS) -> None:
+        """Graceful shutdown of the leader (Kafka does the same): stop leading and tell the
+        other voters at once (EndQuorumEpoch, best caught-up first) so one of them is elected
+        without waiting out the fetch timeout. Waits until they acknowledged, at most
+        ``timeout_ms``."""
+        raft, driver = self.raft, self.driver
+        if raft is None or driver is None or not raft.is_leader:
+            return
+        others = set(raft.voters) - {self.node_id}
+        if not others:
+            return
+        raft.resign(self.clock())
+        driver.wake()
+        with trio.move_on_after(timeout_ms / 1000):
+            while others - raft.end_epoch_sent:
+                await driver.wait_for_change()
+        log.info("resigned the leadership of epoch %s", raft.epoch)
 
     # ---- snapshots ------------------------------------------------------------------------
     def snapshot_due(self, now_ms: int) -> bool:

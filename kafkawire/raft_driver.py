@@ -58,6 +58,8 @@ class RaftDriver:
         self._changed = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._last_state: tuple[RaftState, int, int] | None = None
+        #: the highest high watermark a leader announced to us in a Fetch answer (-1: none)
+        self.leader_high_watermark = -1
 
     # ---- what the rest of the node asks -----------------------------------------------------
     @property
@@ -150,8 +152,24 @@ class RaftDriver:
             else:
                 waiting = self._waiting.pop(msg.correlation_id, None)
                 if waiting is not None:
+                    if isinstance(msg.body, m.FetchResponse):
+                        self._add_leader_endpoint(msg.body)
                     waiting[1].append(msg.body)
                     waiting[0].set()
+
+    def _add_leader_endpoint(self, resp: m.FetchResponse) -> None:
+        """Name the current leader's controller listener (``node_endpoints``, Fetch v16+), so
+        a replica that knows only bootstrap servers can reach the leader (KIP-853)."""
+        leader = self.node.leader_id
+        addr = self.peers.get(leader)
+        if leader >= 0 and addr is not None and not resp.node_endpoints:
+            resp.node_endpoints = [m.FetchResponse.NodeEndpoint(
+                node_id=leader, host=addr[0], port=addr[1], rack=None)]
+
+    def _learn_endpoints(self, resp: m.FetchResponse) -> None:
+        for e in resp.node_endpoints or []:
+            if e.node_id >= 0 and e.node_id not in self.peers:
+                self.peers[e.node_id] = (e.host, int(e.port))
 
     def _client(self, dst: int, fetch: bool) -> NodeClient | None:
         key = (dst, fetch)
@@ -184,6 +202,12 @@ class RaftDriver:
                 log.debug("%s to node %s failed: %s", type(msg.body).__name__, msg.dst, e)
             self.wake()
             return
+        if isinstance(resp, m.FetchResponse):
+            self._learn_endpoints(resp)
+            part = m.only_partition(list(resp.responses))
+            if isinstance(part, m.FetchResponse.PartitionData) and part.error_code == 0:
+                self.leader_high_watermark = max(self.leader_high_watermark,
+                                                 int(part.high_watermark))
         node.handle(self.clock(), m.RaftMessage(msg.dst, node.node_id, msg.correlation_id, resp))
         self._drain()
 

@@ -30,22 +30,57 @@ from kraft.quorum_state import (
 from kraft.raft.log import SnapshotId as RaftSnapshotId
 from kraft.raft.partition_log import PartitionRaftLog
 from kraft.raft.state import ElectionState
+from kraft.raft.voters import VOTERS_RECORD_VERSION
 from kraft.snapshot import SnapshotError
 from kraft.snapshot import SnapshotId as FileSnapshotId
 from log.checkpoint import fsync_dir
 from log.partition_log import PartitionLog
+from protocol._generated.voters_record import VotersRecord
+from protocol.records import ControlType, decode_batch_records, iter_headers
 
 log = logging.getLogger("kafkawire.metadata")
+
+
+def voters_records_in(data: bytes) -> list[VotersRecord]:
+    """The VotersRecords (KIP-853) in the control batches of whole batches ``data``."""
+    out: list[VotersRecord] = []
+    for pos, h in iter_headers(data):
+        if not h.is_control:
+            continue
+        _hdr, records = decode_batch_records(data, pos)
+        for r in records:
+            key = r.key or b""
+            if len(key) >= 4 and int.from_bytes(key[2:4], "big") == ControlType.KRAFT_VOTERS:
+                out.append(VotersRecord.decode(r.value or b"", VOTERS_RECORD_VERSION))
+    return out
 
 
 class MetadataRaftLog(PartitionRaftLog):
     def __init__(self, plog: PartitionLog, clock: Callable[[], int],
                  snapshots: SnapshotStore,
-                 on_installed: Callable[[FileSnapshotId], None] | None = None) -> None:
+                 on_installed: Callable[[FileSnapshotId], None] | None = None,
+                 on_voters: Callable[[VotersRecord], None] | None = None) -> None:
         super().__init__(plog, clock)
         self.snapshots = snapshots
         #: told after a snapshot from the leader replaced the log (the image reloads from it)
         self.on_installed = on_installed
+        #: told of every VotersRecord appended (its endpoints say where the voters listen)
+        self.on_voters = on_voters
+
+    def append(self, data: bytes) -> None:
+        super().append(data)
+        if self.on_voters is not None:
+            for rec in voters_records_in(data):
+                self.on_voters(rec)
+
+    def last_epoch(self) -> int:
+        """The epoch of the last batch; with no batch since the snapshot the log starts at
+        (a snapshot just installed), that snapshot's epoch."""
+        if self.plog.leader_epochs.latest_epoch() is None:
+            sid = self.latest_snapshot_id()
+            if sid is not None:
+                return sid.epoch
+        return super().last_epoch()
 
     def latest_snapshot_id(self) -> RaftSnapshotId | None:
         ids = [s for s in self.snapshots.snapshot_ids() if s.offset >= self.start_offset]

@@ -1,8 +1,8 @@
 """DescribeCluster (key 60), versions 0-2.
 
 - On a controller listener (KIP-919, ``--bootstrap-controller``) it answers as Kafka's
-  controller: endpoint type CONTROLLER (2), the controllers (this node) with their endpoint on
-  that listener; a request for BROKER endpoints there is MISMATCHED_ENDPOINT_TYPE.
+  controller: endpoint type CONTROLLER (2), the voters with their controller listener and the
+  active controller as ``controller_id``; a request for BROKER endpoints there is MISMATCHED_ENDPOINT_TYPE.
 - On a broker listener it answers as a Kafka broker: endpoint type BROKER (1). A request for CONTROLLER (2) endpoints:
   MISMATCHED_ENDPOINT_TYPE (INVALID_REQUEST on v0), an unknown type: UNSUPPORTED_ENDPOINT_TYPE
   (INVALID_REQUEST on v0), with Kafka's messages.
@@ -56,19 +56,29 @@ def endpoint_error(version: int, endpoint_type: int, served: int = ENDPOINT_BROK
 
 def describe_controllers(broker: Broker, ctx: RequestContext, req: DescribeClusterRequest
                          ) -> DescribeClusterResponse:
-    """On a controller listener (KIP-919, ``--bootstrap-controller``): the controllers with
-    their endpoint on that listener; this node, the single voter and active controller."""
+    """On a controller listener (KIP-919, ``--bootstrap-controller``): the voters of the
+    metadata quorum with their controller listener, and the active controller (-1 while none
+    is known), where the admin client then sends its controller requests."""
     listener = ctx.connection.listener
     spec = next((lst for lst in broker.config.listeners if lst.name == listener), None)
     controllers = []
-    if spec is not None:
+    quorum = broker.quorum
+    voters = sorted(quorum.raft.voters) if quorum is not None and quorum.raft is not None \
+        else [broker.node_id]
+    for vid in voters:
+        if vid == broker.node_id and spec is not None:
+            host, port = spec.host, broker.bound_ports.get(listener, spec.port)
+        elif quorum is not None and vid in quorum.voter_addresses:
+            host, port = quorum.voter_addresses[vid]
+        else:
+            continue
         controllers.append(DescribeClusterResponse.DescribeClusterBroker(
-            broker_id=broker.node_id, host=spec.host,
-            port=broker.bound_ports.get(listener, spec.port), rack=None, is_fenced=False))
+            broker_id=vid, host=host, port=port, rack=None, is_fenced=False))
+    leader = quorum.leader_id if quorum is not None else broker.node_id
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
         endpoint_type=ENDPOINT_CONTROLLER, cluster_id=broker.cluster_id,
-        controller_id=broker.node_id, brokers=controllers,
+        controller_id=leader, brokers=controllers,
         cluster_authorized_operations=(
             ctx.operations(CLUSTER, CLUSTER_NAME) if req.include_cluster_authorized_operations
             else AUTH_OPS_NOT_REQUESTED),

@@ -1,0 +1,82 @@
+"""Three dedicated controllers and a broker as real processes: kill -9 of the active controller,
+five times, while topics are created through the controller listeners. Every acknowledged
+CreateTopics survives and a survivor leads each time (election and first-write times are
+printed; ``bench/quorum_failover.py`` runs longer and reports p50/p99). Kafka's own
+``kafka-metadata-quorum --bootstrap-controller describe --status / --replication`` shows the
+real voters, observer, lags and leader."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from kafkawire.testing import ClusterProcesses, describe_quorum_leader
+from tests.javatools import JavaTools
+from tests.quorum_failover import percentile, run_failover, topics_on
+from tests.test_quorum_cluster import wait_for
+
+ROUNDS = 5
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    c = ClusterProcesses(tmp_path_factory.mktemp("failover"), controllers=3, brokers=1)
+    try:
+        c.start(timeout_s=180)
+        yield c
+    finally:
+        c.close()
+
+
+def test_kill_the_active_controller_repeatedly_while_creating_topics(
+        cluster: ClusterProcesses) -> None:
+    result = run_failover(cluster, ROUNDS)
+    assert len(result.elect_ms) == ROUNDS and len(result.write_ms) == ROUNDS
+    print(f"election ms p50 {percentile(result.elect_ms, 50):.0f} "
+          f"p99 {percentile(result.elect_ms, 99):.0f}; first write after the kill ms p50 "
+          f"{percentile(result.write_ms, 50):.0f} p99 {percentile(result.write_ms, 99):.0f}; "
+          f"{len(result.acknowledged)} acknowledged, other answers {result.errors}")
+    assert len(result.acknowledged) >= ROUNDS * 3
+    broker = cluster.nodes[cluster.broker_ids[0]].bootstrap
+    wanted = set(result.acknowledged)
+    wait_for(lambda: wanted <= topics_on(broker), timeout_s=60,
+             what="every acknowledged topic on the broker")
+
+
+def test_kafka_metadata_quorum_tool_shows_the_quorum(cluster: ClusterProcesses) -> None:
+    tools = JavaTools("4.x")
+    leader = cluster.active_controller()
+    out = wait_for(lambda: (o := tools.run(
+        "metadata-quorum", "--bootstrap-controller", cluster.controller_bootstrap,
+        "describe", "--status").output) and "CurrentObservers:       [{\"id\": 4" in o and o,
+        timeout_s=120, what="describe --status with the broker as observer")
+    assert re.search(rf"LeaderId:\s+{leader}\b", out), out
+    assert f"ClusterId:              {cluster.cluster_id}" in out, out
+    for v in cluster.controller_ids:
+        assert f'{{"id": {v}, ' in out.split("CurrentVoters:", 1)[1].split("\n", 1)[0], out
+    rep = tools.run("metadata-quorum", "--bootstrap-controller", cluster.controller_bootstrap,
+                    "describe", "--replication").output
+    rows = [ln.split() for ln in rep.splitlines() if re.match(r"^\d+\s", ln)]
+    status = {int(r[0]): r[-1] for r in rows}
+    assert status.get(leader) == "Leader", rep
+    assert {status.get(v) for v in cluster.controller_ids if v != leader} == {"Follower"}, rep
+    assert status.get(4) == "Observer", rep
+
+
+def test_sigterm_of_the_leader_hands_over_by_end_quorum_epoch(cluster: ClusterProcesses) -> None:
+    leader = cluster.active_controller()
+    _l, epoch = describe_quorum_leader("127.0.0.1", cluster.controller_ports[leader])
+    old = cluster.nodes[leader]
+    survivors = [i for i in cluster.controller_ids if i != leader]
+    t0 = time.monotonic()
+    assert cluster.stop(leader) == 0
+    new = wait_for(lambda: next((r[0] for i in survivors if (r := describe_quorum_leader(
+        "127.0.0.1", cluster.controller_ports[i]))[0] in survivors and r[1] > epoch), None),
+        timeout_s=60, what="a new leader")
+    print(f"leader {leader} stopped: {new} leads {(time.monotonic() - t0) * 1000:.0f} ms after "
+          "the SIGTERM")
+    assert "resigned the leadership of epoch" in old.log_path.read_text()
+    cluster.start_node(leader, timeout_s=120)

@@ -1,0 +1,159 @@
+"""A quorum of three voters as real processes: leader election over the wire (Vote with
+pre-vote, BeginQuorumEpoch), Fetch replication and the high watermark, DescribeQuorum with
+every voter and observer, controller writes committed before they are answered, NOT_CONTROLLER
+from the others, a new leader after kill -9 of the active controller keeping every
+acknowledged topic, and FetchSnapshot for a voter that fell behind the leader's log start."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kafkawire.testing import ClusterProcesses, describe_quorum_leader
+from kraft.raft import messages as m
+from protocol._generated.create_topics_request import CreateTopicsRequest
+from protocol._generated.metadata_request import MetadataRequest
+from protocol.errors import ErrorCode
+from tests.test_quorum_cluster import describe_quorum, metadata_brokers, request, wait_for
+
+SESSION_MS = 4000
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, rf: int = 1) -> int:
+    req = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=rf, assignments=[],
+        configs=[])], timeout_ms=30_000, validate_only=False)
+    resp = request(bootstrap, req, 5)
+    return int(resp.topics[0].error_code)
+
+
+def topics(bootstrap: str) -> set[str]:
+    req = MetadataRequest(allow_auto_topic_creation=False)
+    req.topics = None  # all topics
+    md = request(bootstrap, req, 12)
+    return {t.name for t in md.topics if t.error_code == 0}
+
+
+def leader_broker(c: ClusterProcesses) -> str:
+    return c.nodes[c.active_controller()].bootstrap
+
+
+@pytest.fixture(scope="module")
+def combined(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    c = ClusterProcesses(tmp_path_factory.mktemp("combined"), controllers=3, brokers=1,
+                         combined=True, overrides={
+                             "broker.session.timeout.ms": str(SESSION_MS),
+                             # a snapshot every few records and a log cleaned behind two of
+                             # them: a voter down for a while must catch up by FetchSnapshot
+                             "metadata.log.max.record.bytes.between.snapshots": "2000",
+                             "metadata.max.retention.bytes": "1",
+                             "internal.metadata.log.segment.bytes": "4096"})
+    try:
+        c.start(timeout_s=180)
+        yield c
+    finally:
+        c.close()
+
+
+def test_three_voters_elect_one_leader_and_replicate(combined: ClusterProcesses) -> None:
+    leader = combined.active_controller()
+    ctrl = f"127.0.0.1:{combined.controller_ports[leader]}"
+    part = wait_for(lambda: (p := describe_quorum(ctrl)) and len(p.observers) == 1 and all(
+        v.log_end_offset == p.high_watermark for v in p.current_voters) and p,
+        what="every voter caught up, the broker observing")
+    assert part.leader_id == leader and part.error_code == 0
+    assert sorted(v.replica_id for v in part.current_voters) == [1, 2, 3]
+    assert [o.replica_id for o in part.observers] == [4]
+    # every voter reports the same leader and epoch
+    views = {describe_quorum_leader("127.0.0.1", p) for p in combined.controller_ports.values()}
+    assert views == {(leader, part.leader_epoch)}
+    for b in combined.broker_ids:
+        addr = combined.nodes[b].bootstrap
+        wait_for(lambda a=addr: metadata_brokers(a) == {1, 2, 3, 4}, what=f"brokers via {addr}")
+
+
+def test_writes_only_on_the_active_controller(combined: ClusterProcesses) -> None:
+    leader = combined.active_controller()
+    assert create_topic(combined.nodes[leader].bootstrap, "on-leader", 3) == ErrorCode.NONE
+    # answered once committed: every node's image gets it
+    for b in combined.broker_ids:
+        addr = combined.nodes[b].bootstrap
+        wait_for(lambda a=addr: "on-leader" in topics(a), what=f"topic via {addr}")
+    other = next(i for i in combined.controller_ids if i != leader)
+    code = create_topic(combined.nodes[other].bootstrap, "on-follower")
+    assert code == ErrorCode.NOT_CONTROLLER
+    assert "on-follower" not in topics(combined.nodes[leader].bootstrap)
+
+
+def test_kill_the_active_controller_a_new_one_keeps_every_topic(
+        combined: ClusterProcesses) -> None:
+    made: list[str] = []
+    for round_ in range(2):
+        old = combined.active_controller()
+        _l, old_epoch = describe_quorum_leader("127.0.0.1", combined.controller_ports[old])
+        for i in range(3):
+            name = f"kill-{round_}-{i}"
+            assert create_topic(combined.nodes[old].bootstrap, name) == ErrorCode.NONE
+            made.append(name)
+        combined.kill(old)
+        survivors = [i for i in combined.controller_ids if i != old]
+
+        def new_leader(ids: list[int] = survivors, epoch: int = old_epoch) -> Any:
+            for i in ids:
+                leader, e = describe_quorum_leader("127.0.0.1", combined.controller_ports[i])
+                if leader in ids and e > epoch:
+                    return leader
+            return None
+
+        leader = wait_for(new_leader, timeout_s=60, what="a new leader among the survivors")
+        addr = combined.nodes[leader].bootstrap
+        wait_for(lambda a=addr: set(made) <= topics(a), what="every acknowledged topic")
+        combined.start_node(old, timeout_s=120)
+    for b in combined.broker_ids:
+        addr = combined.nodes[b].bootstrap
+        wait_for(lambda a=addr: set(made) <= topics(a), what=f"every topic via {addr}")
+
+
+def test_lagging_voter_catches_up_by_fetch_snapshot(combined: ClusterProcesses) -> None:
+    leader = combined.active_controller()
+    lagging = next(i for i in combined.controller_ids if i != leader)
+    combined.kill(lagging)
+    names = [f"while-down-{i}" for i in range(30)]
+    for name in names:
+        code = create_topic(leader_broker(combined), name)
+        assert code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS), code
+    node = combined.nodes[lagging]
+    before = node.log_path.read_text().count("installed metadata snapshot")
+    combined.start_node(lagging, timeout_s=120)
+    wait_for(lambda: set(names) <= topics(node.bootstrap), what="the restarted voter's topics")
+    assert node.log_path.read_text().count("installed metadata snapshot") > before, node.log()
+
+
+def test_bad_raft_requests_get_kafka_errors_and_change_nothing(
+        combined: ClusterProcesses) -> None:
+    leader = combined.active_controller()
+    addr = f"127.0.0.1:{combined.controller_ports[leader]}"
+    _l, epoch = describe_quorum_leader("127.0.0.1", combined.controller_ports[leader])
+    cid = combined.cluster_id
+    # another cluster's vote, a candidate outside the static voter set, a stale candidate
+    other = request(addr, m.vote_request("AAAAAAAAAAAAAAAAAAAAAA", leader, 2, epoch + 5, 99,
+                                         10_000, False), 2)
+    assert other.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
+    stranger = request(addr, m.vote_request(cid, leader, 99, epoch + 5, 99, 10_000, False), 2)
+    assert stranger.topics[0].partitions[0].error_code == ErrorCode.INCONSISTENT_VOTER_SET
+    peer = next(i for i in combined.controller_ids if i != leader)
+    assert epoch >= 2  # the kills above made new epochs
+    stale = request(addr, m.vote_request(cid, leader, peer, epoch - 1, 0, 0, False), 2)
+    part = stale.topics[0].partitions[0]
+    assert part.error_code == ErrorCode.FENCED_LEADER_EPOCH and not part.vote_granted
+    # a Fetch with an old epoch, and one of another cluster
+    fenced = request(addr, m.fetch_request(cid, peer, epoch - 1, 0, 0, 0, 0, 1024), 17)
+    assert fenced.responses[0].partitions[0].error_code == ErrorCode.FENCED_LEADER_EPOCH
+    foreign = request(addr, m.fetch_request("AAAAAAAAAAAAAAAAAAAAAA", peer, epoch, 0, 0, 0, 0,
+                                            1024), 17)
+    assert foreign.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
+    # the quorum kept its leader and epoch
+    assert describe_quorum_leader("127.0.0.1", combined.controller_ports[leader]) == (
+        leader, epoch)
