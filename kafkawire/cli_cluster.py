@@ -29,9 +29,15 @@ def _overrides(items: list[str]) -> dict[str, str]:
 def cluster_up(args: argparse.Namespace) -> int:
     cluster = LocalCluster(args.dir)
     network = "netns" if args.netns else "loopback"
-    print(f"kafkawire: starting {args.nodes} broker node(s)"
-          + (f" and {args.controllers} controller(s)" if args.controllers else "")
-          + f" in {cluster.dir} ({network})", file=sys.stderr)
+    if cluster.state_path.exists():
+        st = cluster.state
+        print(f"kafkawire: starting the existing cluster {st.cluster_id} in {cluster.dir} "
+              f"({len(st.nodes)} nodes, {st.network}; --nodes/--controllers/--netns apply to "
+              "a new cluster only)", file=sys.stderr)
+    else:
+        print(f"kafkawire: starting {args.nodes} broker node(s)"
+              + (f" and {args.controllers} controller(s)" if args.controllers else "")
+              + f" in {cluster.dir} ({network})", file=sys.stderr)
     bootstrap = cluster.up(args.nodes, args.controllers, network, _overrides(args.override),
                            timeout_s=args.timeout)
     print(f"bootstrap: {bootstrap}", flush=True)
