@@ -1,7 +1,8 @@
 # kafkawire: one broker node. Build: `docker build -t kafkawire .` (context: 3 MB, .dockerignore)
-# Size: 235 MB on a Debian bookworm minbase + python3 base built with debootstrap (169 MB), of
-# which kafkawire and its dependencies are 65 MB; on python:3.11-slim (about 130 MB) expect
-# about 200 MB. Runs as user kafkawire (uid 10001); data in the /data volume.
+# Size: 209 MB on a Debian bookworm minbase + python3 base built with debootstrap (124 MB with
+# docs and locales removed: `python -m tests.docker_env`), so kafkawire and its dependencies are
+# 85 MB; on python:3.11-slim (about 130 MB) expect about 215 MB. Runs as user kafkawire (uid
+# 10001); data in the /data volume. A cluster: docker-compose.yml (docs/CLUSTER.md).
 # The base image is a build argument, so that a locally built base works where no registry can
 # be reached: `docker build --build-arg BASE_IMAGE=my-debian-python .` (it needs python3 >= 3.11
 # with the venv module, e.g. Debian bookworm's python3 and python3-venv).

@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 STAMP     := $(VENV)/.installed
 
-.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak crash-soak raft-sim quorum-failover failover
+.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak crash-soak raft-sim quorum-failover failover cluster-up cluster-down chaos docker-image docker-test
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,33 @@ endif
 ## pipeline: the Spark clickstream example end to end on its own kafkawire (needs Java 17 + Maven)
 pipeline: $(STAMP) deps-java
 	$(PY) -m examples.clickstream $(ARGS)
+
+## cluster-up / cluster-down: a local 3-node cluster of real processes in ./data/cluster
+## (NODES=n, CONTROLLERS=n for dedicated controllers; prints `bootstrap: ...`)
+NODES ?= 3
+CONTROLLERS ?= 0
+cluster-up: $(RUN_STAMP)
+	$(PY) -m kafkawire cluster up --nodes $(NODES) --controllers $(CONTROLLERS)
+cluster-down: $(RUN_STAMP)
+	$(PY) -m kafkawire cluster down
+
+## chaos: a stock-client workload (acks=all idempotent + transactional producers,
+## read_committed consumer) for DURATION (10m) while nodes are killed, stopped, paused and,
+## as root (NETNS=1), partitioned; then the history check, summary.txt and chaos.png in
+## ./data/chaos (docs/CLUSTER.md). Exit status 1 when anything acknowledged was lost.
+DURATION ?= 10m
+chaos: $(RUN_STAMP)
+	$(PY) -m pip install -q -e '.[chaos]'
+	$(PY) -m kafkawire cluster chaos --duration $(DURATION) --nodes $(NODES) \
+	  --dir ./data/chaos-cluster --out ./data/chaos $(if $(NETNS),--netns)
+
+## docker-image: the base image from Debian packages (debootstrap + docker import, cached in
+## ~/.cache/kafkawire) and kafkawire:dev on it, with a Docker engine started from Debian's
+## docker.io when none runs (root). docker-test: the compose cluster tests (tests/test_docker_cluster.py)
+docker-image: $(STAMP)
+	$(PY) -m tests.docker_env
+docker-test: $(STAMP)
+	KAFKAWIRE_DOCKER_TESTS=1 $(PY) -m pytest tests/test_docker_cluster.py -m docker -v $(PYTEST_ARGS)
 
 ## fuzz-soak: the structure-aware fuzzing of every API key and version against a live broker,
 ## long (FUZZ_EXAMPLES per API key, default 2000; the test run uses 6)

@@ -295,12 +295,14 @@ def add_topic_commands(sub: Any) -> None:
 
 
 def add_commands(sub: Any) -> None:
-    from kafkawire import cli_groups, cli_records
+    from kafkawire import cli_cluster, cli_groups, cli_records
 
     add_topic_commands(sub)
     cli_records.add_commands(sub, common, _run)
     cli_groups.add_commands(sub, common, _run)
-    cl = sub.add_parser("cluster", help="the cluster: info")
+    cl = sub.add_parser("cluster", help="the cluster: info; a local cluster: up, status, down, "
+                        "kill, restart, pause, partition, chaos...")
     cs = cl.add_subparsers(dest="action", required=True, metavar="ACTION")
     i = common(cs.add_parser("info", help="cluster id, controller, brokers"))
     i.set_defaults(func=_run(cluster_info))
+    cli_cluster.add_commands(cs)

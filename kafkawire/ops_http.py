@@ -5,7 +5,8 @@
   an answer is the proof); a wedged loop answers nothing and the probe times out.
 - ``GET /health/ready``: 200 once the broker serves clients: storage open, this node registered
   in the metadata log and unfenced, the metadata quorum has a leader; 503 before (during start
-  and log recovery). The JSON body lists each check.
+  and log recovery). The JSON body lists each check. A controller-only node (``process.roles=
+  controller``) registers nothing: ready once started with a quorum leader.
 
 A minimal HTTP/1.1 server on the broker's trio loop (no thread), so the collectors read the
 broker's state between requests, never concurrently with it. One request per connection
@@ -41,10 +42,13 @@ _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Al
 def readiness(broker: Broker) -> tuple[bool, dict[str, bool]]:
     checks = {"started": broker.started.is_set(), "registered": False, "unfenced": False,
               "quorum_leader": False}
+    if "broker" not in broker.config.process_roles:  # a controller-only node registers nothing
+        del checks["registered"], checks["unfenced"]
     if broker.quorum is not None and broker.quorum.log is not None:
         reg = broker.image.brokers.get(broker.node_id)
-        checks["registered"] = reg is not None
-        checks["unfenced"] = reg is not None and not reg.fenced
+        if "registered" in checks:
+            checks["registered"] = reg is not None
+            checks["unfenced"] = reg is not None and not reg.fenced
         # a one-voter quorum: this node leads it once its metadata log is open
         checks["quorum_leader"] = broker.quorum.epoch > 0
     return all(checks.values()), checks

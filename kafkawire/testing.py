@@ -8,6 +8,18 @@ Installed with kafkawire (entry point ``pytest11``), it offers:
 - ``BrokerProcess`` for scripts: ``with BrokerProcess(data_dir) as b: use(b.bootstrap)``.
 - ``InProcessBroker``: the same broker on a background thread of this process (no fork/exec),
   for quick unit-style tests.
+- ``kafkawire_cluster`` (function): a cluster of real kafkawire processes
+  (``kafkawire.cluster.LocalCluster``) with fault methods: ``kill(node)``, ``restart(node,
+  hard=False)``, ``stop``/``start_node``, ``pause``/``resume`` (SIGSTOP/SIGCONT),
+  ``partition(*nodes)``/``heal()`` (network namespaces: root only, else the test is skipped),
+  ``leader_of(topic, partition)``, ``bootstrap``. Size it with a marker:
+  ``@pytest.mark.kafkawire_cluster(nodes=3, controllers=0, netns=False, overrides={...})``
+  (default: 3 combined broker+controller nodes on loopback)::
+
+      def test_survives_leader_loss(kafkawire_cluster):
+          produce(kafkawire_cluster.bootstrap, "orders", acks="all")
+          kafkawire_cluster.kill(kafkawire_cluster.leader_of("orders", 0))
+          assert nothing_lost(kafkawire_cluster.bootstrap, "orders")
 
 Options: ``--kafkawire-in-process`` makes ``kafkawire_bootstrap`` use the in-process broker.
 """
@@ -460,6 +472,12 @@ class InProcessBroker:
         self._thread = None
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "kafkawire_cluster(nodes=3, controllers=0, netns=False, overrides=None): "
+        "the size and network of the kafkawire_cluster fixture")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("kafkawire")
     group.addoption(
@@ -496,3 +514,28 @@ def kafkawire_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
         yield bp
     finally:
         bp.close()
+
+
+@pytest.fixture
+def kafkawire_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A running ``kafkawire.cluster.LocalCluster`` (see the module docstring), stopped and
+    its namespaces removed after the test."""
+    from kafkawire.cluster import LocalCluster
+    from kafkawire.cluster_net import available
+
+    marker = request.node.get_closest_marker("kafkawire_cluster")
+    opts: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
+    netns = bool(opts.get("netns", False))
+    if netns:
+        why = available()
+        if why is not None:
+            pytest.skip(f"kafkawire_cluster(netns=True): {why}")
+    cluster = LocalCluster(tmp_path / "cluster")
+    try:
+        cluster.up(int(opts.get("nodes", 3)), int(opts.get("controllers", 0)),
+                   "netns" if netns else "loopback", dict(opts.get("overrides") or {}),
+                   timeout_s=float(opts.get("timeout_s", 180.0)))
+        yield cluster
+    finally:
+        if cluster.state_path.exists():
+            cluster.down()
