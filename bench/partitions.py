@@ -60,6 +60,11 @@ def _snapshot(bp: BrokerProcess, name: str, start_s: float) -> Phase:
     return Phase(name, start_s, _rss_mb(pid), len(os.listdir(f"/proc/{pid}/fd")))
 
 
+#: Generous bounds for a stop or a start (fsync-bound: ~7 s and ~6 s per 1,000 partitions on a
+#: loaded 2-core machine), at least 15 minutes; ``run()`` raises it for more partitions.
+_WAIT_S = {"bound": 900.0}
+
+
 def _timed_start(bp: BrokerProcess, kill: bool = False, stops: list[float] | None = None) -> float:
     """Seconds from process start to the first ApiVersions answer (the stop before it is
     timed into ``stops``)."""
@@ -68,11 +73,11 @@ def _timed_start(bp: BrokerProcess, kill: bool = False, stops: list[float] | Non
         if kill:
             bp.kill()
         else:
-            bp.stop(timeout_s=600)
+            bp.stop(timeout_s=_WAIT_S["bound"])
         if stops is not None:
             stops.append(time.monotonic() - t)
     t = time.monotonic()
-    bp.start(timeout_s=900)
+    bp.start(timeout_s=_WAIT_S["bound"])
     return time.monotonic() - t
 
 
@@ -108,7 +113,7 @@ def consume_all(bootstrap: str, topics: list[str], parts: int, per_partition: in
     c.assign([TopicPartition(t, i, 0) for t in topics for i in range(parts)])
     got: dict[tuple[str, int], list[bytes]] = {}
     want = len(topics) * parts
-    deadline = time.monotonic() + 900
+    deadline = time.monotonic() + _WAIT_S["bound"]
     try:
         while time.monotonic() < deadline:
             for m in c.consume(5000, timeout=1):
@@ -135,6 +140,7 @@ def run(data_dir: Path, partitions: int, topics: int, nofile: int, log: Any = pr
     parts = partitions // topics
     names = [f"p{k}-{uuid.uuid4().hex[:6]}" for k in range(topics)]
     res = Result(parts * topics, nofile)
+    _WAIT_S["bound"] = max(900.0, 0.03 * res.partitions)
     bp = BrokerProcess(data_dir, open_files_limit=nofile)
     try:
         res.phases.append(_snapshot(bp, "empty", _timed_start(bp)))
