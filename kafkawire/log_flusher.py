@@ -32,7 +32,7 @@ import trio
 
 from kafkawire.config import LONG_MAX, BrokerConfig
 from kafkawire.metadata_log import METADATA_TOPIC
-from log.manager import LogManager
+from log.dirs import LogDirs
 from log.partition_log import PartitionLog
 from protocol.errors import ErrorCode, KafkaError
 
@@ -44,26 +44,23 @@ IDLE_CHECK_MS = 1000
 MIN_CHECK_MS = 5
 
 
-def _flush_all(logs: list[PartitionLog]) -> tuple[list[PartitionLog], OSError | None]:
-    """fsync each log (worker thread). Returns the logs whose flush failed and the first
-    error."""
-    failed: list[PartitionLog] = []
-    first: OSError | None = None
+def _flush_all(logs: list[PartitionLog]) -> list[tuple[PartitionLog, OSError]]:
+    """fsync each log (worker thread). Returns the logs whose flush failed, with the error."""
+    failed: list[tuple[PartitionLog, OSError]] = []
     for plog in logs:
         if plog.closed:
             continue
         try:
             plog.flush()
         except OSError as e:
-            failed.append(plog)
-            first = first or e
-    return failed, first
+            failed.append((plog, e))
+    return failed
 
 
 class LogFlusher:
-    """Group commit and checkpoints for one LogManager; ``run`` is a long-lived task."""
+    """Group commit and checkpoints for the log directories; ``run`` is a long-lived task."""
 
-    def __init__(self, logs: LogManager, config: BrokerConfig, clock: Callable[[], int]) -> None:
+    def __init__(self, logs: LogDirs, config: BrokerConfig, clock: Callable[[], int]) -> None:
         self.logs = logs
         self.config = config
         self.clock = clock
@@ -132,14 +129,16 @@ class LogFlusher:
             self._wakeup = trio.Event()
             batch = list(self._pending.values())
             self._pending.clear()
-            if self.logs.offline:  # nothing is written to an offline directory
-                failed: list[PartitionLog] = batch
-            else:
-                failed, error = await trio.to_thread.run_sync(_flush_all, batch)
-                if error is not None and not self.logs.mark_offline(error) and (
-                    not self.logs.offline
+            # nothing is written to an offline directory
+            online = [p for p in batch if not self.logs.is_offline(p.topic, p.partition)]
+            failed = [p for p in batch if self.logs.is_offline(p.topic, p.partition)]
+            errors = await trio.to_thread.run_sync(_flush_all, online) if online else []
+            for plog, error in errors:
+                failed.append(plog)
+                if not self.logs.mark_offline(error, tp=(plog.topic, plog.partition)) and (
+                    not self.logs.is_offline(plog.topic, plog.partition)
                 ):
-                    log.warning("fsync of %d log(s) failed: %s", len(failed), error)
+                    log.warning("fsync of %s-%d failed: %s", plog.topic, plog.partition, error)
             now = self.clock()
             for plog in batch:
                 plog.last_flush_ms = now
@@ -178,11 +177,10 @@ class LogFlusher:
         async with self._checkpoint_lock:
             if self.logs.offline:
                 return
-            try:
+            try:  # a directory whose checkpoint fails goes offline there, the others go on
                 await trio.to_thread.run_sync(write)
-            except OSError as e:
-                if not self.logs.mark_offline(e) and not self.logs.offline:
-                    log.warning("writing a checkpoint file failed: %s", e)
+            except OSError as e:  # no directory failure (out of descriptors)
+                log.warning("writing a checkpoint file failed: %s", e)
 
     async def checkpoint_log_start_offsets(self) -> None:
         """Write ``log-start-offset-checkpoint`` now (after DeleteRecords)."""
