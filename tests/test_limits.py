@@ -56,6 +56,18 @@ def test_create_topics_over_ten_thousand_partitions(raw: RawClient, validate_onl
     assert not topic_exists(raw, a) and not topic_exists(raw, c)
 
 
+def test_one_anonymous_request_for_twelve_thousand_partitions(raw: RawClient) -> None:
+    """The issue's request: one topic of 12,000 partitions from an anonymous client gets
+    Kafka's answer, nothing is created, and the broker serves on."""
+    t = uname("twelve-k")
+    [r] = create(raw, creatable(t, 12_000)).topics
+    assert (r.name, r.error_code, r.error_message) == (
+        t, ErrorCode.POLICY_VIOLATION, "Excessively large number of partitions per request.")
+    assert not topic_exists(raw, t)
+    [r] = create(raw, creatable(t, 3)).topics
+    assert r.error_code == ErrorCode.NONE and topic_exists(raw, t)
+
+
 def test_create_topics_of_exactly_ten_thousand_partitions(raw: RawClient) -> None:
     """10,000 partitions pass the partition check, but with the TopicRecord make 10,001
     metadata records: Kafka's BoundedList refuses the operation."""
