@@ -2,19 +2,24 @@
 
     .venv/bin/python bench/partitions.py                    # 10,000 partitions, ulimit -n 1024
     .venv/bin/python bench/partitions.py --partitions 2000 --topics 2 --nofile 256
+    .venv/bin/python bench/partitions.py --partitions 100000 --topics 20 --nofile 20000
+    .venv/bin/python bench/partitions.py --target kafka --nofile 20000   # Apache Kafka 4.3.1
 
 Creates the partitions over a few topics (one CreateTopics each: Kafka refuses more than 10,000
 metadata records per request), produces one record to every partition and consumes them all
 (confluent-kafka), then restarts the broker cleanly and after kill -9, consuming everything
 again each time. Prints a Markdown table: start time (process start to the first ApiVersions
 answer), RSS and open descriptors after each phase, and the figures per 1,000 partitions
-against the empty broker. ``run()`` is what tests/test_limits.py calls.
+against the empty broker. ``run()`` is what tests/test_limits.py calls. ``--target kafka``
+runs the same against Apache Kafka 4.3.1 (compat_tests/kafka_dist.py, KRaft combined node, its
+start timed to the first Metadata answer) under the same open-file limit.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -54,7 +59,7 @@ def _rss_mb(pid: int) -> float:
     return 0.0
 
 
-def _snapshot(bp: BrokerProcess, name: str, start_s: float) -> Phase:
+def _snapshot(bp: Any, name: str, start_s: float) -> Phase:
     assert bp.proc is not None
     pid = bp.proc.pid
     return Phase(name, start_s, _rss_mb(pid), len(os.listdir(f"/proc/{pid}/fd")))
@@ -65,7 +70,48 @@ def _snapshot(bp: BrokerProcess, name: str, start_s: float) -> Phase:
 _WAIT_S = {"bound": 900.0}
 
 
-def _timed_start(bp: BrokerProcess, kill: bool = False, stops: list[float] | None = None) -> float:
+class KafkaTarget:
+    """Apache Kafka 4.3.1 with BrokerProcess's face (start, stop, kill, proc, bootstrap)."""
+
+    def __init__(self, workdir: Path, nofile: int, heap: str = "1g") -> None:
+        from compat_tests.kafka_dist import KafkaBroker
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # the JVM inherits it
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(nofile, hard), hard))
+        self.kb = KafkaBroker(workdir, heap=heap)
+        self.kb.format_storage()  # before the timed first start (kafkawire formats in it)
+
+    @property
+    def bootstrap(self) -> str:
+        return self.kb.bootstrap
+
+    @property
+    def proc(self) -> Any:
+        return self.kb.proc
+
+    def start(self, timeout_s: float = 90.0) -> KafkaTarget:
+        self.kb.start(timeout_s, format=False)
+        return self
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        proc = self.kb.proc
+        self.kb.stop(timeout_s)
+        return proc.returncode if proc is not None else 0
+
+    def kill(self) -> None:
+        proc, self.kb.proc = self.kb.proc, None
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+
+    def log(self) -> str:
+        return ""
+
+    def close(self) -> None:
+        self.kb.stop(60)
+
+
+def _timed_start(bp: Any, kill: bool = False, stops: list[float] | None = None) -> float:
     """Seconds from process start to the first ApiVersions answer (the stop before it is
     timed into ``stops``)."""
     if bp.proc is not None:
@@ -136,12 +182,14 @@ def _check(got: dict[tuple[str, int], list[bytes]], topics: list[str], parts: in
                 raise AssertionError(f"{t}-{i}: {values[:3]!r}, expected {expected!r}")
 
 
-def run(data_dir: Path, partitions: int, topics: int, nofile: int, log: Any = print) -> Result:
+def run(data_dir: Path, partitions: int, topics: int, nofile: int, log: Any = print,
+        target: str = "kafkawire") -> Result:
     parts = partitions // topics
     names = [f"p{k}-{uuid.uuid4().hex[:6]}" for k in range(topics)]
     res = Result(parts * topics, nofile)
     _WAIT_S["bound"] = max(900.0, 0.03 * res.partitions)
-    bp = BrokerProcess(data_dir, open_files_limit=nofile)
+    bp: Any = (BrokerProcess(data_dir, open_files_limit=nofile) if target == "kafkawire"
+               else KafkaTarget(data_dir, nofile))
     try:
         res.phases.append(_snapshot(bp, "empty", _timed_start(bp)))
         t = time.monotonic()
@@ -194,9 +242,11 @@ def main() -> None:
     ap.add_argument("--topics", type=int, default=4)
     ap.add_argument("--nofile", type=int, default=1024)
     ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--target", choices=["kafkawire", "kafka"], default="kafkawire")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="kw-partitions-", dir=args.dir) as tmp:
-        res = run(Path(tmp) / "data", args.partitions, args.topics, args.nofile)
+        res = run(Path(tmp) / "data", args.partitions, args.topics, args.nofile,
+                  target=args.target)
     print(table(res))
 
 
