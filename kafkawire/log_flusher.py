@@ -65,6 +65,8 @@ class LogFlusher:
         self.config = config
         self.clock = clock
         self._pending: dict[int, PartitionLog] = {}
+        self._timed: list[PartitionLog] = []
+        self._timed_version = -1
         self._wakeup = trio.Event()
         self._round_done = trio.Event()
         self._failed: set[int] = set()
@@ -147,9 +149,19 @@ class LogFlusher:
             done, self._round_done = self._round_done, trio.Event()
             done.set()
 
+    def _timed_logs(self) -> list[PartitionLog]:
+        """The logs with a finite ``flush.ms`` (usually none): recomputed only when a log is
+        created or deleted or a config changes, so an idle broker with 100,000 partitions does
+        not walk them all every second."""
+        if self._timed_version != self.logs.version:
+            self._timed = [plog for _tp, plog in self.logs
+                           if plog.config.flush_ms < LONG_MAX // 2]
+            self._timed_version = self.logs.version
+        return self._timed
+
     def _check_period_ms(self) -> int:
         scheduler = int(self.config.values.get("log.flush.scheduler.interval.ms") or LONG_MAX)
-        smallest = min((plog.config.flush_ms for _tp, plog in self.logs), default=LONG_MAX)
+        smallest = min((plog.config.flush_ms for plog in self._timed_logs()), default=LONG_MAX)
         period = min(scheduler, smallest)
         if period >= LONG_MAX // 2:
             return IDLE_CHECK_MS
@@ -159,11 +171,10 @@ class LogFlusher:
         while True:
             await trio.sleep(self._check_period_ms() / 1000.0)
             now = self.clock()
-            for _tp, plog in self.logs:
-                flush_ms = plog.config.flush_ms
-                if flush_ms >= LONG_MAX // 2 or plog.closed:
+            for plog in self._timed_logs():
+                if plog.closed:
                     continue
-                if now - plog.last_flush_ms >= flush_ms and plog.dirty:
+                if now - plog.last_flush_ms >= plog.config.flush_ms and plog.dirty:
                     self.request(plog)
 
     async def _checkpoint_loop(self, interval_ms: int, write: Callable[[], None]) -> None:

@@ -59,6 +59,9 @@ class LogDirs:
         self.unlocated: set[TopicPartition] = set()
         self._starting = any(m.offline for m in managers)
         self._to_sync: set[int] = set()
+        #: bumped whenever a log is created or deleted or a topic's config changes (callers
+        #: caching something derived from every log's config, as the flusher, compare it)
+        self.version = 0
         for m in managers:
             for tp, _log in m:
                 other = self._where.get(tp)
@@ -180,6 +183,7 @@ class LogDirs:
         m = self._placement(topic)
         log = m.create(topic, partition, now_ms, config, sync_dir=sync_dir)
         self._where[key] = m
+        self.version += 1
         if not sync_dir:
             self._to_sync.add(id(m))
         return log
@@ -209,6 +213,7 @@ class LogDirs:
         if m is None or m.offline:
             return False
         del self._where[(topic, partition)]
+        self.version += 1
         return m.delete(topic, partition)
 
     def set_roll_listener(self, listener: Callable[[PartitionLog], None] | None) -> None:
@@ -218,6 +223,7 @@ class LogDirs:
     def update_config(self, topic: str, config: LogConfig) -> None:
         for m in self.managers:
             m.update_config(topic, config)
+        self.version += 1
 
     # -- maintenance, directory by directory -------------------------------------------------
     def _each_online(self, action: Callable[[LogManager], int | None]) -> int:
