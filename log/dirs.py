@@ -62,6 +62,8 @@ class LogDirs:
         #: bumped whenever a log is created or deleted or a topic's config changes (callers
         #: caching something derived from every log's config, as the flusher, compare it)
         self.version = 0
+        #: partitions (not counting the metadata log) per directory, for placement
+        self._counts = {id(m): 0 for m in managers}
         for m in managers:
             for tp, _log in m:
                 other = self._where.get(tp)
@@ -70,6 +72,7 @@ class LogDirs:
                         f"duplicate log directories for {tp[0]}-{tp[1]} are found in both "
                         f"{other.log_dir} and {m.log_dir}")
                 self._where[tp] = m
+                self._counts[id(m)] += tp[0] != METADATA_TOPIC
 
     @classmethod
     def open(
@@ -167,7 +170,7 @@ class LogDirs:
         online = self.online
         if not online:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "every log directory is offline")
-        return min(online, key=lambda m: sum(1 for tp in m.logs if tp[0] != METADATA_TOPIC))
+        return min(online, key=lambda m: self._counts[id(m)])  # first of the fewest
 
     def create(
         self, topic: str, partition: int, now_ms: int, config: LogConfig | None = None,
@@ -183,6 +186,7 @@ class LogDirs:
         m = self._placement(topic)
         log = m.create(topic, partition, now_ms, config, sync_dir=sync_dir)
         self._where[key] = m
+        self._counts[id(m)] += topic != METADATA_TOPIC
         self.version += 1
         if not sync_dir:
             self._to_sync.add(id(m))
@@ -213,6 +217,7 @@ class LogDirs:
         if m is None or m.offline:
             return False
         del self._where[(topic, partition)]
+        self._counts[id(m)] -= topic != METADATA_TOPIC
         self.version += 1
         return m.delete(topic, partition)
 
