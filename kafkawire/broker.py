@@ -373,6 +373,7 @@ class Broker:
             if isinstance(r, ConfigRecord) and r.resource_type == 2 and r.value is not None:
                 overrides.setdefault(r.resource_name, {})[r.name] = r.value
         created: list[tuple[str, int]] = []
+        configs: dict[str, LogConfig] = {}  # one per topic, not per partition
         try:
             for r in records:
                 if not isinstance(r, PartitionRecord) or self.node_id not in r.replicas:
@@ -383,10 +384,12 @@ class Broker:
                     topic = known.name if known is not None else None
                 if topic is None or self.logs.get(topic, r.partition_id) is not None:
                     continue
-                cfg = LogConfig.from_properties(effective_topic_values(
-                    self.config, self.image,
-                    {**self.image.topic_config(topic), **overrides.get(topic, {})},
-                ))
+                cfg = configs.get(topic)
+                if cfg is None:
+                    cfg = configs[topic] = LogConfig.from_properties(effective_topic_values(
+                        self.config, self.image,
+                        {**self.image.topic_config(topic), **overrides.get(topic, {})},
+                    ))
                 self.logs.create(topic, r.partition_id, now_ms(), cfg, sync_dir=False)
                 created.append((topic, r.partition_id))
             if created:
