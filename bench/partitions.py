@@ -131,8 +131,8 @@ def create_topics(bootstrap: str, topics: list[str], parts: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     # a CreateTopics of thousands of partitions may take minutes on a busy disk (an fsync of
-    # each new partition's leader-epoch checkpoint): wait for it, not librdkafka's 60 s
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 900000})
+    # each new partition's leader-epoch checkpoint): wait for it (librdkafka: 60 s by default, 300 s at most)
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300000})
     for t in topics:  # one request per topic: at most 10,000 records per request
         admin.create_topics([NewTopic(t, parts, 1)], request_timeout=600)[t].result(600)
 
