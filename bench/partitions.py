@@ -187,7 +187,7 @@ def _check(got: dict[tuple[str, int], list[bytes]], topics: list[str], parts: in
 
 
 def run(data_dir: Path, partitions: int, topics: int, nofile: int, log: Any = print,
-        target: str = "kafkawire", sample: int = 1) -> Result:
+        target: str = "kafkawire", sample: int = 1, heap: str = "1g") -> Result:
     """``sample`` > 1: every partition gets a record, but only every ``sample``-th one is
     consumed back, gets the second record and is consumed again (a consumer without KIP-227
     fetch sessions sends every assigned partition in every Fetch; at 100,000 partitions
@@ -197,7 +197,7 @@ def run(data_dir: Path, partitions: int, topics: int, nofile: int, log: Any = pr
     res = Result(parts * topics, nofile)
     _WAIT_S["bound"] = max(900.0, 0.03 * res.partitions)
     bp: Any = (BrokerProcess(data_dir, open_files_limit=nofile) if target == "kafkawire"
-               else KafkaTarget(data_dir, nofile))
+               else KafkaTarget(data_dir, nofile, heap))
     try:
         _phase(res, log, _snapshot(bp, "empty", _timed_start(bp)))
         t = time.monotonic()
@@ -260,12 +260,13 @@ def main() -> None:
     ap.add_argument("--nofile", type=int, default=1024)
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--target", choices=["kafkawire", "kafka"], default="kafkawire")
+    ap.add_argument("--heap", default="1g", help="Kafka's -Xmx (kafka-server-start.sh: 1G)")
     ap.add_argument("--sample", type=int, default=1,
                     help="consume back (and write the second record to) every N-th partition")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="kw-partitions-", dir=args.dir) as tmp:
         res = run(Path(tmp) / "data", args.partitions, args.topics, args.nofile,
-                  target=args.target, sample=args.sample)
+                  target=args.target, sample=args.sample, heap=args.heap)
     print(table(res))
 
 
