@@ -427,9 +427,12 @@ class KafkaBroker:
         if proc.returncode != 0:
             raise KafkaDistError(f"kafka-storage format failed:\n{proc.stdout}\n{proc.stderr}")
 
-    def start(self, timeout: float = 90.0) -> str:
+    def start(self, timeout: float = 90.0, *, format: bool = True) -> str:
+        """Format the storage (unless ``format`` is False: a restart) and start the broker;
+        returns once it answers Metadata."""
         t0 = time.monotonic()
-        self.format_storage()
+        if format:
+            self.format_storage()
         cmd = java_command(
             "kafka.Kafka",
             [str(self.config_file)],

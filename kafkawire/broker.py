@@ -61,7 +61,12 @@ from kafkawire.sasl import SaslFailure
 from kafkawire.security_config import SECURITY_PROTOCOL_IDS, listener_protocol
 from kafkawire.server import Connection, FrameMemory, RequestContext, Server
 from kafkawire.share_coordinator import ShareService, share_version_records
-from kafkawire.storage import base64_to_uuid, format_or_check, read_meta
+from kafkawire.storage import (
+    META_PROPERTIES,
+    base64_to_uuid,
+    format_or_check,
+    read_meta,
+)
 from kafkawire.telemetry import TelemetryManager
 from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_records
 from kraft import controller
@@ -72,8 +77,8 @@ from kraft.raft.config import RaftConfig
 from kraft.scram import MECHANISMS, MIN_ITERATIONS, scram_keys
 from kraft.tokens import token_password
 from log.config import LogConfig
+from log.dirs import DuplicateLogError, LogDirs
 from log.file_cache import FILE_CACHE
-from log.manager import LogManager
 from log.partition_log import PartitionLog
 from protocol._generated.config_record import ConfigRecord
 from protocol._generated.create_topics_request import CreateTopicsRequest
@@ -179,7 +184,7 @@ class Broker:
         self.node_id = config.node_id
         self.cluster_id = ""
         self.incarnation_id = uuid.uuid4()
-        self.logs: LogManager | None = None
+        self.logs: LogDirs | None = None
         self.flusher: LogFlusher | None = None
         self.cleaner: LogCleanerService | None = None
         self.quorum: MetadataQuorum | None = None
@@ -364,7 +369,7 @@ class Broker:
         reads and the high watermark go through ``self.replicas``. None when it is not here or
         its log directory is offline."""
         assert self.replicas is not None and self.logs is not None
-        if self.logs.offline:
+        if self.logs.is_offline(topic, partition):
             return None
         p = self.replicas.partition(topic, partition)
         return p.log if p is not None else None
@@ -374,13 +379,16 @@ class Broker:
         went offline, or its log could not be created."""
         assert self.logs is not None
         assert self.replicas is not None
-        return self.logs.offline or (topic, partition) in self.replicas.offline_logs
+        return (self.logs.is_offline(topic, partition)
+                or (topic, partition) in self.replicas.offline_logs)
 
-    def storage_failed(self, exc: BaseException) -> None:
-        """An I/O error from a log of this node: the log directory goes offline (as Kafka's
+    def storage_failed(self, exc: BaseException, topic: str | None = None,
+                       partition: int = -1) -> None:
+        """An I/O error from a log of this node: its log directory (the one holding the
+        partition, else the one the error names) goes offline (as Kafka's
         LogDirFailureChannel), except for running out of descriptors."""
         if self.logs is not None and isinstance(exc, OSError):
-            self.logs.mark_offline(exc)
+            self.logs.mark_offline(exc, tp=(topic, partition) if topic is not None else None)
 
     # ---- metadata operations (through the quorum) --------------------------------------
     async def commit_metadata(self, records: list[Any]) -> None:
@@ -409,6 +417,7 @@ class Broker:
             if isinstance(r, ConfigRecord) and r.resource_type == 2 and r.value is not None:
                 overrides.setdefault(r.resource_name, {})[r.name] = r.value
         created: list[tuple[str, int]] = []
+        configs: dict[str, LogConfig] = {}  # one per topic, not per partition
         try:
             for r in records:
                 if not isinstance(r, PartitionRecord) or self.node_id not in r.replicas:
@@ -419,10 +428,12 @@ class Broker:
                     topic = known.name if known is not None else None
                 if topic is None or self.logs.get(topic, r.partition_id) is not None:
                     continue
-                cfg = LogConfig.from_properties(effective_topic_values(
-                    self.config, self.image,
-                    {**self.image.topic_config(topic), **overrides.get(topic, {})},
-                ))
+                cfg = configs.get(topic)
+                if cfg is None:
+                    cfg = configs[topic] = LogConfig.from_properties(effective_topic_values(
+                        self.config, self.image,
+                        {**self.image.topic_config(topic), **overrides.get(topic, {})},
+                    ))
                 self.logs.create(topic, r.partition_id, now_ms(), cfg, sync_dir=False)
                 created.append((topic, r.partition_id))
             if created:
@@ -607,16 +618,26 @@ class Broker:
     # ---- lifecycle ----------------------------------------------------------------------
     def open_storage(self) -> None:
         cfg = self.config
+        unformatted = [d for d in cfg.log_dirs if not (d / META_PROPERTIES).exists()]
+        replaced = len(unformatted) < len(cfg.log_dirs) and unformatted  # others were formatted
         self.cluster_id = format_or_check(cfg, now_ms())
         self.controller.open(self.cluster_id)
         configure_file_cache(int(cfg["log.open.files.max"]))
         defaults = LogConfig.from_properties(
             {name: self.config.topic_default(name)[0] for name in TOPIC_CONFIGS}
         )
-        self.logs = LogManager.open(
-            cfg.log_dirs[0], now_ms(), default_config=defaults,
-            config_for=self._log_config_for,
+        self.logs = LogDirs.open(
+            cfg.log_dirs, now_ms(), default_config=defaults,
+            config_for=self._log_config_for, metadata_dir=cfg.metadata_log_dir,
         )
+        if replaced:  # Kafka formats them too; the partitions they held are not made afresh
+            log.warning("log director%s %s had no meta.properties and %s formatted now; "
+                        "partitions missing from every log directory at this start stay "
+                        "offline (KAFKA_STORAGE_ERROR) instead of starting empty",
+                        "ies" if len(replaced) > 1 else "y",
+                        ", ".join(str(d) for d in replaced), "were" if len(replaced) > 1
+                        else "was")
+            self.logs.guard_missing()
         self.flusher = LogFlusher(self.logs, cfg, now_ms)
         self.cleaner = LogCleanerService(self)
         self.replicas = ReplicaManager(self.logs, self.node_id, self.notifier)
@@ -639,6 +660,7 @@ class Broker:
         self.quorum.on_publish = self._image_published
         if self.quorum.caught_up.is_set():
             self.sync_logs_with_image()
+            self.logs.finish_start()
 
     def bootstrap_records(self) -> list[list[Any]]:
         """What the active controller writes when it finds the metadata without them: the
@@ -720,6 +742,7 @@ class Broker:
         assert self.quorum is not None
         if self.quorum.caught_up.is_set() and self.logs is not None:
             self.sync_logs_with_image()
+            self.logs.finish_start()  # the start-up replay is over (JBOD placement)
 
     def _metadata_log_config(self) -> LogConfig:
         cfg = self.config
@@ -791,7 +814,7 @@ class Broker:
         bound = await self.bind_listeners()
         try:
             self.open_storage()
-        except OSError as e:
+        except (OSError, DuplicateLogError) as e:
             for _name, _host, ls in bound:
                 for sock in ls:
                     await sock.aclose()
@@ -804,7 +827,7 @@ class Broker:
                     log.info(
                         "kafkawire node %s listening on %s:%s (%s), cluster id %s, data in %s",
                         self.node_id, host, self.bound_ports[name], name, self.cluster_id,
-                        self.config.log_dirs[0],
+                        ", ".join(str(d) for d in self.config.log_dirs),
                     )
                 assert self.quorum is not None
                 await nursery.start(self.quorum.run)  # the Raft driver, snapshots

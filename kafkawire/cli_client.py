@@ -108,10 +108,16 @@ def topic_create(args: argparse.Namespace) -> int:
     new = [A.NewTopic(name, num_partitions=args.partitions, replication_factor=args.replicas,
                     config=configs) for name in args.topics]
     futures = admin(args).create_topics(new, request_timeout=args.timeout)
+    return _topic_status(args, futures, "create")
+
+
+def _topic_status(args: argparse.Namespace, futures: dict[str, Any], verb: str) -> int:
+    """Wait for one future per topic of ``args.topics``; a TOPIC/STATUS table, exit 1 if any
+    failed."""
     rows, failed = [], 0
     for name in args.topics:
         try:
-            wait(futures[name], args, f"create {name}")
+            wait(futures[name], args, f"{verb} {name}")
             rows.append((name, "OK"))
         except CliError as e:
             failed += 1
@@ -182,16 +188,7 @@ def _source_name(source: Any) -> str:
 
 def topic_delete(args: argparse.Namespace) -> int:
     futures = admin(args).delete_topics(list(args.topics), request_timeout=args.timeout)
-    rows, failed = [], 0
-    for name in args.topics:
-        try:
-            wait(futures[name], args, f"delete {name}")
-            rows.append((name, "OK"))
-        except CliError as e:
-            failed += 1
-            rows.append((name, str(e).split(": ", 1)[-1]))
-    table(("TOPIC", "STATUS"), rows)
-    return 1 if failed else 0
+    return _topic_status(args, futures, "delete")
 
 
 def topic_alter(args: argparse.Namespace) -> int:

@@ -32,7 +32,7 @@ import trio
 
 from kafkawire.config import LONG_MAX, BrokerConfig
 from kafkawire.metadata_log import METADATA_TOPIC
-from log.manager import LogManager
+from log.dirs import LogDirs
 from log.partition_log import PartitionLog
 from protocol.errors import ErrorCode, KafkaError
 
@@ -44,30 +44,29 @@ IDLE_CHECK_MS = 1000
 MIN_CHECK_MS = 5
 
 
-def _flush_all(logs: list[PartitionLog]) -> tuple[list[PartitionLog], OSError | None]:
-    """fsync each log (worker thread). Returns the logs whose flush failed and the first
-    error."""
-    failed: list[PartitionLog] = []
-    first: OSError | None = None
+def _flush_all(logs: list[PartitionLog]) -> list[tuple[PartitionLog, OSError]]:
+    """fsync each log (worker thread). Returns the logs whose flush failed, with the error."""
+    failed: list[tuple[PartitionLog, OSError]] = []
     for plog in logs:
         if plog.closed:
             continue
         try:
             plog.flush()
         except OSError as e:
-            failed.append(plog)
-            first = first or e
-    return failed, first
+            failed.append((plog, e))
+    return failed
 
 
 class LogFlusher:
-    """Group commit and checkpoints for one LogManager; ``run`` is a long-lived task."""
+    """Group commit and checkpoints for the log directories; ``run`` is a long-lived task."""
 
-    def __init__(self, logs: LogManager, config: BrokerConfig, clock: Callable[[], int]) -> None:
+    def __init__(self, logs: LogDirs, config: BrokerConfig, clock: Callable[[], int]) -> None:
         self.logs = logs
         self.config = config
         self.clock = clock
         self._pending: dict[int, PartitionLog] = {}
+        self._timed: list[PartitionLog] = []
+        self._timed_version = -1
         self._wakeup = trio.Event()
         self._round_done = trio.Event()
         self._failed: set[int] = set()
@@ -132,14 +131,16 @@ class LogFlusher:
             self._wakeup = trio.Event()
             batch = list(self._pending.values())
             self._pending.clear()
-            if self.logs.offline:  # nothing is written to an offline directory
-                failed: list[PartitionLog] = batch
-            else:
-                failed, error = await trio.to_thread.run_sync(_flush_all, batch)
-                if error is not None and not self.logs.mark_offline(error) and (
-                    not self.logs.offline
+            # nothing is written to an offline directory
+            online = [p for p in batch if not self.logs.is_offline(p.topic, p.partition)]
+            failed = [p for p in batch if self.logs.is_offline(p.topic, p.partition)]
+            errors = await trio.to_thread.run_sync(_flush_all, online) if online else []
+            for plog, error in errors:
+                failed.append(plog)
+                if not self.logs.mark_offline(error, tp=(plog.topic, plog.partition)) and (
+                    not self.logs.is_offline(plog.topic, plog.partition)
                 ):
-                    log.warning("fsync of %d log(s) failed: %s", len(failed), error)
+                    log.warning("fsync of %s-%d failed: %s", plog.topic, plog.partition, error)
             now = self.clock()
             for plog in batch:
                 plog.last_flush_ms = now
@@ -148,9 +149,19 @@ class LogFlusher:
             done, self._round_done = self._round_done, trio.Event()
             done.set()
 
+    def _timed_logs(self) -> list[PartitionLog]:
+        """The logs with a finite ``flush.ms`` (usually none): recomputed only when a log is
+        created or deleted or a config changes, so an idle broker with 100,000 partitions does
+        not walk them all every second."""
+        if self._timed_version != self.logs.version:
+            self._timed = [plog for _tp, plog in self.logs
+                           if plog.config.flush_ms < LONG_MAX // 2]
+            self._timed_version = self.logs.version
+        return self._timed
+
     def _check_period_ms(self) -> int:
         scheduler = int(self.config.values.get("log.flush.scheduler.interval.ms") or LONG_MAX)
-        smallest = min((plog.config.flush_ms for _tp, plog in self.logs), default=LONG_MAX)
+        smallest = min((plog.config.flush_ms for plog in self._timed_logs()), default=LONG_MAX)
         period = min(scheduler, smallest)
         if period >= LONG_MAX // 2:
             return IDLE_CHECK_MS
@@ -160,11 +171,10 @@ class LogFlusher:
         while True:
             await trio.sleep(self._check_period_ms() / 1000.0)
             now = self.clock()
-            for _tp, plog in self.logs:
-                flush_ms = plog.config.flush_ms
-                if flush_ms >= LONG_MAX // 2 or plog.closed:
+            for plog in self._timed_logs():
+                if plog.closed:
                     continue
-                if now - plog.last_flush_ms >= flush_ms and plog.dirty:
+                if now - plog.last_flush_ms >= plog.config.flush_ms and plog.dirty:
                     self.request(plog)
 
     async def _checkpoint_loop(self, interval_ms: int, write: Callable[[], None]) -> None:
@@ -178,11 +188,10 @@ class LogFlusher:
         async with self._checkpoint_lock:
             if self.logs.offline:
                 return
-            try:
+            try:  # a directory whose checkpoint fails goes offline there, the others go on
                 await trio.to_thread.run_sync(write)
-            except OSError as e:
-                if not self.logs.mark_offline(e) and not self.logs.offline:
-                    log.warning("writing a checkpoint file failed: %s", e)
+            except OSError as e:  # no directory failure (out of descriptors)
+                log.warning("writing a checkpoint file failed: %s", e)
 
     async def checkpoint_log_start_offsets(self) -> None:
         """Write ``log-start-offset-checkpoint`` now (after DeleteRecords)."""

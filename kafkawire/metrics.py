@@ -172,13 +172,16 @@ class BrokerCollector(Collector):
     def partition_families(self) -> Iterator[Metric]:
         b = self.broker
         img = b.image if b.quorum is not None else None
-        led = under = offline = under_min_isr = total = 0
+        led = under = offline = under_min_isr = total = offline_replicas = 0
         topics = 0
         if img is not None:
             topics = len(img.topics)
             for t in img.topics.values():
                 for p in t.partitions.values():
                     total += 1
+                    if b.node_id in p.replicas and b.logs is not None and b.replicas is not None \
+                            and b.is_offline(t.name, p.partition):
+                        offline_replicas += 1
                     if p.leader < 0:
                         offline += 1
                     if p.leader == b.node_id:
@@ -194,7 +197,8 @@ class BrokerCollector(Collector):
                     "than their replica set", under)
         yield gauge(rm + "underminisrpartitioncount", "Led partitions below min.insync.replicas",
                     under_min_isr)
-        yield gauge(rm + "offlinereplicacount", "Replicas on offline log dirs", 0)
+        yield gauge(rm + "offlinereplicacount", "Replicas on offline log dirs",
+                    offline_replicas)
         yield counter(rm + "isrshrinks", "ISR shrinks (single node: never)", 0)
         yield counter(rm + "isrexpands", "ISR expansions (single node: never)", 0)
         kc = "kafka_controller_kafkacontroller_"
@@ -226,7 +230,7 @@ class BrokerCollector(Collector):
                                 labels=labels)
         segs = GaugeMetricFamily("kafka_log_log_numlogsegments", "Segments", labels=labels)
         logs = self.broker.logs
-        if logs is not None and not logs.offline:  # as Kafka, an offline dir's logs go
+        if logs is not None:  # as Kafka, an offline dir's logs go (iterated: online ones)
             for (topic, partition), plog in sorted(logs, key=lambda e: e[0]):
                 if topic == "__cluster_metadata":  # Kafka's raft log is not a kafka.log Log
                     continue

@@ -27,6 +27,7 @@ import trio
 from kafkawire.purgatory import AppendNotifier
 from kraft.image import MetadataImage, PartitionImage
 from log.config import LogConfig
+from log.dirs import LogDirs
 from log.manager import LogManager
 from log.partition_log import PartitionLog
 from log.replica import NO_EPOCH, Partition, ReplicaRole
@@ -41,7 +42,7 @@ METADATA_TOPIC = "__cluster_metadata"
 
 
 class ReplicaManager:
-    def __init__(self, logs: LogManager, node_id: int, notifier: AppendNotifier) -> None:
+    def __init__(self, logs: LogManager | LogDirs, node_id: int, notifier: AppendNotifier) -> None:
         self.logs = logs
         self.node_id = node_id
         self.notifier = notifier

@@ -10,8 +10,8 @@ lost, as on a leadership change).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from groups.share_state import ShareStateShard
 from protocol.coordinator import CoordinatorRecord
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from kafkawire.broker import Broker
 
 Op = Callable[[ShareStateShard, ShareStateKey, int], tuple[list[CoordinatorRecord], Any]]
+P = TypeVar("P")
+T = TypeVar("T")
 
 
 async def on_key(broker: Broker, group_id: str, topic_id: uuid.UUID, partition: int,
@@ -48,3 +50,22 @@ async def on_key(broker: Broker, group_id: str, topic_id: uuid.UUID, partition: 
     if mutates:
         broker.share.partitions.pop((group_id, topic_id, partition), None)
     return ErrorCode.NONE, reply
+
+
+async def per_partition(
+    broker: Broker, group_id: str, topics: Iterable[Any], op_for: Callable[[Any], Op],
+    result: Callable[[Any, ErrorCode, Any], P], topic_result: Callable[[uuid.UUID, list[P]], T],
+    *, mutates: bool,
+) -> list[T]:
+    """The loop of every share-state API: ``op_for(partition)`` on the key of each requested
+    partition (in request order), ``result(partition, error, reply)`` per partition and
+    ``topic_result(topic id, partition results)`` per topic."""
+    results = []
+    for t in topics:
+        parts = []
+        for p in t.partitions:
+            code, reply = await on_key(broker, group_id, t.topic_id, p.partition, op_for(p),
+                                       mutates=mutates)
+            parts.append(result(p, code, reply))
+        results.append(topic_result(t.topic_id, parts))
+    return results

@@ -144,6 +144,11 @@ class LogMachine(RuleBasedStateMachine):
             txn_batches = [b for b in self.model if b.pid == TXN_PID and not b.control]
             if txn_batches:
                 self.txn_seq = (txn_batches[-1].last_seq + 1) & 0x7FFFFFFF
+            elif any(b.pid == TXN_PID for b in self.model):
+                # only its markers survived: the rebuilt state knows the producer's epoch but
+                # no sequence, and Kafka's checkSequence then accepts only 0 in that epoch
+                # (with no batch of the producer left at all, any sequence is accepted)
+                self.txn_seq = 0
         self.start = min(self.start, self.leo)
         self.clean_end = min(self.clean_end, self.leo)  # Kafka truncates the cleaner checkpoint
 
@@ -704,8 +709,11 @@ class LogMachine(RuleBasedStateMachine):
                 if b.base not in lost
                 and not (detected and next_base is not None and b.base >= next_base)
             ]
-            self._after_loss()
+        # the end offset first: the log start is clamped to it, never below the first
+        # segment's base (the files keep it, as Kafka's max(checkpoint, first base))
         self._derived_end(seg_base if detected else segs[-1].base_offset)
+        if lost or detected:
+            self._after_loss()
         self.log = PartitionLog.open(
             self.dir, self.config, NOW_MS, clean_shutdown=False, recovery_point=rp,
             log_start_offset=self.start,

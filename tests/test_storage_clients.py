@@ -389,6 +389,30 @@ def test_flush_ms_flushes_in_the_background(tmp_path: Path) -> None:
         )
 
 
+def test_flush_ms_set_later_takes_effect(tmp_path: Path) -> None:
+    """flush.ms altered on an existing topic reaches the background flusher (which caches
+    the logs with a finite flush.ms)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    overrides = {**FAST, "log.flush.offset.checkpoint.interval.ms": "200"}
+    with BrokerProcess(tmp_path / "d", overrides=overrides) as b:
+        t = name("fms-later")
+        create(b.bootstrap, t)
+        produce(b.bootstrap, t, [(None, b"x")] * 3)
+
+        def point() -> int:
+            cp = read_offsets_checkpoint(b.data_dir / "recovery-point-offset-checkpoint")
+            return (cp or {}).get((t, 0), 0)
+
+        time.sleep(1.0)  # several checkpoint intervals: nothing flushes this log yet
+        assert point() == 0
+        res = ConfigResource("TOPIC", t, incremental_configs=[
+            ConfigEntry("flush.ms", "100", incremental_operation=AlterConfigOpType.SET)])
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.incremental_alter_configs([res])[res].result(30)
+        wait_for(lambda: point() == 3, 20, "flush.ms set later")
+
+
 def _corrupt_middle_of_first_segment(data_dir: Path, topic: str, where: str = "crc") -> None:
     """Damage the batch holding the middle of the first segment: its last byte (covered by the
     CRC), or the low byte of its base offset (not covered: found by its neighbours' offsets)."""

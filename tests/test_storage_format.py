@@ -197,11 +197,8 @@ def test_format_dynamic_quorum(tmp_path: Path) -> None:
                        **dyn)
     assert lines[0].startswith("Formatting dynamic metadata directory ")
     if shutil.which("java") and any(LIBS.glob("kafka-tools-*")):
-        out = subprocess.run(
-            ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp",
-             f"{LIBS}/*", "org.apache.kafka.tools.DumpLogSegments",
-             "--cluster-metadata-decoder", "--files", str(snap)],
-            capture_output=True, text=True, timeout=120).stdout
+        out = _kafka_tool("org.apache.kafka.tools.DumpLogSegments",
+                          "--cluster-metadata-decoder", "--files", str(snap))
         assert 'KRaftVersion {"version":0,"kRaftVersion":1}' in out
         assert f'"voterDirectoryId":"{meta["directory.id"]}"' in out
 
@@ -211,14 +208,28 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
-def test_cluster_node_must_be_formatted_to_start(tmp_path: Path) -> None:
-    port, cport = free_port(), free_port()
+def _server_properties(tmp_path: Path, port: int, cport: int, quorum: str) -> Path:
+    """A combined node's server.properties: ``quorum`` is its controller.quorum.* line."""
     conf = tmp_path / "server.properties"
     conf.write_text(
-        f"process.roles=broker,controller\nnode.id=1\ncontroller.quorum.voters=1@127.0.0.1:"
-        f"{cport}\ncontroller.listener.names=CONTROLLER\nlisteners=PLAINTEXT://127.0.0.1:"
-        f"{port},CONTROLLER://127.0.0.1:{cport}\nlistener.security.protocol.map={MAP}\n"
+        f"process.roles=broker,controller\nnode.id=1\n{quorum}\n"
+        f"controller.listener.names=CONTROLLER\nlisteners=PLAINTEXT://127.0.0.1:{port},"
+        f"CONTROLLER://127.0.0.1:{cport}\nlistener.security.protocol.map={MAP}\n"
         f"log.dirs={tmp_path}/data\nmetrics.port=0\n")
+    return conf
+
+
+def _kafka_tool(main_class: str, *args: str) -> str:
+    """stdout of one of Kafka 4.3.1's tool classes (the caller checks the jars are there)."""
+    return subprocess.run(
+        ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp",
+         f"{LIBS}/*", main_class, *args], capture_output=True, text=True, timeout=120).stdout
+
+
+def test_cluster_node_must_be_formatted_to_start(tmp_path: Path) -> None:
+    port, cport = free_port(), free_port()
+    conf = _server_properties(tmp_path, port, cport,
+                              f"controller.quorum.voters=1@127.0.0.1:{cport}")
     p = _cli("serve", str(conf))
     assert p.returncode != 0
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
@@ -248,12 +259,8 @@ def test_implicit_single_node_formats_itself(tmp_path: Path) -> None:
 
 def test_node_formatted_standalone_starts_with_its_voters(tmp_path: Path) -> None:
     port, cport = free_port(), free_port()
-    conf = tmp_path / "server.properties"
-    conf.write_text(
-        f"process.roles=broker,controller\nnode.id=1\ncontroller.quorum.bootstrap.servers="
-        f"127.0.0.1:{cport}\ncontroller.listener.names=CONTROLLER\nlisteners=PLAINTEXT://"
-        f"127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}\nlistener.security.protocol.map={MAP}\n"
-        f"log.dirs={tmp_path}/data\nmetrics.port=0\n")
+    conf = _server_properties(tmp_path, port, cport,
+                              f"controller.quorum.bootstrap.servers=127.0.0.1:{cport}")
     p = _cli("format", "-t", CID, "-c", str(conf), "--standalone")
     assert p.returncode == 0, p.stderr
     overrides = {k: v for k, v in (ln.split("=", 1) for ln in conf.read_text().splitlines())}
@@ -267,19 +274,13 @@ def test_node_formatted_standalone_starts_with_its_voters(tmp_path: Path) -> Non
         assert md.cluster_id == CID
         if shutil.which("java") and any(LIBS.glob("kafka-tools-*")):
             directory_id = read_meta(tmp_path / "data" / "meta.properties")["directory.id"]
-            out = subprocess.run(
-                ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp",
-                 f"{LIBS}/*", "org.apache.kafka.tools.MetadataQuorumCommand",
-                 "--bootstrap-server", b.bootstrap, "describe", "--status"],
-                capture_output=True, text=True, timeout=120).stdout
+            out = _kafka_tool("org.apache.kafka.tools.MetadataQuorumCommand",
+                              "--bootstrap-server", b.bootstrap, "describe", "--status")
             assert "LeaderId:               1" in out, out
             assert f'"directoryId": "{directory_id}"' in out, out
             assert f'"endpoints": ["CONTROLLER://127.0.0.1:{cport}"]' in out, out
-            cid = subprocess.run(
-                ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp",
-                 f"{LIBS}/*", "org.apache.kafka.tools.ClusterTool", "cluster-id",
-                 "--bootstrap-server", b.bootstrap],
-                capture_output=True, text=True, timeout=120).stdout
+            cid = _kafka_tool("org.apache.kafka.tools.ClusterTool", "cluster-id",
+                              "--bootstrap-server", b.bootstrap)
             assert f"Cluster ID: {CID}" in cid, cid
     meta = tmp_path / "data" / "__cluster_metadata-0"
     qs = (meta / "quorum-state").read_text()

@@ -1,10 +1,12 @@
 """AlterReplicaLogDirs (key 34), versions 1-2 (v2 flexible).
 
-kafkawire keeps every partition log in the first of ``log.dirs`` (the one DescribeLogDirs
-reports), so no replica ever moves between directories:
-- the destination is that directory: NONE (the replica is already there, as Kafka answers);
-- another directory of ``log.dirs``: KAFKA_STORAGE_ERROR (not served by this node; moving
-  replicas between log dirs is not implemented, see README "Not yet");
+A partition log lives in one directory of ``log.dirs`` (the one DescribeLogDirs lists it
+under; new partitions go to the directory with the fewest, see log/dirs.py). Replicas are not
+moved between directories:
+- the destination is the directory the replica is in: NONE (already there, as Kafka answers);
+- another directory of ``log.dirs``, or the replica's directory is offline:
+  KAFKA_STORAGE_ERROR (moving a replica between log dirs, Kafka's ``-future`` logs and
+  ReplicaAlterLogDirsThread, is not implemented: README "Not yet");
 - a path that is not one of ``log.dirs`` (relative paths included): LOG_DIR_NOT_FOUND;
 - a topic or partition that does not exist here: UNKNOWN_TOPIC_OR_PARTITION.
 The directory is checked before the partition. A partition named under several directories
@@ -41,7 +43,6 @@ async def handle(
     broker: Broker, ctx: RequestContext, req: AlterReplicaLogDirsRequest
 ) -> AlterReplicaLogDirsResponse:
     assert broker.logs is not None
-    served = Path(broker.logs.log_dir).resolve()
     configured = {Path(d).resolve() for d in broker.config.log_dirs}
     wanted: dict[tuple[str, int], str] = {}
     for d in req.dirs:
@@ -56,9 +57,10 @@ async def handle(
             code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         elif dest is None or dest not in configured:
             code = ErrorCode.LOG_DIR_NOT_FOUND
-        elif broker.partition_log(topic, partition) is None:
+        elif broker.replicas is None or broker.replicas.partition(topic, partition) is None:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        elif dest != served:
+        elif (m := broker.logs.manager_of(topic, partition)) is None or m.offline \
+                or m.log_dir.resolve() != dest:
             code = ErrorCode.KAFKA_STORAGE_ERROR
         else:
             code = ErrorCode.NONE

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkawire.share_state_apis import on_key
+from kafkawire.share_state_apis import per_partition
 from protocol._generated.delete_share_group_state_request import DeleteShareGroupStateRequest
 from protocol._generated.delete_share_group_state_response import (
     DeleteShareGroupStateResponse as Resp,
@@ -23,13 +23,9 @@ VERSIONS = (0, 0)
 
 
 async def handle(broker: Broker, ctx: RequestContext, req: DeleteShareGroupStateRequest) -> Resp:
-    results = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            code, _ = await on_key(broker, req.group_id, t.topic_id, p.partition,
-                                   lambda shard, key, _now: (shard.delete(key), None),
-                                   mutates=True)
-            parts.append(Resp.PartitionResult(partition=p.partition, error_code=code))
-        results.append(Resp.DeleteStateResult(topic_id=t.topic_id, partitions=parts))
-    return Resp(results=results)
+    return Resp(results=await per_partition(
+        broker, req.group_id, req.topics,
+        lambda _p: lambda shard, key, _now: (shard.delete(key), None),
+        lambda p, code, _: Resp.PartitionResult(partition=p.partition, error_code=code),
+        lambda tid, parts: Resp.DeleteStateResult(topic_id=tid, partitions=parts),
+        mutates=True))

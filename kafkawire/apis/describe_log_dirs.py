@@ -1,14 +1,13 @@
 """DescribeLogDirs (key 35), versions 1-5.
 
-- One result for the broker's log directory (absolute path), listing every partition log it
-  holds (``topics`` null) or only the requested partitions held here (others are simply
-  absent, as in Kafka). ``__cluster_metadata`` is the quorum's log, not a replica, and is not
-  listed (Kafka keeps it out of LogManager too).
+- One result per directory of ``log.dirs`` (absolute path, configuration order), listing
+  every partition log it holds (``topics`` null) or only the requested partitions held there
+  (others are simply absent, as in Kafka). ``__cluster_metadata`` is the quorum's log, not a
+  replica, and is not listed (Kafka keeps it out of LogManager too).
 - Per partition: ``partition_size`` = bytes of all its segments, ``offset_lag`` 0 (a single
   replica is never behind itself), ``is_future_key`` false (no replica movement between dirs).
-- The other directories of ``log.dirs`` hold nothing (kafkawire keeps every partition in the
-  first one; AlterReplicaLogDirs cannot move replicas there): they are listed offline, as Kafka
-  lists a failed log dir: KAFKA_STORAGE_ERROR, no topics, sizes -1.
+- An offline directory (an I/O error in it, or it could not be opened at start) is listed as
+  Kafka lists a failed log dir: KAFKA_STORAGE_ERROR, no topics, sizes -1.
 - v3+: top-level error NONE. v4+: ``total_bytes`` / ``usable_bytes`` of the file system holding
   the directory (``os.statvfs``; -1 when it cannot be read). v5: ``is_cordoned`` false.
 """
@@ -66,26 +65,21 @@ async def handle(
     broker: Broker, ctx: RequestContext, req: DescribeLogDirsRequest
 ) -> DescribeLogDirsResponse:
     assert broker.logs is not None
-    log_dir = Path(broker.logs.log_dir).resolve()
-    sizes = {tp: log.size_bytes for tp, log in broker.logs if tp[0] != METADATA_TOPIC}
-    total, usable = disk_space(log_dir)
-    results = [Result(
-        error_code=ErrorCode.NONE,
-        log_dir=str(log_dir),
-        topics=select(sizes, req.topics),
-        total_bytes=total,
-        usable_bytes=usable,
-        is_cordoned=False,
-    )] if not broker.logs.offline else [Result(  # failed (full disk, I/O error): as Kafka
-        error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=str(log_dir), topics=[],
-        total_bytes=-1, usable_bytes=-1, is_cordoned=False,
-    )]
-    for other in dict.fromkeys(Path(d).resolve() for d in broker.config.log_dirs):
-        if other != log_dir:
+    results = []
+    for m in broker.logs.managers:
+        log_dir = m.log_dir.resolve()
+        if m.offline:  # failed (full disk, I/O error): as Kafka
             results.append(Result(
-                error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=str(other), topics=[],
+                error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=str(log_dir), topics=[],
                 total_bytes=-1, usable_bytes=-1, is_cordoned=False,
             ))
+            continue
+        sizes = {tp: log.size_bytes for tp, log in m if tp[0] != METADATA_TOPIC}
+        total, usable = disk_space(log_dir)
+        results.append(Result(
+            error_code=ErrorCode.NONE, log_dir=str(log_dir), topics=select(sizes, req.topics),
+            total_bytes=total, usable_bytes=usable, is_cordoned=False,
+        ))
     return DescribeLogDirsResponse(
         throttle_time_ms=0, error_code=ErrorCode.NONE, results=results,
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from groups.share_state import ShareStateShard
-from kafkawire.share_state_apis import Op, on_key
+from kafkawire.share_state_apis import Op, per_partition
 from protocol._generated.initialize_share_group_state_request import (
     InitializeShareGroupStateRequest,
 )
@@ -34,13 +34,8 @@ def _op(state_epoch: int, start: int) -> Op:
 
 
 async def handle(broker: Broker, ctx: RequestContext, req: InitializeShareGroupStateRequest) -> Resp:
-    results = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            code, _ = await on_key(
-                broker, req.group_id, t.topic_id, p.partition,
-                _op(p.state_epoch, p.start_offset), mutates=True)
-            parts.append(Resp.PartitionResult(partition=p.partition, error_code=code))
-        results.append(Resp.InitializeStateResult(topic_id=t.topic_id, partitions=parts))
-    return Resp(results=results)
+    return Resp(results=await per_partition(
+        broker, req.group_id, req.topics, lambda p: _op(p.state_epoch, p.start_offset),
+        lambda p, code, _: Resp.PartitionResult(partition=p.partition, error_code=code),
+        lambda tid, parts: Resp.InitializeStateResult(topic_id=tid, partitions=parts),
+        mutates=True))

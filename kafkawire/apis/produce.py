@@ -253,7 +253,7 @@ async def _append_partition(
         )
     except KafkaError as e:
         if isinstance(e.__cause__, OSError):  # a write failed: the log dir goes offline
-            broker.storage_failed(e.__cause__)
+            broker.storage_failed(e.__cause__, topic, pd.index)
         # errors found by the log (sequence, epoch) carry the real log start offset
         lso = -1
         if e.code in _LOG_ERRORS and not isinstance(e, _NotVerified):
@@ -264,7 +264,7 @@ async def _append_partition(
                    else e.message or str(e))
         return _error(pd.index, e.code, message, lso), None, -1
     except OSError as e:  # e.g. no descriptor left to open the segment or an index
-        broker.storage_failed(e)
+        broker.storage_failed(e, topic, pd.index)
         return _error(pd.index, ErrorCode.KAFKA_STORAGE_ERROR, str(e)), None, -1
     counters = broker.metrics.topic(topic)  # per batch, never per record
     counters.messages_in += sum(h.records_count for _pos, h in batches)

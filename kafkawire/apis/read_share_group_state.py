@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from groups.share_state import ShareStateShard
-from kafkawire.share_state_apis import Op, on_key
+from kafkawire.share_state_apis import Op, per_partition
 from protocol._generated.read_share_group_state_request import ReadShareGroupStateRequest
 from protocol._generated.read_share_group_state_response import (
     ReadShareGroupStateResponse as Resp,
@@ -37,20 +37,19 @@ def reader(leader_epoch: int) -> Op:
     return op
 
 
+def _result(p: Any, code: Any, v: Any) -> Resp.PartitionResult:
+    r = Resp.PartitionResult(partition=p.partition, error_code=code, state_epoch=0,
+                             start_offset=-1, state_batches=[])
+    if v is not None:
+        r.state_epoch, r.start_offset = v.state_epoch, v.start_offset
+        r.state_batches = [Resp.StateBatch(first_offset=b[0], last_offset=b[1],
+                                           delivery_state=b[2], delivery_count=b[3])
+                           for b in v.state_batches]
+    return r
+
+
 async def handle(broker: Broker, ctx: RequestContext, req: ReadShareGroupStateRequest) -> Resp:
-    results = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            code, v = await on_key(broker, req.group_id, t.topic_id, p.partition,
-                                   reader(p.leader_epoch), mutates=False)
-            r = Resp.PartitionResult(partition=p.partition, error_code=code, state_epoch=0,
-                                     start_offset=-1, state_batches=[])
-            if v is not None:
-                r.state_epoch, r.start_offset = v.state_epoch, v.start_offset
-                r.state_batches = [Resp.StateBatch(first_offset=b[0], last_offset=b[1],
-                                                   delivery_state=b[2], delivery_count=b[3])
-                                   for b in v.state_batches]
-            parts.append(r)
-        results.append(Resp.ReadStateResult(topic_id=t.topic_id, partitions=parts))
-    return Resp(results=results)
+    return Resp(results=await per_partition(
+        broker, req.group_id, req.topics, lambda p: reader(p.leader_epoch), _result,
+        lambda tid, parts: Resp.ReadStateResult(topic_id=tid, partitions=parts),
+        mutates=False))

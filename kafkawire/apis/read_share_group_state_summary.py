@@ -7,10 +7,10 @@ partition: FENCED_LEADER_EPOCH, INVALID_REQUEST without a group id, coordinator 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafkawire.apis.read_share_group_state import reader
-from kafkawire.share_state_apis import on_key
+from kafkawire.share_state_apis import per_partition
 from protocol._generated.read_share_group_state_summary_request import (
     ReadShareGroupStateSummaryRequest,
 )
@@ -26,22 +26,20 @@ API_KEY = 87
 VERSIONS = (0, 1)
 
 
+def _result(p: Any, code: Any, v: Any) -> Resp.PartitionResult:
+    r = Resp.PartitionResult(partition=p.partition, error_code=code, state_epoch=0,
+                             leader_epoch=-1, start_offset=-1, delivery_complete_count=-1)
+    if v is not None:
+        r.state_epoch, r.leader_epoch, r.start_offset = (
+            v.state_epoch, v.leader_epoch, v.start_offset)
+        r.delivery_complete_count = sum(
+            b[1] - max(b[0], v.start_offset) + 1 for b in v.state_batches
+            if b[2] in (2, 4) and b[1] >= v.start_offset)
+    return r
+
+
 async def handle(broker: Broker, ctx: RequestContext, req: ReadShareGroupStateSummaryRequest) -> Resp:
-    results = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            code, v = await on_key(broker, req.group_id, t.topic_id, p.partition,
-                                   reader(p.leader_epoch), mutates=False)
-            r = Resp.PartitionResult(partition=p.partition, error_code=code, state_epoch=0,
-                                     leader_epoch=-1, start_offset=-1,
-                                     delivery_complete_count=-1)
-            if v is not None:
-                r.state_epoch, r.leader_epoch, r.start_offset = (
-                    v.state_epoch, v.leader_epoch, v.start_offset)
-                r.delivery_complete_count = sum(
-                    b[1] - max(b[0], v.start_offset) + 1 for b in v.state_batches
-                    if b[2] in (2, 4) and b[1] >= v.start_offset)
-            parts.append(r)
-        results.append(Resp.ReadStateSummaryResult(topic_id=t.topic_id, partitions=parts))
-    return Resp(results=results)
+    return Resp(results=await per_partition(
+        broker, req.group_id, req.topics, lambda p: reader(p.leader_epoch), _result,
+        lambda tid, parts: Resp.ReadStateSummaryResult(topic_id=tid, partitions=parts),
+        mutates=False))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from groups.share_state import ShareStateShard
-from kafkawire.share_state_apis import Op, on_key
+from kafkawire.share_state_apis import Op, per_partition
 from protocol._generated.write_share_group_state_request import WriteShareGroupStateRequest
 from protocol._generated.write_share_group_state_response import (
     WriteShareGroupStateResponse as Resp,
@@ -32,16 +32,15 @@ def _op(state_epoch: int, leader_epoch: int, start: int,
     return op
 
 
+def _op_for(p: Any) -> Op:
+    batches = [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+               for b in p.state_batches]
+    return _op(p.state_epoch, p.leader_epoch, p.start_offset, batches)
+
+
 async def handle(broker: Broker, ctx: RequestContext, req: WriteShareGroupStateRequest) -> Resp:
-    results = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            batches = [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                       for b in p.state_batches]
-            code, _ = await on_key(
-                broker, req.group_id, t.topic_id, p.partition,
-                _op(p.state_epoch, p.leader_epoch, p.start_offset, batches), mutates=True)
-            parts.append(Resp.PartitionResult(partition=p.partition, error_code=code))
-        results.append(Resp.WriteStateResult(topic_id=t.topic_id, partitions=parts))
-    return Resp(results=results)
+    return Resp(results=await per_partition(
+        broker, req.group_id, req.topics, _op_for,
+        lambda p, code, _: Resp.PartitionResult(partition=p.partition, error_code=code),
+        lambda tid, parts: Resp.WriteStateResult(topic_id=tid, partitions=parts),
+        mutates=True))
