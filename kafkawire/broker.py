@@ -21,13 +21,14 @@ import trio
 from groups.share_state import ShareStateShard
 from kafkawire.apis import REGISTRY
 from kafkawire.authorizer import Authorizer
+from kafkawire.bootstrap import first_start_records, read_bootstrap
 from kafkawire.broker_lifecycle import BrokerLifecycleManager, QuorumControllerChannel
 from kafkawire.config import TOPIC_CONFIGS, BrokerConfig
 from kafkawire.config_entries import connection_limits, effective_topic_values
 from kafkawire.config_resources import group_consumer_settings
 from kafkawire.controller_service import ControllerService
 from kafkawire.coordinator_runtime import GROUP_TOPIC, SHARE_TOPIC, TXN_TOPIC, CoordinatorRuntime
-from kafkawire.group_coordinator import make_shard_factory
+from kafkawire.group_coordinator import group_version_records, make_shard_factory
 from kafkawire.listener_security import ListenerSecurity
 from kafkawire.log_cleaner import LogCleanerService
 from kafkawire.log_flusher import LogFlusher
@@ -53,10 +54,10 @@ from kafkawire.retention import (
 from kafkawire.sasl import SaslFailure
 from kafkawire.security_config import SECURITY_PROTOCOL_IDS, listener_protocol
 from kafkawire.server import Connection, FrameMemory, RequestContext, Server
-from kafkawire.share_coordinator import ShareService
+from kafkawire.share_coordinator import ShareService, share_version_records
 from kafkawire.storage import format_or_check
 from kafkawire.telemetry import TelemetryManager
-from kafkawire.txn_coordinator import TxnCoordinator
+from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_records
 from kraft import controller
 from kraft.acls import ALTER, CLUSTER, CLUSTER_NAME, DESCRIBE, DESCRIBE_CONFIGS
 from kraft.cluster_control import Registration
@@ -551,13 +552,52 @@ class Broker:
         self.quorum.load()
         if self.quorum.is_active:  # a lone voter: it leads at once, start-up stays synchronous
             for _ in range(2):
-                for records in self.controller.bootstrap_records():
+                for records in self.bootstrap_records():
                     self.quorum.append_sync(records)
         for topic in self.image.topics:
             self.logs.update_config(topic, self.topic_log_config(topic))
         self.quorum.on_publish = self._image_published
         if self.quorum.caught_up.is_set():
             self.sync_logs_with_image()
+
+    def bootstrap_records(self) -> list[list[Any]]:
+        """What the active controller writes when it finds the metadata without them: the
+        bootstrap records of a new cluster (``bootstrap.checkpoint``), then the feature
+        levels this node's configuration finalizes (one batch each)."""
+        out: list[list[Any]] = []
+        if not self.image.features:
+            min_isr = int(self.config["min.insync.replicas"])
+            boot = read_bootstrap(self.config.metadata_log_dir)
+            out.append(controller.bootstrap_records(min_isr) if boot is None
+                       else first_start_records(boot, min_isr))
+            return out  # the feature records are derived from the image once it has these
+        features = group_version_records(self.config, self.image)
+        features += transaction_version_records(self.image)
+        features += share_version_records(self.image)
+        if features:
+            out.append(features)
+        return out
+
+    async def run_controller_activation(
+        self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Each time this node becomes the active controller: write the bootstrap and feature
+        records if the metadata lacks them (a new cluster's first leader)."""
+        quorum = self.quorum
+        assert quorum is not None and quorum.driver is not None
+        task_status.started()
+        while True:
+            while not quorum.is_active:
+                await quorum.driver.wait_for_change()
+            try:
+                async with self.metadata_lock:
+                    for _ in range(2):
+                        for records in self.bootstrap_records():
+                            await self.commit_metadata(records)
+            except KafkaError as e:
+                log.warning("could not write the bootstrap records: %s", e)
+            while quorum.is_active:
+                await quorum.driver.wait_for_change()
 
     async def _see_self_unfenced(self, timeout_s: float = 10.0) -> None:
         """The controller said we are unfenced; wait (bounded) until our own image says so
@@ -667,7 +707,7 @@ class Broker:
                 await nursery.start(self.quorum.run)  # the Raft driver, snapshots
                 await nursery.start(self.controller.run_session_expiry)
                 if self.is_controller:
-                    await nursery.start(self.controller.run_activation)
+                    await nursery.start(self.run_controller_activation)
                 if self.is_broker:  # returns once registered and unfenced
                     await nursery.start(self.lifecycle.run)
                     await self._see_self_unfenced()

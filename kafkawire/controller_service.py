@@ -134,54 +134,6 @@ class ControllerService:
     def check_broker_epoch(self, broker_id: int, broker_epoch: int) -> None:
         self.control.check_epoch(self.broker.image, broker_id, broker_epoch)
 
-    # ---- activation ------------------------------------------------------------------------
-    def bootstrap_records(self) -> list[list[Any]]:
-        """What the active controller writes when it finds the metadata without them: the
-        bootstrap records of a new cluster (``bootstrap.checkpoint``), then the feature
-        levels this node's configuration finalizes (one batch each)."""
-        from kafkawire.bootstrap import first_start_records, read_bootstrap
-        from kafkawire.group_coordinator import group_version_records
-        from kafkawire.share_coordinator import share_version_records
-        from kafkawire.txn_coordinator import transaction_version_records
-        from kraft import controller
-
-        broker = self.broker
-        image, config = broker.image, broker.config
-        out: list[list[Any]] = []
-        if not image.features:
-            min_isr = int(config["min.insync.replicas"])
-            boot = read_bootstrap(config.metadata_log_dir)
-            out.append(controller.bootstrap_records(min_isr) if boot is None
-                       else first_start_records(boot, min_isr))
-            return out  # the feature records are derived from the image once it has these
-        features = group_version_records(config, image)
-        features += transaction_version_records(image)
-        features += share_version_records(image)
-        if features:
-            out.append(features)
-        return out
-
-    async def run_activation(
-        self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        """Each time this node becomes the active controller: write the bootstrap and feature
-        records if the metadata lacks them (a new cluster's first leader)."""
-        quorum = self.broker.quorum
-        assert quorum is not None and quorum.driver is not None
-        task_status.started()
-        while True:
-            while not quorum.is_active:
-                await quorum.driver.wait_for_change()
-            try:
-                async with self.broker.metadata_lock:
-                    for _ in range(2):
-                        for records in self.bootstrap_records():
-                            await self._commit(records)
-            except KafkaError as e:
-                log.warning("could not write the bootstrap records: %s", e)
-            while quorum.is_active:
-                await quorum.driver.wait_for_change()
-
     async def run_session_expiry(
         self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
