@@ -142,6 +142,12 @@ class RaftDriver:
             log.info("metadata quorum: node %s is %s in epoch %s (leader %s)", node.node_id,
                      node.state.value, node.epoch, node.leader_id)
             self._last_state = state
+            # A Fetch still on its way to a former leader (perhaps waiting out a reconnect
+            # backoff to a dead node) must not hold back the first Fetch to the new one.
+            for corr, f in list(node.inflight.items()):
+                if f.kind in _FETCHES and f.dst != node.leader_id:
+                    del node.inflight[corr]
+            self.wake()
         self.on_change()
         self._changed.set()
         self._changed = trio.Event()
