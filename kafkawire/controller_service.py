@@ -153,6 +153,7 @@ class ControllerService:
             quorum = self.broker.quorum
             if quorum is None or not quorum.is_active:
                 self.control.last_contact_ms.clear()  # sessions start afresh when active
+                self.control.heard_from.clear()
                 await trio.sleep(SESSION_CHECK_MAX_INTERVAL_MS / 1000)
                 continue
             async with self.broker.metadata_lock:

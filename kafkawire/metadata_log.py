@@ -226,10 +226,8 @@ class MetadataQuorum:
         raft = self.raft
         assert raft is not None and self.log is not None
         hw = raft.high_watermark
-        if self.log.high_watermark != min(hw, self.log.log_end_offset):
-            self.log.update_high_watermark(hw)
-            if self.partition is not None and self.partition.on_change is not None:
-                self.partition.on_change(self.partition)
+        if self.partition is not None:
+            self.partition.set_quorum_high_watermark(hw)
         if hw > self.applied_end:
             self._apply_committed(hw)
         if not self.caught_up.is_set():
@@ -441,7 +439,8 @@ class MetadataQuorum:
                                self.log.size_bytes, self.clock())
             if start is None or start.offset > self.log.high_watermark:
                 return
-            self.log.delete_records_before(start.offset)
+            assert self.partition is not None
+            self.partition.start_after_snapshot(start.offset)  # via the partition layer
             for sid in self.snapshots.snapshot_ids():
                 if sid < start:
                     self.snapshots.delete(sid)

@@ -123,7 +123,7 @@ class MetadataRaftLog(PartitionRaftLog):
         except SnapshotError as e:
             log.error("refusing snapshot %s from the leader: %s", fsid.file_name, e)
             raise
-        self.plog.truncate_fully_and_start_at(sid.end_offset)
+        self.restart_at(sid.end_offset)
         for old in self.snapshots.snapshot_ids():
             if old < fsid:
                 self.snapshots.delete(old)

@@ -313,6 +313,16 @@ class Partition:
             self._changed()
         return new
 
+    def set_quorum_high_watermark(self, quorum_high_watermark: int) -> bool:
+        """A Raft-replicated log (``__cluster_metadata``): the Raft node decides the high
+        watermark (what a majority of voters flushed), capped by the local log end. True when
+        it moved."""
+        old = self.log.high_watermark
+        new = self.log.update_high_watermark(min(quorum_high_watermark, self.log.log_end_offset))
+        if new != old:
+            self._changed()
+        return new != old
+
     # ---- the high watermark --------------------------------------------------------------------
     @property
     def high_watermark(self) -> int:
@@ -587,6 +597,16 @@ class Partition:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{self}: leaders do not truncate")
         self.log.truncate_fully_and_start_at(offset)
         self._changed()
+
+    def start_after_snapshot(self, offset: int) -> int:
+        """A Raft-replicated log whose snapshot covers everything before ``offset`` (at or
+        below the high watermark): the log start moves there, whatever the role. Returns the
+        new log start."""
+        before = self.log.log_start_offset
+        low = self.log.delete_records_before(min(offset, self.log.high_watermark))
+        if low != before:
+            self._changed()
+        return low
 
     def delete_records(self, offset: int) -> int:
         """DeleteRecords on the leader (-1: the high watermark). Returns the low watermark."""

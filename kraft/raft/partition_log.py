@@ -66,6 +66,11 @@ class PartitionRaftLog:
     def truncate_to(self, offset: int) -> None:
         self.plog.truncate_to(offset)
 
+    def restart_at(self, offset: int) -> None:
+        """Drop the whole log and start it empty at ``offset`` (a snapshot from the leader
+        replaced everything before it)."""
+        self.plog.truncate_fully_and_start_at(offset)
+
     def read(self, offset: int, max_bytes: int) -> bytes:
         if offset >= self.end_offset:
             return b""
