@@ -338,8 +338,15 @@ def summary(values: list[float]) -> dict[str, float]:
             "mean": round(statistics.fmean(values), 1) if values else float("nan")}
 
 
-def run_system(system: str, creates: int, kills: int, brokers: int) -> dict[str, Any]:
-    cluster = Cluster(system, brokers=brokers)
+def run_system(system: str, creates: int, kills: int, brokers: int,
+               broker_system: str | None = None, features: tuple[str, ...] = ()
+               ) -> dict[str, Any]:
+    cluster = Cluster(system, brokers=brokers, broker_system=broker_system)
+    for n in cluster.nodes:
+        for f in features:
+            n.format_args += ["--feature", f]
+    if broker_system:
+        system = f"{system} controllers, {broker_system} broker"
     try:
         started = cluster.start()
         print(f"[{system}] 3 controllers + {brokers} broker(s) up in {started:.1f}s "
@@ -369,13 +376,19 @@ def main() -> int:
     ap.add_argument("--creates", type=int, default=200)
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--brokers", type=int, default=1)
+    ap.add_argument("--broker-system", choices=["kafka", "kafkawire"],
+                    help="run the brokers with the other system (a mixed cluster, issue 12)")
+    ap.add_argument("--feature", action="append", default=[],
+                    help="NAME=LEVEL for every node's format (streams.version=0 lets kafkawire "
+                    "brokers join Apache Kafka 4.3.1 controllers)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     systems = ["kafka", "kafkawire"] if args.system == "both" else [args.system]
     results = []
     for s in systems:
         try:
-            results.append(run_system(s, args.creates, args.kills, args.brokers))
+            results.append(run_system(s, args.creates, args.kills, args.brokers,
+                                      args.broker_system, tuple(args.feature)))
         except (RuntimeError, TimeoutError) as e:
             print(f"[{s}] failed: {e}", flush=True)
             results.append({"system": s, "error": str(e)[:2000]})

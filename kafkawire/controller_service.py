@@ -87,6 +87,18 @@ class ControllerService:
                 log.info("broker %s %s", broker_id, "fenced" if reply.is_fenced else "unfenced")
             return reply
 
+    async def assign_replicas_to_dirs(self, broker_id: int, broker_epoch: int,
+                                      wanted: list[Any]) -> dict[Any, int]:
+        """KIP-858 (kraft/directories.py): the error per (directory, topic id, partition)."""
+        from kraft.directories import assign
+
+        async with self.broker.metadata_lock:
+            await self._active()
+            self.control.check_epoch(self.broker.image, broker_id, broker_epoch)
+            results, records = assign(self.broker.image, broker_id, wanted)
+            await self._commit(records)
+            return results
+
     async def unregister(self, broker_id: int) -> None:
         async with self.broker.metadata_lock:
             await self._active()

@@ -33,6 +33,18 @@ class PartitionImage:
     partition_epoch: int
     eligible_leader_replicas: tuple[int, ...] = ()
     last_known_elr: tuple[int, ...] = ()
+    #: the log directory of each replica (KIP-858; zero: UNASSIGNED); empty: none recorded
+    directories: tuple[uuid.UUID, ...] = ()
+
+
+def _directories(dirs: list[uuid.UUID] | None, replicas: Any) -> tuple[uuid.UUID, ...]:
+    """The image's form of a partition's directories: one per replica, or () when none is
+    assigned (all UNASSIGNED, or not one per replica), so every history of the same state
+    gives the same image."""
+    out = tuple(dirs or ())
+    if len(out) != len(replicas) or all(d.int == 0 for d in out):
+        return ()
+    return out
 
 
 @dataclass(frozen=True)
@@ -189,6 +201,7 @@ class _Builder:
                 rec.partition_epoch,
                 tuple(rec.eligible_leader_replicas or ()),
                 tuple(rec.last_known_elr or ()),
+                _directories(rec.directories, rec.replicas),
             )
             self.put_topic(replace(topic, partitions=parts))
         elif name == "PartitionChangeRecord":
@@ -200,6 +213,13 @@ class _Builder:
                 new = replace(new, isr=tuple(rec.isr))
             if rec.replicas is not None:
                 new = replace(new, replicas=tuple(rec.replicas))
+                if rec.directories is None and old.directories:
+                    # as Kafka's merge: a replica keeps its directory, a new one is UNASSIGNED
+                    known = dict(zip(old.replicas, old.directories, strict=True))
+                    new = replace(new, directories=_directories(
+                        [known.get(r, uuid.UUID(int=0)) for r in new.replicas], new.replicas))
+            if rec.directories is not None:
+                new = replace(new, directories=_directories(rec.directories, new.replicas))
             if rec.leader != -2:
                 new = replace(new, leader=rec.leader, leader_epoch=old.leader_epoch + 1)
             new = replace(new, partition_epoch=old.partition_epoch + 1)

@@ -80,7 +80,9 @@ def _topics(img: MetadataImage) -> list[Any]:
                 leader_recovery_state=0,
                 leader_epoch=part.leader_epoch,
                 partition_epoch=part.partition_epoch,
-                directories=[_ZERO] * len(part.replicas),
+                directories=(list(part.directories)
+                             if len(part.directories) == len(part.replicas)
+                             else [_ZERO] * len(part.replicas)),
                 eligible_leader_replicas=list(part.eligible_leader_replicas) or None,
                 last_known_elr=list(part.last_known_elr) or None,
             ))

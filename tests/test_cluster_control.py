@@ -101,6 +101,39 @@ def test_registration_keeps_log_dirs_through_changes_and_snapshots() -> None:
     assert again.brokers[1].log_dirs == dirs
 
 
+def test_assign_replicas_to_dirs() -> None:
+    """KIP-858 (AssignReplicasToDirs, what an Apache Kafka broker sends after creating
+    replicas): the directory of a broker's replica recorded in the partition, kept by
+    snapshots; Kafka's per-partition errors."""
+    from kraft.directories import UNASSIGNED, assign
+    from kraft.image_writer import image_records
+
+    c = Cluster()
+    c.up(1, 2)
+    c.topic("t", 2, 2)
+    tid = c.image.topics["t"].topic_id
+    d1, unknown = uuid.uuid4(), uuid.uuid4()
+    wanted = [(d1, tid, 0), (d1, tid, 1), (d1, tid, 7), (d1, unknown, 0)]
+    results, recs = assign(c.image, 1, wanted)
+    assert [results[w] for w in wanted] == [
+        ErrorCode.NONE, ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.UNKNOWN_TOPIC_ID]
+    epoch = c.image.topics["t"].partitions[0].partition_epoch
+    c.commit(recs)
+    part = c.image.topics["t"].partitions[0]
+    assert part.directories[part.replicas.index(1)] == d1
+    assert part.directories[part.replicas.index(2)] == UNASSIGNED
+    assert part.partition_epoch == epoch + 1
+    assert assign(c.image, 1, wanted[:1])[1] == []  # already there: no record
+    c.up(3)
+    c.topic("only-3", 1, 1, assignments={0: [3]})
+    other = c.image.topics["only-3"].topic_id
+    assert assign(c.image, 1, [(d1, other, 0)])[0][(d1, other, 0)] == \
+        ErrorCode.NOT_LEADER_OR_FOLLOWER
+    again = apply(MetadataImage(), image_records(c.image), c.image.offset, 1)
+    assert again.topics["t"].partitions[0].directories == part.directories
+
+
 def test_registration_errors() -> None:
     c = Cluster()
     c.up(1)

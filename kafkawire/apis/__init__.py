@@ -95,6 +95,7 @@ MODULES = [
     "unregister_broker",
     "allocate_producer_ids",
     "alter_partition",
+    "assign_replicas_to_dirs",
     "envelope",
     # KRaft (controller listener): answered by the Raft driver (kafkawire/raft_driver.py)
     "vote",
