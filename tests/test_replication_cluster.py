@@ -388,3 +388,89 @@ def test_transactions_with_the_coordinator_on_another_broker(tmp_path: Path) -> 
         finally:
             cons.close()
         assert values == [b"%d-%d" % (r, i) for r in (0, 2, 4) for i in range(10)]
+
+
+def test_transactions_through_leader_kills(tmp_path: Path) -> None:
+    """A transactional librdkafka producer commits batches of 20 records while the partition
+    leader is killed twice (``__transaction_state`` replicated too): at read_committed every
+    committed record is there once, in order, and nothing from an aborted transaction shows.
+    A commit whose outcome the client could not learn may or may not be there, never twice."""
+    import threading
+
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+    overrides = {"transaction.state.log.replication.factor": "3",
+                 "transaction.state.log.num.partitions": "2",
+                 "transaction.state.log.min.isr": "2"}
+    with replication_cluster(brokers=3, base_dir=tmp_path, overrides=overrides) as c:
+        topic = new_topic(c)
+        failover.wait_until(lambda: ask_coordinator(c.admin_bootstrap, "warm-up", 1)
+                            and failover.partition_state(c.bootstrap, "__transaction_state", 1)
+                            is not None, 120, "the transaction state topic")
+        committed: list[int] = []
+        aborted: list[int] = []
+        unknown: list[int] = []
+        stop = threading.Event()
+
+        def new_producer() -> Producer:
+            p = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": "kill-txn",
+                          "transaction.timeout.ms": 60000})
+            p.init_transactions(120)
+            return p
+
+        def run() -> None:
+            p = new_producer()
+            seq = 0
+            while not stop.is_set():
+                values = list(range(seq, seq + 20))
+                seq += 20
+                try:
+                    p.begin_transaction()
+                    for v in values:
+                        p.produce(topic, b"%d" % v, partition=0)
+                    p.commit_transaction(120)
+                    committed.extend(values)
+                except KafkaException as e:
+                    err = e.args[0]
+                    if err.txn_requires_abort():
+                        try:
+                            p.abort_transaction(120)
+                            aborted.extend(values)
+                            continue
+                        except KafkaException:
+                            pass
+                    unknown.extend(values)
+                    p = new_producer()  # fences the old one; its transaction is aborted
+            p.flush(30)
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        for _ in range(2):
+            failover.wait_until(lambda: len(committed) >= 200, 120, "commits")
+            leader = (failover.partition_state(c.bootstrap, topic) or (-1, [], []))[0]
+            before = len(committed)
+            c.kill(leader)
+            failover.wait_until(lambda n=before: len(committed) > n + 100, 180,
+                                "commits after the kill")
+            c.start(leader)
+            failover.wait_until(lambda: (s := failover.partition_state(c.bootstrap, topic))
+                                is not None and len(s[2]) == 3, 120, "the ISR back to 3")
+        stop.set()
+        t.join(180)
+        cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "txn-kill-check",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+        try:
+            cons.assign([TopicPartition(topic, 0, 0)])
+            seen: list[int] = []
+            deadline = time.monotonic() + 60
+            while len(seen) < len(committed) and time.monotonic() < deadline:
+                seen += [int(m.value()) for m in cons.consume(500, timeout=0.5)
+                         if m.error() is None]
+            seen += [int(m.value()) for m in cons.consume(500, timeout=2.0) if m.error() is None]
+        finally:
+            cons.close()
+        assert len(seen) == len(set(seen)), "duplicates at read_committed"
+        assert seen == sorted(seen), "reordered"
+        assert set(committed) <= set(seen), sorted(set(committed) - set(seen))[:20]
+        assert not set(aborted) & set(seen), "aborted records visible at read_committed"
+        assert set(seen) <= set(committed) | set(unknown)
