@@ -33,6 +33,9 @@ class PartitionImage:
     partition_epoch: int
     eligible_leader_replicas: tuple[int, ...] = ()
     last_known_elr: tuple[int, ...] = ()
+    #: a reassignment in progress (replicas being added / removed), else empty
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,8 @@ class _Builder:
                 rec.partition_epoch,
                 tuple(rec.eligible_leader_replicas or ()),
                 tuple(rec.last_known_elr or ()),
+                tuple(rec.adding_replicas or ()),
+                tuple(rec.removing_replicas or ()),
             )
             self.put_topic(replace(topic, partitions=parts))
         elif name == "PartitionChangeRecord":
@@ -198,6 +203,10 @@ class _Builder:
                 new = replace(new, isr=tuple(rec.isr))
             if rec.replicas is not None:
                 new = replace(new, replicas=tuple(rec.replicas))
+            if rec.adding_replicas is not None:
+                new = replace(new, adding_replicas=tuple(rec.adding_replicas))
+            if rec.removing_replicas is not None:
+                new = replace(new, removing_replicas=tuple(rec.removing_replicas))
             if rec.leader != -2:
                 new = replace(new, leader=rec.leader, leader_epoch=old.leader_epoch + 1)
             new = replace(new, partition_epoch=old.partition_epoch + 1)

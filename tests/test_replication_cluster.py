@@ -149,11 +149,18 @@ def test_one_broker_left_answers_not_enough_replicas(cluster: ReplicationCluster
 
 
 def read_values(boot: str, topic: str) -> list[tuple[int, bytes]]:
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     c = Consumer({"bootstrap.servers": boot, "group.id": "rep-check", "enable.auto.commit": False})
     try:
-        _low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        for attempt in range(20):  # a leader that just moved: the client's metadata catches up
+            try:
+                _low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+                break
+            except KafkaException:
+                if attempt == 19:
+                    raise
+                time.sleep(0.5)
         c.assign([TopicPartition(topic, 0, 0)])
         out: list[tuple[int, bytes]] = []
         deadline = time.monotonic() + 60
@@ -474,3 +481,46 @@ def test_transactions_through_leader_kills(tmp_path: Path) -> None:
         assert set(committed) <= set(seen), sorted(set(committed) - set(seen))[:20]
         assert not set(aborted) & set(seen), "aborted records visible at read_committed"
         assert set(seen) <= set(committed) | set(unknown)
+
+
+def test_reassignment_moves_a_replica_to_another_broker(cluster: ReplicationCluster) -> None:
+    """AlterPartitionReassignments (sent to the controller node) moves a replica: the new one
+    fetches the whole log, joins the ISR, the old one leaves and deletes its log; the records
+    are all there, read from the new replica set."""
+    from confluent_kafka import Producer
+
+    from protocol._generated.alter_partition_reassignments_request import (
+        AlterPartitionReassignmentsRequest as APR,
+    )
+    from protocol._generated.list_partition_reassignments_request import (
+        ListPartitionReassignmentsRequest as LPR,
+    )
+    from tests.conftest import RawClient
+
+    a, b, new = cluster.broker_ids
+    topic = f"move-{uuid.uuid4().hex[:8]}"
+    failover.create_topic(cluster.admin_bootstrap, topic, [a, b], min_isr=1)
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(500):
+        p.produce(topic, b"m%d" % i, partition=0)
+    assert p.flush(60) == 0
+    raw = RawClient(cluster.admin_bootstrap)
+    try:
+        r = raw.request(APR(timeout_ms=30000, topics=[APR.ReassignableTopic(
+            name=topic, partitions=[APR.ReassignablePartition(partition_index=0,
+                                                              replicas=[b, new])])]), 0)
+        assert [x.error_code for x in r.responses[0].partitions] == [0]
+        failover.wait_until(lambda: (s := failover.partition_state(cluster.bootstrap, topic))
+                            is not None and s[1] == [b, new] and sorted(s[2]) == sorted([b, new]),
+                            120, "the replicas to become [b, new] in sync")
+        lr = raw.request(LPR(timeout_ms=10000, topics=None), 0)
+        assert lr.topics == []  # completed: nothing in progress
+    finally:
+        raw.close()
+    failover.wait_until(lambda: not (cluster.data_dir(a) / f"{topic}-0").exists(), 60,
+                        "the removed replica's log to be deleted")
+    want = segment_bytes(cluster, b, topic)
+    failover.wait_until(lambda: segment_bytes(cluster, new, topic) == want, 60,
+                        "the new replica to hold the same bytes")
+    values = [v for _o, v in read_values(cluster.bootstrap, topic)]
+    assert values == [b"m%d" % i for i in range(500)]
