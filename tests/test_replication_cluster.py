@@ -524,3 +524,29 @@ def test_reassignment_moves_a_replica_to_another_broker(cluster: ReplicationClus
                         "the new replica to hold the same bytes")
     values = [v for _o, v in read_values(cluster.bootstrap, topic)]
     assert values == [b"m%d" % i for i in range(500)]
+
+
+def test_kafka_reassign_partitions_moves_a_replica(cluster: ReplicationCluster,
+                                                   tmp_path: Path) -> None:
+    """Kafka 4.3.1's kafka-reassign-partitions --execute then --verify against the cluster."""
+    import json
+
+    from tests.javatools import JavaTools, require_line
+
+    require_line("4.x")
+    a, b, new = cluster.broker_ids
+    topic = f"jmove-{uuid.uuid4().hex[:8]}"
+    failover.create_topic(cluster.admin_bootstrap, topic, [a, b], min_isr=1)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [b, new]}]}))
+    tools = JavaTools("4.x")
+    bs = ["--bootstrap-server", cluster.admin_bootstrap]
+    out = tools.run("reassign-partitions", *bs, "--execute", "--reassignment-json-file",
+                    str(plan)).output
+    assert "Successfully started partition reassignment" in out, out
+    failover.wait_until(lambda: "is completed" in tools.run(
+        "reassign-partitions", *bs, "--verify", "--reassignment-json-file", str(plan),
+        check=False).output, 180, "kafka-reassign-partitions --verify to report completion")
+    state = failover.partition_state(cluster.bootstrap, topic)
+    assert state is not None and state[1] == [b, new]
