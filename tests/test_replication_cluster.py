@@ -550,3 +550,26 @@ def test_kafka_reassign_partitions_moves_a_replica(cluster: ReplicationCluster,
         check=False).output, 180, "kafka-reassign-partitions --verify to report completion")
     state = failover.partition_state(cluster.bootstrap, topic)
     assert state is not None and state[1] == [b, new]
+
+
+def test_kafka_leader_election_gives_leadership_back(cluster: ReplicationCluster) -> None:
+    """After a failover, Kafka 4.3.1's kafka-leader-election --election-type preferred moves
+    leadership back to the first replica once it is in the ISR again."""
+    from tests.javatools import JavaTools, require_line
+
+    require_line("4.x")
+    topic = new_topic(cluster)
+    boot = cluster.bootstrap
+    preferred = (failover.partition_state(boot, topic) or (-1, [], []))[1][0]
+    cluster.kill(preferred)
+    failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
+                        and s[0] not in (preferred, -1), 60, "a new leader")
+    cluster.start(preferred)
+    failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
+                        and preferred in s[2], 120, "the preferred replica back in the ISR")
+    out = JavaTools("4.x").run("leader-election", "--bootstrap-server", cluster.admin_bootstrap,
+                               "--election-type", "preferred", "--topic", topic,
+                               "--partition", "0").output
+    assert "Successfully completed leader election (PREFERRED)" in out, out
+    failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
+                        and s[0] == preferred, 60, "the preferred replica to lead again")
