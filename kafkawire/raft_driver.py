@@ -2,8 +2,8 @@
 
 The node is sans-I/O (``kraft/raft/``); this carries out what it asks:
 
-- ``run`` is the one task that polls it: it fsyncs what the leader appended (off the event
-  loop, so the inline flush of ``poll`` finds nothing to do), calls ``poll(now)``, sends the
+- ``run`` is the one task that polls it: it fsyncs what the node appended (off the event
+  loop: the log defers the node's own inline flushes to it), calls ``poll(now)``, sends the
   requests it returns, and sleeps until the deadline it names or until something happens
   (``wake``: a request or response handled, an append).
 - Requests to peers go over ``NodeClient`` connections to the peer's controller listener
@@ -116,9 +116,14 @@ class RaftDriver:
 
     async def _loop(self) -> None:
         node = self.node
+        flush_now = getattr(node.log, "flush_now", node.log.flush)
+        if hasattr(node.log, "defer_flush"):
+            node.log.defer_flush = True
         while True:
-            if node.is_leader and node.log.flushed_end_offset < node.log.end_offset:
-                await trio.to_thread.run_sync(node.log.flush)
+            if node.log.flushed_end_offset < node.log.end_offset:
+                # what the leader appended, or a follower took from a Fetch answer: durable
+                # before the node counts it (leader) or reports it in its next Fetch
+                await trio.to_thread.run_sync(flush_now)
             now = self.clock()
             msgs, deadline = node.poll(now)
             self._dispatch(msgs)
@@ -137,6 +142,12 @@ class RaftDriver:
             log.info("metadata quorum: node %s is %s in epoch %s (leader %s)", node.node_id,
                      node.state.value, node.epoch, node.leader_id)
             self._last_state = state
+            # A Fetch still on its way to a former leader (perhaps waiting out a reconnect
+            # backoff to a dead node) must not hold back the first Fetch to the new one.
+            for corr, f in list(node.inflight.items()):
+                if f.kind in _FETCHES and f.dst != node.leader_id:
+                    del node.inflight[corr]
+            self.wake()
         self.on_change()
         self._changed.set()
         self._changed = trio.Event()

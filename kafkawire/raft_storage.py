@@ -66,6 +66,17 @@ class MetadataRaftLog(PartitionRaftLog):
         self.on_installed = on_installed
         #: told of every VotersRecord appended (its endpoints say where the voters listen)
         self.on_voters = on_voters
+        #: set by the running driver: ``flush`` (called by the node inside ``handle`` and
+        #: ``poll``) leaves the fsync to the driver, which runs ``flush_now`` off the event
+        #: loop before it polls the node again (so before the next Fetch reports the offset)
+        self.defer_flush = False
+
+    def flush(self) -> None:
+        if not self.defer_flush:
+            super().flush()
+
+    def flush_now(self) -> None:
+        super().flush()
 
     def append(self, data: bytes) -> None:
         super().append(data)

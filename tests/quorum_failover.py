@@ -108,6 +108,7 @@ class Writer(threading.Thread):
 
 
 def _caught_up(cluster: ClusterProcesses, leader: int) -> bool:
+    """Every live voter has the leader's whole log."""
     req = DescribeQuorumRequest(topics=[DescribeQuorumRequest.TopicData(
         topic_name="__cluster_metadata",
         partitions=[DescribeQuorumRequest.PartitionData(partition_index=0)])])
@@ -116,8 +117,11 @@ def _caught_up(cluster: ClusterProcesses, leader: int) -> bool:
             .topics[0].partitions[0]
     except (OSError, ConnectionError):
         return False
+    live = {i for i in cluster.controller_ids
+            if (bp := cluster.nodes[i]).proc is not None and bp.proc.poll() is None}
     return part.error_code == 0 and len(part.current_voters) == len(cluster.controller_ids) \
-        and all(v.log_end_offset >= part.high_watermark for v in part.current_voters)
+        and all(v.log_end_offset >= part.high_watermark for v in part.current_voters
+                if v.replica_id in live)
 
 
 def _wait(cond: Any, timeout_s: float, what: str) -> Any:
@@ -161,6 +165,29 @@ def _kill_round(cluster: ClusterProcesses, writer: Writer, result: FailoverResul
     acked = _wait(lambda: writer.acked_since(t0), timeout_s, "a write after the kill")
     result.write_ms.append((acked - t0) * 1000)
     cluster.start_node(leader, timeout_s)
+
+
+def create_latency_ms(cluster: ClusterProcesses, count: int, prefix: str = "latency"
+                      ) -> list[float]:
+    """Milliseconds of ``count`` CreateTopics (one partition each) sent one after the other to
+    the active controller's controller listener: each is answered once committed."""
+    leader, _epoch = _wait(lambda: (r := _leader(cluster))[0] >= 0 and r, 60, "a leader")
+    addr = f"127.0.0.1:{cluster.controller_ports[leader]}"
+    client = RawClient(addr, "latency")
+    out: list[float] = []
+    try:
+        for i in range(count):
+            req = CreateTopicsRequest(topics=[CreateTopicsRequest.CreatableTopic(
+                name=f"{prefix}-{i}", num_partitions=1, replication_factor=1, assignments=[],
+                configs=[])], timeout_ms=30_000, validate_only=False)
+            t0 = time.perf_counter()
+            code = int(client.request(req, 5).topics[0].error_code)
+            out.append((time.perf_counter() - t0) * 1000)
+            if code != ErrorCode.NONE:
+                raise AssertionError(f"CreateTopics {prefix}-{i}: {ErrorCode(code).name}")
+    finally:
+        client.close()
+    return out
 
 
 def topics_on(addr: str) -> set[str]:

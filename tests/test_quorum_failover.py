@@ -10,13 +10,14 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from kafkawire.testing import ClusterProcesses, describe_quorum_leader
 from tests.javatools import JavaTools
 from tests.quorum_failover import percentile, run_failover, topics_on
-from tests.test_quorum_cluster import wait_for
+from tests.test_quorum_cluster import describe_quorum, wait_for
 
 ROUNDS = 5
 
@@ -80,3 +81,24 @@ def test_sigterm_of_the_leader_hands_over_by_end_quorum_epoch(cluster: ClusterPr
           "the SIGTERM")
     assert "resigned the leadership of epoch" in old.log_path.read_text()
     cluster.start_node(leader, timeout_s=120)
+
+
+def test_five_controllers_keep_going_with_two_killed(tmp_path: Path) -> None:
+    """Five voters (majority three): the active controller and one more killed, a survivor
+    leads and commits; the two come back and catch up."""
+    with ClusterProcesses(tmp_path, controllers=5, brokers=1) as c:
+        result = run_failover(c, 1)
+        assert len(result.elect_ms) == 1
+        leader = c.active_controller()
+        victim = next(i for i in c.controller_ids if i != leader)
+        c.kill(victim)
+        more = run_failover(c, 1)
+        broker = c.nodes[c.broker_ids[0]].bootstrap
+        wanted = set(result.acknowledged) | set(more.acknowledged)
+        wait_for(lambda: wanted <= topics_on(broker), what="every acknowledged topic")
+        c.start_node(victim, timeout_s=120)
+        ctrl = f"127.0.0.1:{c.controller_ports[c.active_controller()]}"
+        wait_for(lambda: (p := describe_quorum(ctrl)).error_code == 0 and len(
+            p.current_voters) == 5 and all(v.log_end_offset >= p.high_watermark
+                                           for v in p.current_voters),
+            timeout_s=120, what="all five voters caught up")

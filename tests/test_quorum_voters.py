@@ -6,6 +6,7 @@ acknowledged topic, and FetchSnapshot for a voter that fell behind the leader's 
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
@@ -157,3 +158,25 @@ def test_bad_raft_requests_get_kafka_errors_and_change_nothing(
     # the quorum kept its leader and epoch
     assert describe_quorum_leader("127.0.0.1", combined.controller_ports[leader]) == (
         leader, epoch)
+
+
+def test_voter_with_a_wiped_disk_is_reformatted_and_catches_up(
+        combined: ClusterProcesses) -> None:
+    """A follower's disk is lost (kill -9, directory removed): it refuses to start until
+    formatted again with the cluster id (as Kafka), then rejoins with the same id and gets
+    the whole metadata back from the leader (a snapshot when the log was cleaned)."""
+    leader = combined.active_controller()
+    assert create_topic(combined.nodes[leader].bootstrap, "before-wipe") == ErrorCode.NONE
+    victim = next(i for i in combined.controller_ids if i != leader)
+    node = combined.nodes[victim]
+    combined.kill(victim)
+    shutil.rmtree(node.data_dir)
+    with pytest.raises(RuntimeError, match="meta.properties"):
+        node.start(timeout_s=60)
+    node.format(combined.cluster_id)
+    node.start(timeout_s=120)
+    wait_for(lambda: "before-wipe" in topics(node.bootstrap), what="the wiped voter's topics")
+    ctrl = f"127.0.0.1:{combined.controller_ports[combined.active_controller()]}"
+    wait_for(lambda: (p := describe_quorum(ctrl)).error_code == 0 and all(
+        v.log_end_offset >= p.high_watermark for v in p.current_voters),
+        what="every voter caught up")
