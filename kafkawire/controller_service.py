@@ -132,7 +132,33 @@ class ControllerService:
                                      partition_epoch, new_isr, leader_recovery_state)
             if rec is not None:
                 await self._commit([rec])
+                await self._maybe_complete_reassignment(topic.name, partition)
             return self.broker.image.topics_by_id[topic.topic_id].partitions[partition]
+
+    async def reassign(self, topic_name: str, partition: int, target: list[int] | None) -> None:
+        """AlterPartitionReassignments for one partition: start (or cancel) it, and complete it
+        at once when the target replicas are all in the ISR already."""
+        async with self.broker.metadata_lock:
+            await self._active()
+            img = self.broker.image
+            topic = img.topics.get(topic_name)
+            part = topic.partitions.get(partition) if topic is not None else None
+            if topic is None or part is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            rec = rc.reassign(topic, part, target)
+            if rec is not None:
+                await self._commit([rec])
+            await self._maybe_complete_reassignment(topic.name, partition)
+
+    async def _maybe_complete_reassignment(self, topic_name: str, partition: int) -> None:
+        topic = self.broker.image.topics.get(topic_name)
+        part = topic.partitions.get(partition) if topic is not None else None
+        if topic is not None and part is not None:
+            done = rc.complete_reassignment(topic, part)
+            if done is not None:
+                await self._commit([done])
+                log.info("reassignment of %s-%d completed: replicas %s", topic_name, partition,
+                         list(done.replicas or ()))
 
     async def elect_leader(self, topic_name: str, partition: int, election_type: int) -> None:
         """ElectLeaders for one partition (KafkaError: ELECTION_NOT_NEEDED...)."""

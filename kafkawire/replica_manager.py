@@ -133,7 +133,8 @@ class ReplicaManager:
                     and pimg.partition_epoch < p.partition_epoch:
                 return  # an AlterPartition answer already gave us a newer ISR than this image
             p.partition_epoch = pimg.partition_epoch
-            if not p.is_leader or p.leader_epoch != pimg.leader_epoch or p.isr != isr:
+            if not p.is_leader or p.leader_epoch != pimg.leader_epoch or p.isr != isr \
+                    or p.replicas != tuple(pimg.replicas):
                 p.become_leader(pimg.leader_epoch, isr, pimg.replicas, now_ms)
             return
         p.partition_epoch = pimg.partition_epoch

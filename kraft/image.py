@@ -35,6 +35,9 @@ class PartitionImage:
     last_known_elr: tuple[int, ...] = ()
     #: the log directory of each replica (KIP-858; zero: UNASSIGNED); empty: none recorded
     directories: tuple[uuid.UUID, ...] = ()
+    #: a reassignment in progress (replicas being added / removed), else empty
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
 
 def _directories(dirs: list[uuid.UUID] | None, replicas: Any) -> tuple[uuid.UUID, ...]:
@@ -202,6 +205,8 @@ class _Builder:
                 tuple(rec.eligible_leader_replicas or ()),
                 tuple(rec.last_known_elr or ()),
                 _directories(rec.directories, rec.replicas),
+                tuple(rec.adding_replicas or ()),
+                tuple(rec.removing_replicas or ()),
             )
             self.put_topic(replace(topic, partitions=parts))
         elif name == "PartitionChangeRecord":
@@ -220,6 +225,10 @@ class _Builder:
                         [known.get(r, uuid.UUID(int=0)) for r in new.replicas], new.replicas))
             if rec.directories is not None:
                 new = replace(new, directories=_directories(rec.directories, new.replicas))
+            if rec.adding_replicas is not None:
+                new = replace(new, adding_replicas=tuple(rec.adding_replicas))
+            if rec.removing_replicas is not None:
+                new = replace(new, removing_replicas=tuple(rec.removing_replicas))
             if rec.leader != -2:
                 new = replace(new, leader=rec.leader, leader_epoch=old.leader_epoch + 1)
             new = replace(new, partition_epoch=old.partition_epoch + 1)

@@ -264,3 +264,60 @@ def preferred_elections(image: MetadataImage, limit: int) -> list[PartitionChang
                     if len(out) >= limit:
                         return out
     return out
+
+
+def _original(part: PartitionImage) -> tuple[int, ...]:
+    return tuple(r for r in part.replicas if r not in part.adding_replicas)
+
+
+def reassign(topic: TopicImage, part: PartitionImage, target: list[int] | None
+             ) -> PartitionChangeRecord | None:
+    """AlterPartitionReassignments for one partition (Kafka's KRaft reassignment): the
+    replicas become target + the original ones not in it, with ``adding_replicas`` /
+    ``removing_replicas`` set; the new replicas catch up as followers and join the ISR, then
+    :func:`complete_reassignment` drops the removed ones. ``target`` None cancels a
+    reassignment in progress (back to the original replicas). None: nothing to write."""
+    original = _original(part)
+    if target is None:
+        if not part.adding_replicas and not part.removing_replicas:
+            raise KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+        return _finish(topic, part, original)
+    want = tuple(target)
+    adding = tuple(r for r in want if r not in original)
+    removing = tuple(r for r in original if r not in want)
+    merged = want + tuple(r for r in original if r not in want)
+    if merged == part.replicas and adding == part.adding_replicas \
+            and removing == part.removing_replicas:
+        return None
+    return PartitionChangeRecord(
+        partition_id=part.partition, topic_id=topic.topic_id, replicas=list(merged),
+        adding_replicas=list(adding), removing_replicas=list(removing))
+
+
+def _finish(topic: TopicImage, part: PartitionImage, replicas: tuple[int, ...]
+            ) -> PartitionChangeRecord:
+    isr = tuple(r for r in replicas if r in part.isr)
+    leader = part.leader if part.leader in replicas else next(iter(isr), NO_LEADER)
+    return PartitionChangeRecord(
+        partition_id=part.partition, topic_id=topic.topic_id, replicas=list(replicas),
+        isr=list(isr) if isr else list(part.isr), adding_replicas=[], removing_replicas=[],
+        leader=leader if leader != part.leader else NO_LEADER_CHANGE)
+
+
+def complete_reassignment(topic: TopicImage, part: PartitionImage
+                          ) -> PartitionChangeRecord | None:
+    """The record ending a reassignment once every target replica is in the ISR (the removed
+    replicas leave the replicas and the ISR; a removed leader hands over to the first target
+    replica in the ISR), else None."""
+    if not part.adding_replicas and not part.removing_replicas:
+        return None
+    target = tuple(r for r in part.replicas if r not in part.removing_replicas)
+    if not all(r in part.isr for r in target):
+        return None
+    return _finish(topic, part, target)
+
+
+def reassignments(image: MetadataImage) -> list[tuple[str, PartitionImage]]:
+    """Partitions with a reassignment in progress (ListPartitionReassignments)."""
+    return [(t.name, p) for t in image.topics.values() for p in t.partitions.values()
+            if p.adding_replicas or p.removing_replicas]

@@ -65,6 +65,7 @@ TOOLS: dict[str, dict[str, str]] = {
     "features": {"*": "org.apache.kafka.tools.FeatureCommand"},
     "client-metrics": {"*": "org.apache.kafka.tools.ClientMetricsCommand"},
     "reassign-partitions": {"*": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"},
+    "leader-election": {"*": "org.apache.kafka.tools.LeaderElectionCommand"},
     "transactions": {"*": "org.apache.kafka.tools.TransactionsCommand"},
     # KIP-932 share groups: Kafka 4.x only
     "share-groups": {"4.x": "org.apache.kafka.tools.consumer.group.ShareGroupCommand"},

@@ -374,6 +374,40 @@ def test_preferred_elections_for_auto_leader_rebalance() -> None:
     assert rc.preferred_elections(c.image, 10) == []
 
 
+def test_reassignment_adds_then_removes() -> None:
+    c = Cluster()
+    c.up(1, 2, 3)
+    c.topic("t", 1, 2, assignments={0: [1, 2]})
+    t = c.image.topics["t"]
+    assert rc.reassign(t, t.partitions[0], [1, 2]) is None
+    c.commit([rc.reassign(t, t.partitions[0], [2, 3])])
+    p = c.image.topics["t"].partitions[0]
+    assert (p.replicas, p.adding_replicas, p.removing_replicas) == ((2, 3, 1), (3,), (1,))
+    assert rc.reassignments(c.image) == [("t", p)]
+    assert rc.complete_reassignment(c.image.topics["t"], p) is None  # 3 not in the ISR yet
+    t = c.image.topics["t"]
+    c.commit([rc.alter_partition(c.image, t, p, p.leader, p.leader_epoch, p.partition_epoch,
+                                 [rc.IsrMember(1), rc.IsrMember(2), rc.IsrMember(3)], 0)])
+    t = c.image.topics["t"]
+    done = rc.complete_reassignment(t, t.partitions[0])
+    assert done is not None
+    c.commit([done])
+    p = c.image.topics["t"].partitions[0]
+    assert (p.replicas, p.isr, p.leader, p.adding_replicas) == ((2, 3), (2, 3), 2, ())
+    assert rc.reassignments(c.image) == []
+    with pytest.raises(KafkaError) as e:
+        rc.reassign(c.image.topics["t"], p, None)
+    assert e.value.code == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+    # a cancel goes back to the original replicas (in the order of the merged list, as
+    # Kafka's PartitionReassignmentRevert)
+    c.commit([rc.reassign(c.image.topics["t"], p, [1, 3])])
+    assert c.image.topics["t"].partitions[0].replicas == (1, 3, 2)
+    t = c.image.topics["t"]
+    c.commit([rc.reassign(t, t.partitions[0], None)])
+    p = c.image.topics["t"].partitions[0]
+    assert (p.replicas, p.adding_replicas, p.removing_replicas) == ((3, 2), (), ())
+
+
 class LeadershipMachine(RuleBasedStateMachine):
     """Random registrations, heartbeats, fencing, shutdowns, ISR changes and elections: the
     leader is always in the ISR (or -1), the ISR is never empty and within the replicas, a

@@ -149,11 +149,18 @@ def test_one_broker_left_answers_not_enough_replicas(cluster: ReplicationCluster
 
 
 def read_values(boot: str, topic: str) -> list[tuple[int, bytes]]:
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     c = Consumer({"bootstrap.servers": boot, "group.id": "rep-check", "enable.auto.commit": False})
     try:
-        _low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        for attempt in range(20):  # a leader that just moved: the client's metadata catches up
+            try:
+                _low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+                break
+            except KafkaException:
+                if attempt == 19:
+                    raise
+                time.sleep(0.5)
         c.assign([TopicPartition(topic, 0, 0)])
         out: list[tuple[int, bytes]] = []
         deadline = time.monotonic() + 60
@@ -388,3 +395,181 @@ def test_transactions_with_the_coordinator_on_another_broker(tmp_path: Path) -> 
         finally:
             cons.close()
         assert values == [b"%d-%d" % (r, i) for r in (0, 2, 4) for i in range(10)]
+
+
+def test_transactions_through_leader_kills(tmp_path: Path) -> None:
+    """A transactional librdkafka producer commits batches of 20 records while the partition
+    leader is killed twice (``__transaction_state`` replicated too): at read_committed every
+    committed record is there once, in order, and nothing from an aborted transaction shows.
+    A commit whose outcome the client could not learn may or may not be there, never twice."""
+    import threading
+
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+    overrides = {"transaction.state.log.replication.factor": "3",
+                 "transaction.state.log.num.partitions": "2",
+                 "transaction.state.log.min.isr": "2"}
+    with replication_cluster(brokers=3, base_dir=tmp_path, overrides=overrides) as c:
+        topic = new_topic(c)
+        failover.wait_until(lambda: ask_coordinator(c.admin_bootstrap, "warm-up", 1)
+                            and failover.partition_state(c.bootstrap, "__transaction_state", 1)
+                            is not None, 120, "the transaction state topic")
+        committed: list[int] = []
+        aborted: list[int] = []
+        unknown: list[int] = []
+        stop = threading.Event()
+
+        def new_producer() -> Producer:
+            p = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": "kill-txn",
+                          "transaction.timeout.ms": 60000})
+            p.init_transactions(120)
+            return p
+
+        def run() -> None:
+            p = new_producer()
+            seq = 0
+            while not stop.is_set():
+                values = list(range(seq, seq + 20))
+                seq += 20
+                try:
+                    p.begin_transaction()
+                    for v in values:
+                        p.produce(topic, b"%d" % v, partition=0)
+                    p.commit_transaction(120)
+                    committed.extend(values)
+                except KafkaException as e:
+                    err = e.args[0]
+                    if err.txn_requires_abort():
+                        try:
+                            p.abort_transaction(120)
+                            aborted.extend(values)
+                            continue
+                        except KafkaException:
+                            pass
+                    unknown.extend(values)
+                    p = new_producer()  # fences the old one; its transaction is aborted
+            p.flush(30)
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        for _ in range(2):
+            failover.wait_until(lambda: len(committed) >= 200, 120, "commits")
+            leader = (failover.partition_state(c.bootstrap, topic) or (-1, [], []))[0]
+            before = len(committed)
+            c.kill(leader)
+            failover.wait_until(lambda n=before: len(committed) > n + 100, 180,
+                                "commits after the kill")
+            c.start(leader)
+            failover.wait_until(lambda: (s := failover.partition_state(c.bootstrap, topic))
+                                is not None and len(s[2]) == 3, 120, "the ISR back to 3")
+        stop.set()
+        t.join(180)
+        cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "txn-kill-check",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+        try:
+            cons.assign([TopicPartition(topic, 0, 0)])
+            seen: list[int] = []
+            deadline = time.monotonic() + 60
+            while len(seen) < len(committed) and time.monotonic() < deadline:
+                seen += [int(m.value()) for m in cons.consume(500, timeout=0.5)
+                         if m.error() is None]
+            seen += [int(m.value()) for m in cons.consume(500, timeout=2.0) if m.error() is None]
+        finally:
+            cons.close()
+        assert len(seen) == len(set(seen)), "duplicates at read_committed"
+        assert seen == sorted(seen), "reordered"
+        assert set(committed) <= set(seen), sorted(set(committed) - set(seen))[:20]
+        assert not set(aborted) & set(seen), "aborted records visible at read_committed"
+        assert set(seen) <= set(committed) | set(unknown)
+
+
+def test_reassignment_moves_a_replica_to_another_broker(cluster: ReplicationCluster) -> None:
+    """AlterPartitionReassignments (sent to the controller node) moves a replica: the new one
+    fetches the whole log, joins the ISR, the old one leaves and deletes its log; the records
+    are all there, read from the new replica set."""
+    from confluent_kafka import Producer
+
+    from protocol._generated.alter_partition_reassignments_request import (
+        AlterPartitionReassignmentsRequest as APR,
+    )
+    from protocol._generated.list_partition_reassignments_request import (
+        ListPartitionReassignmentsRequest as LPR,
+    )
+    from tests.conftest import RawClient
+
+    a, b, new = cluster.broker_ids
+    topic = f"move-{uuid.uuid4().hex[:8]}"
+    failover.create_topic(cluster.admin_bootstrap, topic, [a, b], min_isr=1)
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(500):
+        p.produce(topic, b"m%d" % i, partition=0)
+    assert p.flush(60) == 0
+    raw = RawClient(cluster.admin_bootstrap)
+    try:
+        r = raw.request(APR(timeout_ms=30000, topics=[APR.ReassignableTopic(
+            name=topic, partitions=[APR.ReassignablePartition(partition_index=0,
+                                                              replicas=[b, new])])]), 0)
+        assert [x.error_code for x in r.responses[0].partitions] == [0]
+        failover.wait_until(lambda: (s := failover.partition_state(cluster.bootstrap, topic))
+                            is not None and s[1] == [b, new] and sorted(s[2]) == sorted([b, new]),
+                            120, "the replicas to become [b, new] in sync")
+        lr = raw.request(LPR(timeout_ms=10000, topics=None), 0)
+        assert lr.topics == []  # completed: nothing in progress
+    finally:
+        raw.close()
+    failover.wait_until(lambda: not (cluster.data_dir(a) / f"{topic}-0").exists(), 60,
+                        "the removed replica's log to be deleted")
+    want = segment_bytes(cluster, b, topic)
+    failover.wait_until(lambda: segment_bytes(cluster, new, topic) == want, 60,
+                        "the new replica to hold the same bytes")
+    values = [v for _o, v in read_values(cluster.bootstrap, topic)]
+    assert values == [b"m%d" % i for i in range(500)]
+
+
+def test_kafka_reassign_partitions_moves_a_replica(cluster: ReplicationCluster,
+                                                   tmp_path: Path) -> None:
+    """Kafka 4.3.1's kafka-reassign-partitions --execute then --verify against the cluster."""
+    import json
+
+    from tests.javatools import JavaTools, require_line
+
+    require_line("4.x")
+    a, b, new = cluster.broker_ids
+    topic = f"jmove-{uuid.uuid4().hex[:8]}"
+    failover.create_topic(cluster.admin_bootstrap, topic, [a, b], min_isr=1)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [b, new]}]}))
+    tools = JavaTools("4.x")
+    bs = ["--bootstrap-server", cluster.admin_bootstrap]
+    out = tools.run("reassign-partitions", *bs, "--execute", "--reassignment-json-file",
+                    str(plan)).output
+    assert "Successfully started partition reassignment" in out, out
+    failover.wait_until(lambda: "is completed" in tools.run(
+        "reassign-partitions", *bs, "--verify", "--reassignment-json-file", str(plan),
+        check=False).output, 180, "kafka-reassign-partitions --verify to report completion")
+    state = failover.partition_state(cluster.bootstrap, topic)
+    assert state is not None and state[1] == [b, new]
+
+
+def test_kafka_leader_election_gives_leadership_back(cluster: ReplicationCluster) -> None:
+    """After a failover, Kafka 4.3.1's kafka-leader-election --election-type preferred moves
+    leadership back to the first replica once it is in the ISR again."""
+    from tests.javatools import JavaTools, require_line
+
+    require_line("4.x")
+    topic = new_topic(cluster)
+    boot = cluster.bootstrap
+    preferred = (failover.partition_state(boot, topic) or (-1, [], []))[1][0]
+    cluster.kill(preferred)
+    failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
+                        and s[0] not in (preferred, -1), 60, "a new leader")
+    cluster.start(preferred)
+    failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
+                        and preferred in s[2], 120, "the preferred replica back in the ISR")
+    out = JavaTools("4.x").run("leader-election", "--bootstrap-server", cluster.admin_bootstrap,
+                               "--election-type", "preferred", "--topic", topic,
+                               "--partition", "0").output
+    assert "Successfully completed leader election (PREFERRED)" in out, out
+    failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
+                        and s[0] == preferred, 60, "the preferred replica to lead again")

@@ -5,9 +5,15 @@ Checked per partition in Kafka's order, with Kafka's codes and messages: unknown
 find partition <t>:<p>."), a cancellation (null replicas) with nothing in progress
 (NO_REASSIGNMENT_IN_PROGRESS), then the replica list (INVALID_REPLICA_ASSIGNMENT: empty,
 a broker twice, an unregistered broker: ``kraft.controller.validate_manual_assignment``). A
-list equal to the current replicas is a no-op (NONE), which on a single node is every valid
-list. Moving replicas between brokers is not implemented (a multi-node concern): such a request
-gets INVALID_REPLICA_ASSIGNMENT saying so.
+list equal to the current replicas is a no-op (NONE).
+
+A new list starts a reassignment on the active controller (Kafka's KRaft way,
+``kraft.replication_control.reassign``): the replicas become the target plus the original ones
+not in it, with adding/removing replicas recorded; new replicas are created as followers,
+fetch from the leader and join the ISR (AlterPartition), and the controller then drops the
+removed replicas (a removed leader hands over to a target replica in the ISR). Null replicas
+cancel a reassignment in progress. Replication throttles (``leader.replication.throttled.rate``
+and the like) are not applied.
 """
 
 from __future__ import annotations
@@ -44,14 +50,10 @@ def _check(broker: Broker, topic: str, partition: int, replicas: list[int] | Non
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{partition}."
         )
     if replicas is None:
-        raise KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+        if not p.adding_replicas and not p.removing_replicas:
+            raise KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
+        return
     validate_manual_assignment(img, replicas, None)
-    if list(replicas) != list(p.replicas):
-        raise KafkaError(
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-            "kafkawire does not move replicas between brokers; the only valid target is the "
-            f"current replica list {list(p.replicas)}.",
-        )
 
 
 async def handle(
@@ -64,6 +66,7 @@ async def handle(
             code, msg = ErrorCode.NONE, None
             try:
                 _check(broker, t.name, p.partition_index, p.replicas)
+                await broker.controller.reassign(t.name, p.partition_index, p.replicas)
             except KafkaError as e:
                 code, msg = e.code, e.message
             parts.append(R.ReassignablePartitionResponse(
