@@ -85,6 +85,8 @@ T = TypeVar("T")
 
 #: Bytes read from an internal partition per step while a shard loads.
 LOAD_CHUNK_BYTES = 1024 * 1024
+#: the replication factor of an internal topic whose key is not set, capped by live brokers
+INTERNAL_TOPIC_RF = 3
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,8 @@ class CoordinatorTopic:
     replication_factor_key: str
     segment_bytes_key: str
     compression_codec_key: str | None
+    #: the key giving the topic's min.insync.replicas (None: the broker's)
+    min_isr_key: str | None = None
 
 
 GROUP_TOPIC = CoordinatorTopic(
@@ -106,13 +110,14 @@ GROUP_TOPIC = CoordinatorTopic(
 TXN_TOPIC = CoordinatorTopic(
     "__transaction_state", 1, "transaction.state.log.num.partitions",
     "transaction.state.log.replication.factor", "transaction.state.log.segment.bytes", None,
+    "transaction.state.log.min.isr",
 )
 
 #: KIP-932's share coordinator (``groups/share_state.py``); FindCoordinator key type 2
 SHARE_TOPIC = CoordinatorTopic(
     "__share_group_state", 2, "share.coordinator.state.topic.num.partitions",
     "share.coordinator.state.topic.replication.factor",
-    "share.coordinator.state.topic.segment.bytes", None,
+    "share.coordinator.state.topic.segment.bytes", None, "share.coordinator.state.topic.min.isr",
 )
 
 
@@ -237,12 +242,28 @@ class CoordinatorRuntime:
     def partition_for(self, key: str) -> int:
         return partition_for(key, self.num_partitions())
 
-    def topic_configs(self) -> dict[str, str]:
+    def replication_factor(self) -> int:
+        """The configured replication factor; when the key is not set, Kafka's default of 3
+        where the cluster has that many live brokers, else as many as it has (kafkawire's
+        embedded default is 1 so that a single node works as Kafka's quickstart does)."""
+        key = self.topic.replication_factor_key
+        if key in self.broker.config.explicit:
+            return self._config(key)
+        live = sum(1 for b in self.broker.image.brokers.values() if not b.fenced)
+        return max(1, min(INTERNAL_TOPIC_RF, live))
+
+    def topic_configs(self, replication_factor: int) -> dict[str, str]:
         configs = {
             "cleanup.policy": "compact",
             "compression.type": "producer",
             "segment.bytes": str(self._config(self.topic.segment_bytes_key)),
         }
+        key = self.topic.min_isr_key
+        if key is not None:
+            # Kafka's default is 2 (with 3 replicas); unset here: 2 with 3 replicas, else 1
+            configs["min.insync.replicas"] = str(
+                self._config(key) if key in self.broker.config.explicit
+                else max(1, min(2, replication_factor - 1)))
         return configs
 
     async def ensure_topic(self) -> ErrorCode:
@@ -250,12 +271,13 @@ class CoordinatorRuntime:
         COORDINATOR_NOT_AVAILABLE (the request that triggers the creation, as in Kafka)."""
         if self.topic.name in self.broker.image.topics:
             return ErrorCode.NONE
+        rf = self.replication_factor()
         try:
             await self.broker.create_topic(
                 self.topic.name,
                 self._config(self.topic.partitions_key),
-                self._config(self.topic.replication_factor_key),
-                self.topic_configs(),
+                rf,
+                self.topic_configs(rf),
             )
         except KafkaError as e:
             # retried every second while clients ask: say it once per distinct reason

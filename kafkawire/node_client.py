@@ -100,7 +100,8 @@ class NodeClient:
                 self.stream = await trio.open_tcp_stream(self.host, self.port)
                 self._buf.clear()
                 self.versions = await self._negotiate()
-        except (OSError, trio.BrokenResourceError, trio.TooSlowError, RemoteProtocolError) as e:
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
+                RemoteProtocolError) as e:
             self._backoff()
             await self._close_stream()
             raise NodeDisconnected(f"connecting to {self.host}:{self.port}: {e}") from e
@@ -176,7 +177,7 @@ class NodeClient:
                     f"{type(e).__name__} {e}") from e
 
     async def _roundtrip(self, request: Any, version: int) -> Any:
-        assert self.stream is not None
+        stream = self._open_stream()
         key = int(request.API_KEY)
         flexible = _flexible(key, version)
         self._correlation += 1
@@ -184,7 +185,7 @@ class NodeClient:
         hdr = RequestHeader(request_api_key=key, request_api_version=version,
                             correlation_id=corr, client_id=self.client_id)
         body = hdr.encode(2 if flexible else 1) + request.encode(version)
-        await self.stream.send_all(_SIZE.pack(len(body)) + body)
+        await stream.send_all(_SIZE.pack(len(body)) + body)
         frame = await self._read_frame()
         (got,) = _SIZE.unpack_from(frame, 0)
         if got != corr:
@@ -194,8 +195,15 @@ class NodeClient:
             raise RemoteProtocolError("tagged fields in a response header")  # none defined
         return _response_class(key).decode(frame[pos:], version)
 
+    def _open_stream(self) -> trio.abc.Stream:
+        """The connection, or ClosedResourceError when aclose() ran meanwhile (another task
+        closes the client while a request is in flight, e.g. at shutdown)."""
+        if self.stream is None:
+            raise trio.ClosedResourceError(f"connection to {self.host}:{self.port} closed")
+        return self.stream
+
     async def _read_frame(self) -> bytes:
-        assert self.stream is not None
+        stream = self._open_stream()
         buf = self._buf
         while True:
             if len(buf) >= 4:
@@ -206,7 +214,7 @@ class NodeClient:
                     frame = bytes(buf[4:4 + size])
                     del buf[:4 + size]
                     return frame
-            data = await self.stream.receive_some(256 * 1024)
+            data = await stream.receive_some(256 * 1024)
             if not data:
                 raise RemoteProtocolError("connection closed by the peer")
             buf += data

@@ -226,7 +226,8 @@ def test_a_stalled_follower_leaves_the_isr_and_rejoins(tmp_path: Path) -> None:
 
 
 def test_group_offsets_survive_the_coordinator_leader_kill(tmp_path: Path) -> None:
-    """``__consumer_offsets`` with replication factor 3: the group coordinator moves with the
+    """``__consumer_offsets`` with replication factor 3 (the default where 3 brokers live,
+    ``offsets.topic.replication.factor`` unset): the group coordinator moves with the
     leadership of the group's partition, and committed offsets are there after a kill -9."""
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient
@@ -234,7 +235,7 @@ def test_group_offsets_survive_the_coordinator_leader_kill(tmp_path: Path) -> No
     from kafkawire.coordinator_runtime import partition_for
 
     offsets_topic = "__consumer_offsets"
-    overrides = {"offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "4"}
+    overrides = {"offsets.topic.num.partitions": "4"}
     with replication_cluster(brokers=3, base_dir=tmp_path, overrides=overrides) as c:
         topic = new_topic(c)
         admin = AdminClient({"bootstrap.servers": c.admin_bootstrap})
@@ -258,6 +259,8 @@ def test_group_offsets_survive_the_coordinator_leader_kill(tmp_path: Path) -> No
         # there (broker-only nodes do not forward CreateTopics yet)
         failover.wait_until(lambda: _try(lambda: commit(0, "warm-up", c.admin_bootstrap))
                             and len(offsets_leaders()) == 4, 120, "the offsets topic")
+        md = admin.list_topics(offsets_topic, timeout=10).topics[offsets_topic]
+        assert {len(pm.replicas) for pm in md.partitions.values()} == {3}
         leaders = offsets_leaders()
         group = next(g for g in (f"g-{i}" for i in range(1000))
                      if leaders[partition_for(g, 4)] in c.broker_ids)
