@@ -241,7 +241,10 @@ class Broker:
         self.lifecycle = BrokerLifecycleManager(
             QuorumControllerChannel(self.node_id,
                                     self.controller if self.is_controller else None,
-                                    self.active_controller, now_ms), self.registration,
+                                    self.active_controller, now_ms,
+                                    heartbeat_timeout_ms=int(
+                                        config["broker.session.timeout.ms"]) // 2),
+            self.registration,
             lambda: self.image.offset, int(config["broker.heartbeat.interval.ms"]),
             int(config["initial.broker.registration.timeout.ms"]))
         self.server.controller_listeners = {lst.name for lst in config.controller_listeners}

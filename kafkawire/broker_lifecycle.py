@@ -207,29 +207,40 @@ class QuorumControllerChannel:
     leads the metadata quorum (a combined node), else the leader's controller listener over a
     ``NodeClient`` (one per address, kept). ``leader()`` gives (leader id, its controller
     listener address or None); with no leader known a call raises ``NodeDisconnected`` and
-    the lifecycle manager retries."""
+    the lifecycle manager retries.
+
+    Heartbeats go over their own connections, bounded by ``heartbeat_timeout_ms`` (Kafka's
+    broker uses broker.session.timeout.ms / 2 for its heartbeat channel): a heartbeat caught
+    at a controller that froze or vanished must give up in time to reach the newly elected
+    one before that one's session timeout fences this broker."""
 
     def __init__(self, node_id: int, local: ControllerService | None,
                  leader: Callable[[], tuple[int, tuple[str, int] | None]],
-                 clock_ms: Callable[[], int], request_timeout_ms: int = 30_000) -> None:
+                 clock_ms: Callable[[], int], request_timeout_ms: int = 30_000,
+                 heartbeat_timeout_ms: int | None = None) -> None:
         self.node_id = node_id
         self.local = LocalControllerChannel(local) if local is not None else None
         self.leader = leader
         self.clock_ms = clock_ms
         self.request_timeout_ms = request_timeout_ms
+        self.heartbeat_timeout_ms = heartbeat_timeout_ms or request_timeout_ms
         self._clients: dict[tuple[str, int], NodeClient] = {}
+        self._heartbeat_clients: dict[tuple[str, int], NodeClient] = {}
 
-    def _target(self) -> ControllerChannel:
+    def _target(self, heartbeat: bool = False) -> ControllerChannel:
         leader_id, addr = self.leader()
         if leader_id == self.node_id and self.local is not None:
             return self.local
         if addr is None:
             raise NodeDisconnected("no active controller known yet")
-        client = self._clients.get(addr)
+        clients = self._heartbeat_clients if heartbeat else self._clients
+        client = clients.get(addr)
         if client is None:
-            client = NodeClient(addr[0], addr[1], f"broker-{self.node_id}", self.clock_ms,
-                                request_timeout_ms=self.request_timeout_ms)
-            self._clients[addr] = client
+            name = f"broker-{self.node_id}" + ("-heartbeat" if heartbeat else "")
+            timeout_ms = self.heartbeat_timeout_ms if heartbeat else self.request_timeout_ms
+            client = NodeClient(addr[0], addr[1], name, self.clock_ms,
+                                request_timeout_ms=timeout_ms)
+            clients[addr] = client
         return RemoteControllerChannel(client)
 
     async def register(self, reg: Registration) -> int:
@@ -237,8 +248,8 @@ class QuorumControllerChannel:
 
     async def heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int,
                         want_fence: bool, want_shut_down: bool) -> HeartbeatReply:
-        return await self._target().heartbeat(broker_id, broker_epoch, metadata_offset,
-                                              want_fence, want_shut_down)
+        return await self._target(heartbeat=True).heartbeat(
+            broker_id, broker_epoch, metadata_offset, want_fence, want_shut_down)
 
     async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> int:
         return await self._target().allocate_producer_ids(broker_id, broker_epoch)

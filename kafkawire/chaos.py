@@ -237,24 +237,19 @@ class FaultInjector:
 
 
 def create_topic(cluster: LocalCluster, partitions: int, rf: int) -> None:
-    """The workload's topic (min.insync.replicas 2 from RF 3 on, else 1), through each broker
-    in turn: a broker that is not the active controller may answer NOT_CONTROLLER where admin
-    requests are not forwarded."""
+    """The workload's topic (min.insync.replicas 2 from RF 3 on, else 1), through the cluster's
+    bootstrap: any broker forwards CreateTopics to the active controller."""
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     config = {"min.insync.replicas": "2" if rf >= 3 else "1"}
-    errors = []
-    for node in cluster.state.brokers:
-        admin = AdminClient({"bootstrap.servers": node.address})
-        fut = admin.create_topics([NewTopic(TOPIC, partitions, rf, config=config)])[TOPIC]
-        try:
-            fut.result(60)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    fut = admin.create_topics([NewTopic(TOPIC, partitions, rf, config=config)])[TOPIC]
+    try:
+        fut.result(60)
+    except Exception as e:  # noqa: BLE001 (the client's KafkaException)
+        if "TOPIC_ALREADY_EXISTS" in str(e) or "already exists" in str(e):
             return
-        except Exception as e:  # noqa: BLE001 (the client's KafkaException)
-            if "TOPIC_ALREADY_EXISTS" in str(e) or "already exists" in str(e):
-                return
-            errors.append(f"via node {node.node_id}: {e}")
-    raise ClusterError(f"cannot create topic {TOPIC}: {'; '.join(errors)}")
+        raise ClusterError(f"cannot create topic {TOPIC}: {e}") from e
 
 
 def run(cluster: LocalCluster, duration_s: float, out: Path, seed: int = 1,
