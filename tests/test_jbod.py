@@ -10,8 +10,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from kafkawire.storage import read_meta
 from kafkawire.testing import BrokerProcess
 from log.checkpoint import read_offsets_checkpoint
@@ -59,6 +57,16 @@ def _produce(bootstrap: str, topic: str, partitions: list[int], tag: str) -> dic
     return out
 
 
+def _new_topic(bootstrap: str, prefix: str, partitions: int) -> str:
+    raw = RawClient(bootstrap)
+    try:
+        topic = uname(prefix)
+        assert create(raw, creatable(topic, partitions)).topics[0].error_code == 0
+    finally:
+        raw.close()
+    return topic
+
+
 def _codes(errors: dict[int, Any]) -> dict[int, int]:
     return {i: (0 if e is None else e.code()) for i, e in errors.items()}
 
@@ -68,10 +76,7 @@ def test_partitions_live_in_every_directory_and_come_back(tmp_path: Path) -> Non
     bp = BrokerProcess(dirs[0], overrides={"log.dirs": ",".join(map(str, dirs))})
     bp.start()
     try:
-        raw = RawClient(bp.bootstrap)
-        topic = uname("jb")
-        assert create(raw, creatable(topic, 6)).topics[0].error_code == 0
-        raw.close()
+        topic = _new_topic(bp.bootstrap, "jb", 6)
         # the directory with the fewest partitions gets the next one
         assert [_partitions_in(d, topic) for d in dirs] == [{0, 3}, {1, 4}, {2, 5}]
         metas = [read_meta(d / "meta.properties") for d in dirs]
@@ -101,20 +106,6 @@ def test_partitions_live_in_every_directory_and_come_back(tmp_path: Path) -> Non
         bp.close()
 
 
-@pytest.fixture
-def small_dir(tmp_path: Path) -> Any:
-    """A 4 MiB tmpfs (needs root; skipped elsewhere)."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here (not root?)")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
-
-
 def _offline_replicas(bp: BrokerProcess) -> float:
     with urllib.request.urlopen(bp.metrics_url + "/metrics", timeout=30) as r:
         text = r.read().decode()
@@ -134,26 +125,23 @@ def _move(bootstrap: str, path: Path, topic: str, partition: int) -> int:
     return int(r.results[0].partitions[0].error_code)
 
 
-def test_a_full_directory_goes_offline_alone(tmp_path: Path, small_dir: Path) -> None:
-    d1, d2 = tmp_path / "d1", small_dir / "data"
+def test_a_full_directory_goes_offline_alone(tmp_path: Path, small_disk: Path) -> None:
+    d1, d2 = tmp_path / "d1", small_disk / "data"
     bp = BrokerProcess(d1, overrides={"log.dirs": f"{d1},{d2}"},
                        log_file=tmp_path / "broker.log")
     bp.start()
     try:
-        raw = RawClient(bp.bootstrap)
-        t, u = uname("full"), uname("after")
-        assert create(raw, creatable(t, 2)).topics[0].error_code == 0
+        t = _new_topic(bp.bootstrap, "full", 2)
         assert (_partitions_in(d1, t), _partitions_in(d2, t)) == ({0}, {1})
         assert _codes(_produce(bp.bootstrap, t, [0, 1], "one")) == {0: 0, 1: 0}
         assert _move(bp.bootstrap, d1, t, 0) == ErrorCode.NONE  # already there
         assert _move(bp.bootstrap, d2, t, 1) == ErrorCode.NONE
-        _fill(small_dir / "filler")
+        _fill(small_disk / "filler")
         codes = _codes(_produce(bp.bootstrap, t, [1, 0], "two"))
         assert codes == {1: ErrorCode.KAFKA_STORAGE_ERROR, 0: 0}, codes
         # the other directory keeps serving: produce, fetch, and new partitions go there
         assert _codes(_produce(bp.bootstrap, t, [0], "three")) == {0: 0}
-        assert create(raw, creatable(u, 2)).topics[0].error_code == 0
-        raw.close()
+        u = _new_topic(bp.bootstrap, "after", 2)
         assert _partitions_in(d1, u) == {0, 1}
         assert _codes(_produce(bp.bootstrap, u, [0, 1], "one")) == {0: 0, 1: 0}
         got = _consume_all(bp.bootstrap, [t], 1, want_per_partition=3)
@@ -171,7 +159,7 @@ def test_a_full_directory_goes_offline_alone(tmp_path: Path, small_dir: Path) ->
         assert bp.stop(timeout_s=60) == 0
         assert "Traceback" not in bp.log()
         # space again: a restart recovers the directory and serves what was acknowledged
-        (small_dir / "filler").unlink()
+        (small_disk / "filler").unlink()
         bp.start(timeout_s=120)
         assert _codes(_produce(bp.bootstrap, t, [0, 1], "four")) == {0: 0, 1: 0}
         got = _consume_all(bp.bootstrap, [t], 2, want_per_partition=2)
@@ -190,10 +178,7 @@ def test_a_lost_directory_leaves_its_partitions_offline(tmp_path: Path) -> None:
     bp = BrokerProcess(d1, overrides={"log.dirs": f"{d1},{d2}"})
     bp.start()
     try:
-        raw = RawClient(bp.bootstrap)
-        t = uname("lost")
-        assert create(raw, creatable(t, 2)).topics[0].error_code == 0
-        raw.close()
+        t = _new_topic(bp.bootstrap, "lost", 2)
         assert _codes(_produce(bp.bootstrap, t, [0, 1], "one")) == {0: 0, 1: 0}
         assert bp.stop() == 0
         d2.rename(tmp_path / "d2-away")

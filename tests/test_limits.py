@@ -232,20 +232,6 @@ def test_busy_port_one_line_and_no_data_dir(tmp_path: Path) -> None:
 
 
 # -- a full disk ------------------------------------------------------------------------------
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Any:
-    """A 4 MiB tmpfs (needs root; skipped elsewhere)."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here (not root?)")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
-
-
 def _fill(path: Path) -> None:
     with open(path, "wb") as f:
         try:
