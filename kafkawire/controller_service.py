@@ -26,6 +26,7 @@ import trio
 
 from kraft import replication_control as rc
 from kraft.cluster_control import ClusterControl, HeartbeatReply, Registration
+from kraft.image import PartitionImage, TopicImage
 from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -135,16 +136,20 @@ class ControllerService:
                 await self._maybe_complete_reassignment(topic.name, partition)
             return self.broker.image.topics_by_id[topic.topic_id].partitions[partition]
 
+    def _partition(self, topic_name: str, partition: int) -> tuple[TopicImage, PartitionImage]:
+        """The image's topic and partition (UNKNOWN_TOPIC_OR_PARTITION when either is missing)."""
+        topic = self.broker.image.topics.get(topic_name)
+        part = topic.partitions.get(partition) if topic is not None else None
+        if topic is None or part is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return topic, part
+
     async def reassign(self, topic_name: str, partition: int, target: list[int] | None) -> None:
         """AlterPartitionReassignments for one partition: start (or cancel) it, and complete it
         at once when the target replicas are all in the ISR already."""
         async with self.broker.metadata_lock:
             await self._active()
-            img = self.broker.image
-            topic = img.topics.get(topic_name)
-            part = topic.partitions.get(partition) if topic is not None else None
-            if topic is None or part is None:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            topic, part = self._partition(topic_name, partition)
             rec = rc.reassign(topic, part, target)
             if rec is not None:
                 await self._commit([rec])
@@ -164,12 +169,8 @@ class ControllerService:
         """ElectLeaders for one partition (KafkaError: ELECTION_NOT_NEEDED...)."""
         async with self.broker.metadata_lock:
             await self._active()
-            img = self.broker.image
-            topic = img.topics.get(topic_name)
-            part = topic.partitions.get(partition) if topic is not None else None
-            if topic is None or part is None:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            await self._commit([rc.elect_leader(img, topic, part, election_type)])
+            topic, part = self._partition(topic_name, partition)
+            await self._commit([rc.elect_leader(self.broker.image, topic, part, election_type)])
 
     def check_broker_epoch(self, broker_id: int, broker_epoch: int) -> None:
         self.control.check_epoch(self.broker.image, broker_id, broker_epoch)

@@ -30,7 +30,6 @@ import concurrent.futures
 import os
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -42,23 +41,14 @@ from typing import Any
 
 import pytest
 
+from kafkawire.cluster import api_versions_ok as api_versions_ok
+from kafkawire.cluster import describe_quorum_leader as _quorum_leader
+
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def api_versions_ok(host: str, port: int, timeout_s: float = 1.0) -> bool:
-    """True when the broker answers an ApiVersions v0 request."""
-    req = struct.pack(">hhih", 18, 0, 1, 4) + b"ping"
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s) as s:
-            s.sendall(struct.pack(">i", len(req)) + req)
-            head = s.recv(8)
-            return len(head) >= 8 and struct.unpack(">ii", head)[1] == 1
-    except OSError:
-        return False
 
 
 class BrokerProcess:
@@ -228,36 +218,9 @@ class BrokerProcess:
 
 
 def describe_quorum_leader(host: str, port: int, timeout_s: float = 5.0) -> tuple[int, int]:
-    """(leader id, epoch) from DescribeQuorum v0 on a controller listener; (-1, -1) when the
+    """(leader id, epoch) from DescribeQuorum on a controller listener; (-1, -1) when the
     node does not answer or knows no leader."""
-    from protocol._generated.describe_quorum_request import DescribeQuorumRequest
-    from protocol._generated.describe_quorum_response import DescribeQuorumResponse
-    from protocol._generated.request_header import RequestHeader
-
-    req = DescribeQuorumRequest(topics=[DescribeQuorumRequest.TopicData(
-        topic_name="__cluster_metadata",
-        partitions=[DescribeQuorumRequest.PartitionData(partition_index=0)])])
-    body = RequestHeader(request_api_key=55, request_api_version=0, correlation_id=7,
-                         client_id="testing").encode(2) + req.encode(0)  # flexible
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s) as sock:
-            sock.sendall(struct.pack(">i", len(body)) + body)
-            data = b""
-            while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
-                chunk = sock.recv(65536)
-                if not chunk:
-                    return -1, -1
-                data += chunk
-    except OSError:
-        return -1, -1
-    resp = DescribeQuorumResponse.decode(data[9:], 0)  # size, correlation id, tags
-    if resp.error_code or not resp.topics or not resp.topics[0].partitions:
-        return -1, -1
-    part = resp.topics[0].partitions[0]
-    if part.error_code:
-        return -1, -1
-    return int(part.leader_id), int(part.leader_epoch)
-
+    return _quorum_leader([f"{host}:{port}"], timeout_s)
 
 class ClusterProcesses:
     """A kafkawire cluster of real processes on free loopback ports, for tests and scripts.

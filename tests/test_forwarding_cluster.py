@@ -5,9 +5,7 @@ kill -9 of the active controller."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 from confluent_kafka.admin import (
     AdminClient,
@@ -21,31 +19,7 @@ from confluent_kafka.admin import (
 from kafkawire.testing import ClusterProcesses
 from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.metadata_request import MetadataRequest
-from tests.conftest import RawClient
-
-T = TypeVar("T")
-
-
-def wait_for(cond: Callable[[], T | None], timeout_s: float = 90.0, what: str = "") -> T:
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = cond()
-        except (OSError, ConnectionError) as e:
-            last = e
-        if last:
-            return last  # type: ignore[no-any-return]
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}: last {last!r}")
-
-
-def request(address: str, req: Any, version: int) -> Any:
-    client = RawClient(address, "forwarding-test")
-    try:
-        return client.request(req, version)
-    finally:
-        client.close()
+from tests.cluster_helpers import request, wait_for
 
 
 def partitions(address: str, topic: str) -> int:

@@ -6,10 +6,9 @@ fences it after broker.session.timeout.ms; a restarted node comes back."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -17,32 +16,13 @@ from kafkawire.testing import ClusterProcesses, describe_quorum_leader
 from protocol._generated.describe_cluster_request import DescribeClusterRequest
 from protocol._generated.describe_quorum_request import DescribeQuorumRequest
 from protocol._generated.metadata_request import MetadataRequest
-from tests.conftest import RawClient
+from tests.cluster_helpers import request, wait_for
 
 SESSION_MS = 3000
-T = TypeVar("T")
 
 
-def wait_for(cond: Callable[[], T | None], timeout_s: float = 60.0, what: str = "") -> T:
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = cond()
-        except (OSError, ConnectionError) as e:
-            last = e
-        if last:
-            return last  # type: ignore[no-any-return]
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}: last {last!r}")
 
 
-def request(bootstrap: str, req: Any, version: int) -> Any:
-    client = RawClient(bootstrap, "quorum-test")
-    try:
-        return client.request(req, version)
-    finally:
-        client.close()
 
 
 def metadata_brokers(bootstrap: str) -> set[int]:
