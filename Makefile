@@ -22,7 +22,7 @@ $(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
 
 $(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,spark]'
+	$(PY) -m pip install -q -e '.[dev,spark,chaos]'
 	touch $(STAMP) $(RUN_STAMP)
 
 ## run: a single node on 127.0.0.1:9092 with data in ./data, metrics and health on
