@@ -155,6 +155,12 @@ class MetadataQuorum:
                     self.voter_addresses[v.voter_id] = (e.host, int(e.port))
                     break
 
+    def _voters_at(self, end_offset: int) -> VotersRecord | None:
+        """The VotersRecord in force for the log before ``end_offset`` (a snapshot's)."""
+        if self.raft is None or not self.raft.history.entries:
+            return self.voters
+        return self.raft.history.record_at(end_offset)
+
     @property
     def is_voter(self) -> bool:
         return self.raft is not None and self.raft.is_voter
@@ -425,7 +431,7 @@ class MetadataQuorum:
         now = self.clock()
         self.last_snapshot_ms = now
         await trio.to_thread.run_sync(write_snapshot, self.snapshots, image, epoch, ts, now,
-                                      self.kraft_version, self.voters)
+                                      self.kraft_version, self._voters_at(sid.offset))
         self.latest_snapshot = sid
         log.info("wrote metadata snapshot %s", self.snapshots.path(sid))
         self.clean()

@@ -22,7 +22,7 @@ from kraft.raft.config import RETRY_BACKOFF_BASE_MS, RaftConfig
 from kraft.raft.log import QuorumStateStore, RaftLog, SnapshotId
 from kraft.raft.messages import RaftMessage, RaftRequest, RaftResponse
 from kraft.raft.state import ElectionState, RaftState, check_transition
-from kraft.raft.voters import VoterHistory, voter_sets_in
+from kraft.raft.voters import VoterHistory, voter_records_in
 from protocol.records import SimpleRecord, build_batch
 
 NO_DEADLINE = 2**62
@@ -69,6 +69,7 @@ class RaftNode:
         self.snapshot_fetch: replication.SnapshotFetch | None = None
         self.end_epoch_sent: set[int] = set()
         self.fetched_from_leader = False
+        self.update_voter_next_ms = -1  # KIP-853 UpdateRaftVoter: not before (kraft/raft/update_voter.py)
         self._load_voters()
         self._restore(now_ms)
 
@@ -81,7 +82,7 @@ class RaftNode:
         sid = self.log.latest_snapshot_id()
         if sid is not None:
             data, size = self.log.read_snapshot(sid, 0, 1 << 62)
-            self.history.reset(voter_sets_in(data))
+            self.history.reset(voter_records_in(data))
         self.history.add_from(self.log.read(self.log.start_offset, 1 << 62))
 
     def log_appended(self, now_ms: int, data: bytes) -> None:
@@ -99,7 +100,7 @@ class RaftNode:
 
     def snapshot_installed(self, now_ms: int, data: bytes) -> None:
         before = self.voters
-        self.history.reset(voter_sets_in(data))
+        self.history.reset(voter_records_in(data))
         if self.voters != before:
             self._voters_changed(now_ms)
 
@@ -329,7 +330,8 @@ def _response_of() -> dict[type, type]:
             m.FetchSnapshotRequest: m.FetchSnapshotResponse,
             m.DescribeQuorumRequest: m.DescribeQuorumResponse,
             m.AddRaftVoterRequest: m.AddRaftVoterResponse,
-            m.RemoveRaftVoterRequest: m.RemoveRaftVoterResponse}
+            m.RemoveRaftVoterRequest: m.RemoveRaftVoterResponse,
+            m.UpdateRaftVoterRequest: m.UpdateRaftVoterResponse}
 
 
 _RESPONSE_OF = _response_of()

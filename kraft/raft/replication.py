@@ -24,7 +24,10 @@ from kraft.raft.voters import (
     add_voter_response,
     change_error,
     remove_voter_response,
+    voter_entry,
     voters_batch,
+    with_voter,
+    without_voter,
 )
 from protocol._generated.leader_change_message import LeaderChangeMessage
 from protocol.errors import ErrorCode
@@ -198,6 +201,9 @@ def handle_request(node: RaftNode, now_ms: int, msg: m.RaftMessage) -> m.RaftRes
         return describe_quorum(node, now_ms)
     if isinstance(body, (m.AddRaftVoterRequest, m.RemoveRaftVoterRequest)):
         return _voter_change(node, now_ms, msg, body)
+    if isinstance(body, m.UpdateRaftVoterRequest):
+        from kraft.raft.update_voter import handle_update
+        return handle_update(node, now_ms, body)
     raise AssertionError(f"no handler for {type(body).__name__}")
 
 
@@ -270,9 +276,15 @@ def _voter_change(node: RaftNode, now_ms: int, msg: m.RaftMessage,
     err, text = change_error(node.voters, req, pending, established, caught_up)
     if err != NONE:
         return answer(err, text)
-    voters = node.voters - {req.voter_id} if remove else node.voters | {req.voter_id}
+    record = node.history.current_record
+    if isinstance(req, m.RemoveRaftVoterRequest):
+        record = without_voter(record, req.voter_id)
+    else:
+        record = with_voter(record, voter_entry(
+            req.voter_id, req.voter_directory_id,
+            [(li.name, li.host, int(li.port)) for li in req.listeners]))
     offset = node.log.end_offset
-    data = voters_batch(voters, offset, node.epoch, now_ms)
+    data = voters_batch(record, offset, node.epoch, now_ms)
     node.log.append(data)
     node.log_appended(now_ms, data)
     ls.pending_change = PendingChange(msg, offset, remove)
@@ -367,6 +379,9 @@ def poll_follower(node: RaftNode, now_ms: int) -> None:
             poll_election(node, now_ms)
             return
         node.become_unattached(now_ms, node.epoch)  # observers look for the leader again
+    if node.is_voter:
+        from kraft.raft.update_voter import maybe_send
+        maybe_send(node, now_ms)
     if now_ms < node.fetch_backoff_until_ms:
         return
     if any(f.kind in (m.FetchRequest, m.FetchSnapshotRequest) for f in node.inflight.values()):
