@@ -78,6 +78,13 @@ class RaftNode:
     def voters(self) -> frozenset[int]:
         return self.history.current
 
+    @property
+    def kraft_version(self) -> int:
+        """The kraft.version in force: the configured one (from the snapshot), or 1 once a
+        VotersRecord is on our log (only kraft.version 1 writes them: a controller that joined
+        through the log has no snapshot telling it)."""
+        return max(self.config.kraft_version, 1 if self.history.entries else 0)
+
     def _load_voters(self) -> None:
         sid = self.log.latest_snapshot_id()
         if sid is not None:

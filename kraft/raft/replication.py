@@ -264,7 +264,7 @@ def _voter_change(node: RaftNode, now_ms: int, msg: m.RaftMessage,
     ls = node.leader
     if ls is None:
         return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    if node.config.kraft_version < 1:
+    if node.kraft_version < 1:
         return answer(ErrorCode.UNSUPPORTED_VERSION, "Cluster doesn't support "
                       f"{'removing' if remove else 'adding'} voter because the kraft.version "
                       "feature is 0")

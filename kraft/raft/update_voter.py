@@ -69,7 +69,7 @@ def handle_update(node: RaftNode, now_ms: int,
     ls = node.leader
     if err != NONE or ls is None:
         return _answer(node, err or ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    version = node.config.kraft_version
+    version = node.kraft_version
     if version < 1:
         return _answer(node, NONE)
     if (ls.pending_change is not None or node.history.last_offset() >= node.high_watermark
@@ -106,7 +106,7 @@ def _differs(entry: VotersRecord.Voter, listeners: list[tuple[str, str, int]]) -
 def maybe_send(node: RaftNode, now_ms: int) -> None:
     """A caught-up voter whose VotersRecord entry is out of date asks the leader to update it."""
     listeners = list(node.config.listeners)
-    if (node.config.kraft_version < 1 or not listeners or node.state != RaftState.FOLLOWER
+    if (node.kraft_version < 1 or not listeners or node.state != RaftState.FOLLOWER
             or not node.fetched_from_leader or node.log.end_offset < node.high_watermark
             or now_ms < node.update_voter_next_ms
             or node.has_inflight(node.leader_id, m.UpdateRaftVoterRequest)):
