@@ -7,7 +7,8 @@ The leader (``handle_update``) checks as Kafka's leader does, in Kafka's order: 
 NOT_LEADER_OR_FOLLOWER), a voter change in flight or a leader that has not committed in its
 epoch (REQUEST_TIMED_OUT), a supported range that excludes the kraft.version in force, a
 zero directory id or endpoints without the leader's controller listener (INVALID_REQUEST), a
-replica key that is no voter (VOTER_NOT_FOUND). Then it appends a VotersRecord with that
+replica key that is no voter (VOTER_NOT_FOUND; an entry with the zero directory id, as a
+static set's, matches any directory id of that voter). Then it appends a VotersRecord with that
 voter's new entry and answers at once (the record commits as any other). With kraft.version
 0 (a static quorum) there is no VotersRecord to change: the answer is NONE and nothing is
 written.
