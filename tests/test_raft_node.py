@@ -18,9 +18,10 @@ from kraft.raft.config import RaftConfig
 from kraft.raft.log import MemoryQuorumStateStore, MemoryRaftLog
 from kraft.raft.node import NotLeaderError, RaftNode
 from kraft.raft.state import TRANSITIONS, ElectionState, RaftState, check_transition
-from kraft.raft.voters import endpoints_of
+from kraft.raft.voters import VoterHistory, endpoints_of, epoch_start_records, voter_entry
+from protocol._generated.voters_record import VotersRecord
 from protocol.errors import ErrorCode
-from protocol.records import SimpleRecord, build_batch
+from protocol.records import ControlType, SimpleRecord, build_batch
 
 CLUSTER = "raft-unit-cluster-id0"
 
@@ -482,3 +483,30 @@ def test_update_raft_voter_on_a_static_quorum_writes_nothing() -> None:
     got = ask(leader, now, update(leader.epoch, 2, uuid.uuid4(), 1))
     assert isinstance(got, m.UpdateRaftVoterResponse) and got.error_code == 0
     assert leader.log.end_offset == end and leader.history.entries == []
+
+
+def test_a_new_leader_writes_the_bootstrap_voters_and_its_moved_endpoints() -> None:
+    """Kafka's start-of-epoch control records: with kraft.version 1 the first leader copies the
+    bootstrap checkpoint's VotersRecord (with a KRaftVersionRecord) into the log; later leaders
+    write it again only when their own endpoints changed."""
+    here = ("CONTROLLER", "127.0.0.1", 9001)
+    boot = VotersRecord(version_=0, voters=[
+        voter_entry(1, uuid.uuid4(), [here]), voter_entry(2, uuid.uuid4(), [])])
+    history = VoterHistory(frozenset({1, 2}))
+    history.reset([(0, boot)], 0)  # the bootstrap checkpoint 0-0: Kafka's offset -1
+    assert not history.in_log()
+    assert epoch_start_records(history, 0, 1, [here], 0) == []  # kraft.version 0: never
+    first = epoch_start_records(history, 1, 1, [here], 0)
+    keys = [int.from_bytes((r.key or b"")[2:4], "big") for r in first]
+    assert keys == [ControlType.KRAFT_VERSION, ControlType.KRAFT_VOTERS]
+    data = build_batch(first, base_offset=5, is_control=True, partition_leader_epoch=1)
+    history.add_from(data)
+    assert history.in_log() and history.current == {1, 2}
+    assert epoch_start_records(history, 1, 1, [here], 0) == []  # in the log, unchanged
+    moved = ("CONTROLLER", "127.0.0.1", 9002)
+    again = epoch_start_records(history, 1, 1, [moved], 0)
+    history.add_from(build_batch(again, base_offset=9, is_control=True,
+                                 partition_leader_epoch=2))
+    assert endpoints_of(history.current_record, 1) == [moved]
+    assert endpoints_of(history.current_record, 2) == []
+    assert history.record_at(9) is not None and endpoints_of(history.record_at(9), 1) == [here]

@@ -89,7 +89,7 @@ class RaftNode:
         sid = self.log.latest_snapshot_id()
         if sid is not None:
             data, size = self.log.read_snapshot(sid, 0, 1 << 62)
-            self.history.reset(voter_records_in(data))
+            self.history.reset(voter_records_in(data), sid.end_offset)
         self.history.add_from(self.log.read(self.log.start_offset, 1 << 62))
 
     def log_appended(self, now_ms: int, data: bytes) -> None:
@@ -105,9 +105,9 @@ class RaftNode:
         if self.voters != before:
             self._voters_changed(now_ms)
 
-    def snapshot_installed(self, now_ms: int, data: bytes) -> None:
+    def snapshot_installed(self, now_ms: int, data: bytes, end_offset: int) -> None:
         before = self.voters
-        self.history.reset(voter_records_in(data))
+        self.history.reset(voter_records_in(data), end_offset)
         if self.voters != before:
             self._voters_changed(now_ms)
 

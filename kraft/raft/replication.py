@@ -23,6 +23,7 @@ from kraft.raft.voters import (
     PendingChange,
     add_voter_response,
     change_error,
+    epoch_start_records,
     remove_voter_response,
     voter_entry,
     voters_batch,
@@ -101,8 +102,12 @@ def start_leadership(node: RaftNode, now_ms: int, granted: list[int]) -> None:
         granting_voters=[LeaderChangeMessage.Voter(voter_id=v) for v in granted])
     record = SimpleRecord(encode_control_key(ControlType.LEADER_CHANGE),
                           msg.encode(LEADER_CHANGE_VERSION), (), now_ms)
-    node.log.append(build_batch([record], base_offset=node.log.end_offset, is_control=True,
-                                partition_leader_epoch=node.epoch))
+    data = build_batch([record, *epoch_start_records(
+        node.history, node.kraft_version, node.node_id, list(node.config.listeners), now_ms)],
+                       base_offset=node.log.end_offset, is_control=True,
+                       partition_leader_epoch=node.epoch)
+    node.log.append(data)
+    node.log_appended(now_ms, data)
     sync_voters(node)
     _update_high_watermark(node, now_ms)
 
@@ -497,7 +502,7 @@ def _on_fetch_snapshot(node: RaftNode, now_ms: int, src: int, resp: m.FetchSnaps
     sf.data += chunk
     if len(sf.data) == p.size:
         node.log.install_snapshot(sf.sid, bytes(sf.data))
-        node.snapshot_installed(now_ms, bytes(sf.data))
+        node.snapshot_installed(now_ms, bytes(sf.data), sf.sid.end_offset)
         node.snapshot_fetch = None
         if sf.sid.end_offset > node.high_watermark:
             node.high_watermark = sf.sid.end_offset

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from kraft.raft import messages as m
 from protocol._generated.add_raft_voter_request import AddRaftVoterRequest
 from protocol._generated.add_raft_voter_response import AddRaftVoterResponse
+from protocol._generated.k_raft_version_record import KRaftVersionRecord
 from protocol._generated.remove_raft_voter_request import RemoveRaftVoterRequest
 from protocol._generated.remove_raft_voter_response import RemoveRaftVoterResponse
 from protocol._generated.voters_record import VotersRecord
@@ -41,6 +42,32 @@ def voters_batch(record: VotersRecord, base_offset: int, epoch: int, now_ms: int
                          rec.encode(VOTERS_RECORD_VERSION), (), now_ms)
     return build_batch([value], base_offset=base_offset, is_control=True,
                        partition_leader_epoch=epoch)
+
+
+def epoch_start_records(history: VoterHistory, kraft_version: int, node_id: int,
+                        listeners: list[tuple[str, str, int]], now_ms: int) -> list[SimpleRecord]:
+    """What a new leader writes after its LeaderChange (Kafka's start-of-epoch control
+    records): with kraft.version 1, a KRaftVersionRecord and the VotersRecord in force when no
+    VotersRecord was ever written to the log (the bootstrap checkpoint's voters, so that a
+    replica that never read the checkpoint learns them) or when its own entry's endpoints
+    differ from ``listeners`` (then with its entry updated)."""
+    if kraft_version < 1 or not history.entries:
+        return []
+    record = history.current_record
+    own = next((v for v in record.voters if v.voter_id == node_id), None)
+    moved = own is not None and bool(listeners) and [
+        (e.name, e.host, int(e.port)) for e in own.endpoints] != listeners
+    if history.in_log() and not moved:
+        return []
+    if own is not None and moved:
+        f = own.k_raft_version_feature
+        record = with_voter(record, voter_entry(node_id, own.voter_directory_id, listeners,
+                                                f.min_supported_version, f.max_supported_version))
+    version = KRaftVersionRecord(version_=0, k_raft_version=kraft_version)
+    return [SimpleRecord(encode_control_key(ControlType.KRAFT_VERSION), version.encode(0), (),
+                         now_ms),
+            SimpleRecord(encode_control_key(ControlType.KRAFT_VOTERS),
+                         record.encode(VOTERS_RECORD_VERSION), (), now_ms)]
 
 
 def voter_entry(voter_id: int, directory_id: uuid.UUID, endpoints: list[tuple[str, str, int]],
@@ -152,11 +179,17 @@ class VoterHistory:
         while self.entries and self.entries[-1][0] >= end_offset:
             self.entries.pop()
 
-    def reset(self, snapshot_records: list[tuple[int, VotersRecord]]) -> None:
-        """After installing a snapshot: what it holds is all there is."""
+    def reset(self, snapshot_records: list[tuple[int, VotersRecord]], end_offset: int) -> None:
+        """After loading or installing the snapshot ending at ``end_offset``: what it holds is
+        all there is (its record counts as at ``end_offset - 1``, -1 for the bootstrap one)."""
         self.entries = []
-        for offset, record in snapshot_records[-1:]:
-            self._add(offset, record)
+        for _offset, record in snapshot_records[-1:]:
+            self._add(end_offset - 1, record)
+
+    def in_log(self) -> bool:
+        """Whether a VotersRecord was ever written to the log (not only the bootstrap
+        checkpoint's, Kafka's offset -1)."""
+        return any(offset >= 0 for offset, _r, _ids in self.entries)
 
 
 def add_voter_response(error: int, message: str | None = None) -> AddRaftVoterResponse:
