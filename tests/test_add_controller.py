@@ -146,3 +146,23 @@ def test_add_controller_survive_leader_kill_update_and_remove(
         assert quorum.replication().get(NEW) in (None, "Observer")
     finally:
         node.close()
+
+
+def test_kafka_decodes_the_first_leaders_voters_batch(tmp_path: Path) -> None:
+    """A ``--standalone`` node's first leader writes LeaderChange, KRaftVersion and the
+    bootstrap VotersRecord in one control batch; Kafka's DumpLogSegments decodes it."""
+    from tests.test_forwarding import start_node
+    from tests.test_metadata_snapshots import _java, _need_java
+    _need_java()
+    data = tmp_path / "data"
+    b, cport = start_node(data, standalone=True)
+    b.close()
+    segment = data / "__cluster_metadata-0" / "00000000000000000000.log"
+    out = _java("org.apache.kafka.tools.DumpLogSegments", "--cluster-metadata-decoder",
+                "--files", str(segment))
+    first = next(ln for ln in out.splitlines() if "baseOffset: 0 " in ln)
+    assert "isControl: true" in first and "count: 3" in first, first
+    assert 'LeaderChange: {"version":0,"leaderId":1,' in out, out
+    assert 'KRaftVersion {"version":0,"kRaftVersion":1}' in out, out
+    voters = next(ln for ln in out.splitlines() if "KRaftVoters {" in ln)
+    assert '"voterId":1,' in voters and f'"port":{cport}' in voters, voters
