@@ -877,7 +877,24 @@ def raft_config(cfg: BrokerConfig) -> RaftConfig:
         election_backoff_max_ms=int(v["controller.quorum.election.backoff.max.ms"]),
         request_timeout_ms=int(v["controller.quorum.request.timeout.ms"]),
         retry_backoff_ms=int(v["controller.quorum.retry.backoff.ms"]),
+        listeners=voter_endpoints(cfg),
     )
+
+
+def voter_endpoints(cfg: BrokerConfig) -> tuple[tuple[str, str, int], ...]:
+    """A controller's own endpoints as a VotersRecord names them (listener name, host, port):
+    its controller listeners, advertised (``advertised.listeners``) where named there, a
+    wildcard host as ``localhost``; () for a broker-only node or a listener on port 0 (its port
+    is not known before binding). Compared with its VotersRecord entry (UpdateRaftVoter)."""
+    advertised = {lst.name: lst for lst in cfg.advertised_listeners}
+    out = []
+    for lst in cfg.controller_listeners:
+        lst = advertised.get(lst.name, lst)
+        if lst.port <= 0:
+            return ()
+        host = lst.host if lst.host not in ("0.0.0.0", "::", "") else "localhost"
+        out.append((lst.name, host, int(lst.port)))
+    return tuple(out)
 
 
 def quorum_addresses(cfg: BrokerConfig) -> dict[int, tuple[str, int]]:

@@ -149,11 +149,18 @@ class MetadataQuorum:
     def _learn_voters(self, record: VotersRecord) -> None:
         """A VotersRecord (snapshot or log): where each voter's controller listener is."""
         self.voters = record
+        self.kraft_version = max(self.kraft_version, 1)  # VotersRecords exist from version 1
         for v in record.voters:
             for e in v.endpoints:
                 if e.name.upper() in self.controller_listener_names:
                     self.voter_addresses[v.voter_id] = (e.host, int(e.port))
                     break
+
+    def _voters_at(self, end_offset: int) -> VotersRecord | None:
+        """The VotersRecord in force for the log before ``end_offset`` (a snapshot's)."""
+        if self.raft is None or not self.raft.history.entries:
+            return self.voters
+        return self.raft.history.record_at(end_offset)
 
     @property
     def is_voter(self) -> bool:
@@ -188,9 +195,6 @@ class MetadataQuorum:
 
     def _start_raft(self) -> None:
         assert self.log is not None and self.snapshots is not None
-        store = QuorumStateFile(Path(self.log.dir) / QUORUM_STATE_FILE,
-                                tuple(v for v in self.static_voters if v >= 0),
-                                1 if self.kraft_version >= 1 else 0)
         if self.voters is not None:
             self._learn_voters(self.voters)
         rlog = MetadataRaftLog(self.log, self.clock, self.snapshots, self._snapshot_installed,
@@ -200,6 +204,9 @@ class MetadataQuorum:
                                         if self.log.log_end_offset > self.log.log_start_offset
                                         else b""):
             self._learn_voters(record)
+        store = QuorumStateFile(Path(self.log.dir) / QUORUM_STATE_FILE,
+                                tuple(v for v in self.static_voters if v >= 0),
+                                1 if self.kraft_version >= 1 else 0)
         config = self.raft_config
         if self.kraft_version != config.kraft_version:
             config = RaftConfig(**{**_fields(config), "kraft_version": self.kraft_version})
@@ -425,7 +432,7 @@ class MetadataQuorum:
         now = self.clock()
         self.last_snapshot_ms = now
         await trio.to_thread.run_sync(write_snapshot, self.snapshots, image, epoch, ts, now,
-                                      self.kraft_version, self.voters)
+                                      self.kraft_version, self._voters_at(sid.offset))
         self.latest_snapshot = sid
         log.info("wrote metadata snapshot %s", self.snapshots.path(sid))
         self.clean()

@@ -7,6 +7,7 @@ Messages go through the generated codecs at their wire versions, as a driver wou
 from __future__ import annotations
 
 import random
+import uuid
 
 import pytest
 from hypothesis import given, settings
@@ -17,8 +18,10 @@ from kraft.raft.config import RaftConfig
 from kraft.raft.log import MemoryQuorumStateStore, MemoryRaftLog
 from kraft.raft.node import NotLeaderError, RaftNode
 from kraft.raft.state import TRANSITIONS, ElectionState, RaftState, check_transition
+from kraft.raft.voters import VoterHistory, endpoints_of, epoch_start_records, voter_entry
+from protocol._generated.voters_record import VotersRecord
 from protocol.errors import ErrorCode
-from protocol.records import SimpleRecord, build_batch
+from protocol.records import ControlType, SimpleRecord, build_batch
 
 CLUSTER = "raft-unit-cluster-id0"
 
@@ -386,3 +389,124 @@ def test_a_resigning_leader_hands_over_fast_with_end_quorum_epoch() -> None:
     assert len(new) == 1 and new[0].epoch > epoch
     # The first successor starts at once: well under the 2 s fetch timeout + election.
     assert t - now < 1_000, t - now
+
+
+def test_added_voters_endpoints_ride_in_the_voters_record() -> None:
+    """KIP-853: the VotersRecord carries the new voter's replica key and listeners; every
+    replica learns them from its log, and the record in force at an offset is the one before."""
+    nodes = {i: dynamic(i, {1, 2, 3}) for i in (1, 2, 3, 4)}
+    now = run(nodes, 5_000)
+    leader = next(n for n in nodes.values() if n.is_leader)
+    before = leader.log.end_offset
+    directory = uuid.uuid4()
+    add = m.AddRaftVoterRequest(cluster_id=CLUSTER, timeout_ms=1000, voter_id=4,
+                                voter_directory_id=directory, listeners=[
+                                    m.AddRaftVoterRequest.Listener(name="CONTROLLER",
+                                                                   host="127.0.0.1", port=9094)])
+    resp = admin(nodes, leader, now, add)
+    assert isinstance(resp, m.AddRaftVoterResponse) and resp.error_code == 0
+    run(nodes, now + 2_000, now)
+    for n in nodes.values():
+        assert endpoints_of(n.history.current_record, 4) == [("CONTROLLER", "127.0.0.1", 9094)]
+        v4 = next(v for v in n.history.current_record.voters if v.voter_id == 4)
+        assert v4.voter_directory_id == directory
+        assert (v4.k_raft_version_feature.min_supported_version,
+                v4.k_raft_version_feature.max_supported_version) == (0, 1)
+        assert n.history.record_at(before) is None  # the static set was in force before it
+        assert n.history.record_at(n.log.end_offset) is n.history.current_record
+
+
+def update(epoch: int, voter: int, directory: uuid.UUID, port: int, cluster: str = CLUSTER,
+           versions: tuple[int, int] = (0, 1)) -> m.UpdateRaftVoterRequest:
+    Q = m.UpdateRaftVoterRequest
+    return Q(cluster_id=cluster, current_leader_epoch=epoch, voter_id=voter,
+             voter_directory_id=directory,
+             listeners=[Q.Listener(name="CONTROLLER", host="127.0.0.1", port=port)],
+             k_raft_version_feature=Q.KRaftVersionFeature(min_supported_version=versions[0],
+                                                          max_supported_version=versions[1]))
+
+
+def test_update_raft_voter_from_a_voter_with_new_endpoints() -> None:
+    """KIP-853 UpdateRaftVoter: a voter whose VotersRecord entry has other endpoints than it
+    listens on tells the leader, which writes the new entry; Kafka's refusals before that."""
+    nodes = {i: dynamic(i, {1, 2, 3}) for i in (1, 2, 3)}
+    moved = ("CONTROLLER", "127.0.0.1", 9999)
+    nodes[4] = RaftNode(4, frozenset({1, 2, 3}), CLUSTER, MemoryRaftLog(),
+                        MemoryQuorumStateStore(), random.Random(4), 0,
+                        RaftConfig(kraft_version=1, listeners=(moved,)))
+    now = run(nodes, 5_000)
+    leader = next(n for n in nodes.values() if n.is_leader)
+    directory = uuid.uuid4()
+    listener = m.AddRaftVoterRequest.Listener(name="CONTROLLER", host="127.0.0.1", port=9094)
+    resp = admin(nodes, leader, now, m.AddRaftVoterRequest(
+        cluster_id=CLUSTER, timeout_ms=1000, voter_id=4, voter_directory_id=directory,
+        listeners=[listener]))
+    assert isinstance(resp, m.AddRaftVoterResponse) and resp.error_code == 0
+    now = run(nodes, now + 7_000, now + 4_000)  # after admin()'s own clock
+    for n in nodes.values():  # node 4 caught up, saw its old entry and sent UpdateRaftVoter
+        assert endpoints_of(n.history.current_record, 4) == [moved], n.node_id
+    writes = len(leader.history.entries)
+    now = run(nodes, now + 5_000, now)
+    assert len(leader.history.entries) == writes  # once up to date, no more updates
+    E = ErrorCode
+    leader = next(n for n in nodes.values() if n.is_leader)
+    epoch = leader.epoch
+    follower = next(n for n in nodes.values() if not n.is_leader)
+    cases: list[tuple[RaftNode, m.UpdateRaftVoterRequest, int]] = [
+        (leader, update(epoch, 4, directory, 1, cluster="another"), E.INCONSISTENT_CLUSTER_ID),
+        (leader, update(epoch - 1, 4, directory, 1), E.FENCED_LEADER_EPOCH),
+        (leader, update(epoch + 1, 4, directory, 1), E.UNKNOWN_LEADER_EPOCH),
+        (follower, update(epoch, 4, directory, 1), E.NOT_LEADER_OR_FOLLOWER),
+        (leader, update(epoch, 4, directory, 1, versions=(0, 0)), E.INVALID_REQUEST),
+        (leader, update(epoch, 4, uuid.UUID(int=0), 1), E.INVALID_REQUEST),
+        (leader, update(epoch, 4, uuid.uuid4(), 1), E.VOTER_NOT_FOUND),
+        (leader, update(epoch, 7, directory, 1), E.VOTER_NOT_FOUND),
+    ]
+    for node, req, code in cases:
+        got = ask(node, now, req)
+        assert isinstance(got, m.UpdateRaftVoterResponse) and got.error_code == code, (req, got)
+        assert got.current_leader.leader_id == leader.node_id
+    assert len(leader.history.entries) == writes  # refusals write nothing
+    ok = ask(leader, now, update(epoch, 4, directory, 4444))
+    assert isinstance(ok, m.UpdateRaftVoterResponse) and ok.error_code == 0
+    assert endpoints_of(leader.history.current_record, 4) == [("CONTROLLER", "127.0.0.1", 4444)]
+    busy = ask(leader, now, update(epoch, 4, directory, 5555))  # the last one is uncommitted
+    assert isinstance(busy, m.UpdateRaftVoterResponse)
+    assert busy.error_code == E.REQUEST_TIMED_OUT
+
+
+def test_update_raft_voter_on_a_static_quorum_writes_nothing() -> None:
+    nodes = {i: make(i, {1, 2, 3}) for i in (1, 2, 3)}
+    now = run(nodes, 5_000)
+    leader = next(n for n in nodes.values() if n.is_leader)
+    end = leader.log.end_offset
+    got = ask(leader, now, update(leader.epoch, 2, uuid.uuid4(), 1))
+    assert isinstance(got, m.UpdateRaftVoterResponse) and got.error_code == 0
+    assert leader.log.end_offset == end and leader.history.entries == []
+
+
+def test_a_new_leader_writes_the_bootstrap_voters_and_its_moved_endpoints() -> None:
+    """Kafka's start-of-epoch control records: with kraft.version 1 the first leader copies the
+    bootstrap checkpoint's VotersRecord (with a KRaftVersionRecord) into the log; later leaders
+    write it again only when their own endpoints changed."""
+    here = ("CONTROLLER", "127.0.0.1", 9001)
+    boot = VotersRecord(version_=0, voters=[
+        voter_entry(1, uuid.uuid4(), [here]), voter_entry(2, uuid.uuid4(), [])])
+    history = VoterHistory(frozenset({1, 2}))
+    history.reset([(0, boot)], 0)  # the bootstrap checkpoint 0-0: Kafka's offset -1
+    assert not history.in_log()
+    assert epoch_start_records(history, 0, 1, [here], 0) == []  # kraft.version 0: never
+    first = epoch_start_records(history, 1, 1, [here], 0)
+    keys = [int.from_bytes((r.key or b"")[2:4], "big") for r in first]
+    assert keys == [ControlType.KRAFT_VERSION, ControlType.KRAFT_VOTERS]
+    data = build_batch(first, base_offset=5, is_control=True, partition_leader_epoch=1)
+    history.add_from(data)
+    assert history.in_log() and history.current == {1, 2}
+    assert epoch_start_records(history, 1, 1, [here], 0) == []  # in the log, unchanged
+    moved = ("CONTROLLER", "127.0.0.1", 9002)
+    again = epoch_start_records(history, 1, 1, [moved], 0)
+    history.add_from(build_batch(again, base_offset=9, is_control=True,
+                                 partition_leader_epoch=2))
+    assert endpoints_of(history.current_record, 1) == [moved]
+    assert endpoints_of(history.current_record, 2) == []
+    assert history.record_at(9) is not None and endpoints_of(history.record_at(9), 1) == [here]

@@ -105,6 +105,7 @@ MODULES = [
     # KIP-853 voter changes (kafka-metadata-quorum add-controller / remove-controller)
     "add_raft_voter",
     "remove_raft_voter",
+    "update_raft_voter",
 ]
 
 

@@ -28,6 +28,10 @@ class RaftConfig:
     # The kraft.version feature: 0 = a static quorum (controller.quorum.voters; strangers are
     # refused, the voter set never changes), 1 = KIP-853 voters in VotersRecords.
     kraft_version: int = 0
+    # This replica's own controller endpoints (listener name, host, port), the first one on
+    # the listener its peers use (controller.listener.names' first). A voter whose entry in
+    # the VotersRecord differs tells the leader with UpdateRaftVoter (KIP-853); () = never.
+    listeners: tuple[tuple[str, str, int], ...] = ()
 
     @property
     def check_quorum_timeout_ms(self) -> int:

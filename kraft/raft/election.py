@@ -51,7 +51,7 @@ def _vote(node: RaftNode, now_ms: int, req: m.VoteRequest) -> m.VoteResponse:
     cand, epoch = p.replica_id, p.replica_epoch
     # A static quorum (no VotersRecord) refuses strangers; with KIP-853 voter records we may
     # lag behind the candidate's set, so the candidate counts only its own voters' answers.
-    static = node.config.kraft_version == 0
+    static = node.kraft_version == 0
     if static and (not node.is_voter or cand not in node.voters):
         return m.vote_response(NONE, ErrorCode.INCONSISTENT_VOTER_SET, node.leader_id, node.epoch)
     if epoch < node.epoch:

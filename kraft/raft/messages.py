@@ -25,12 +25,14 @@ from protocol._generated.fetch_snapshot_request import FetchSnapshotRequest
 from protocol._generated.fetch_snapshot_response import FetchSnapshotResponse
 from protocol._generated.remove_raft_voter_request import RemoveRaftVoterRequest
 from protocol._generated.remove_raft_voter_response import RemoveRaftVoterResponse
+from protocol._generated.update_raft_voter_request import UpdateRaftVoterRequest
+from protocol._generated.update_raft_voter_response import UpdateRaftVoterResponse
 from protocol._generated.vote_request import VoteRequest
 from protocol._generated.vote_response import VoteResponse
 
 __all__ = [
     "AddRaftVoterRequest", "AddRaftVoterResponse", "RemoveRaftVoterRequest",
-    "RemoveRaftVoterResponse",
+    "RemoveRaftVoterResponse", "UpdateRaftVoterRequest", "UpdateRaftVoterResponse",
     "BeginQuorumEpochRequest", "BeginQuorumEpochResponse", "DescribeQuorumRequest",
     "DescribeQuorumResponse", "EndQuorumEpochRequest", "EndQuorumEpochResponse", "FetchRequest",
     "FetchResponse", "FetchSnapshotRequest", "FetchSnapshotResponse", "VoteRequest",
@@ -48,13 +50,13 @@ METADATA_TOPIC_ID = uuid.UUID(int=1)
 
 RaftRequest = (VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest
                | FetchSnapshotRequest | DescribeQuorumRequest | AddRaftVoterRequest
-               | RemoveRaftVoterRequest)
+               | RemoveRaftVoterRequest | UpdateRaftVoterRequest)
 RaftResponse = (VoteResponse | BeginQuorumEpochResponse | EndQuorumEpochResponse | FetchResponse
                 | FetchSnapshotResponse | DescribeQuorumResponse | AddRaftVoterResponse
-                | RemoveRaftVoterResponse)
+                | RemoveRaftVoterResponse | UpdateRaftVoterResponse)
 REQUEST_TYPES = (VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest,
                  FetchSnapshotRequest, DescribeQuorumRequest, AddRaftVoterRequest,
-                 RemoveRaftVoterRequest)
+                 RemoveRaftVoterRequest, UpdateRaftVoterRequest)
 # The version each message travels at (the newest this codebase generates).
 WIRE_VERSION: dict[type, int] = {
     VoteRequest: 2, VoteResponse: 2,
@@ -65,6 +67,7 @@ WIRE_VERSION: dict[type, int] = {
     DescribeQuorumRequest: 2, DescribeQuorumResponse: 2,
     AddRaftVoterRequest: 1, AddRaftVoterResponse: 1,
     RemoveRaftVoterRequest: 0, RemoveRaftVoterResponse: 0,
+    UpdateRaftVoterRequest: 0, UpdateRaftVoterResponse: 0,
 }
 
 

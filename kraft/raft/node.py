@@ -22,7 +22,7 @@ from kraft.raft.config import RETRY_BACKOFF_BASE_MS, RaftConfig
 from kraft.raft.log import QuorumStateStore, RaftLog, SnapshotId
 from kraft.raft.messages import RaftMessage, RaftRequest, RaftResponse
 from kraft.raft.state import ElectionState, RaftState, check_transition
-from kraft.raft.voters import VoterHistory, voter_sets_in
+from kraft.raft.voters import VoterHistory, voter_records_in
 from protocol.records import SimpleRecord, build_batch
 
 NO_DEADLINE = 2**62
@@ -69,6 +69,7 @@ class RaftNode:
         self.snapshot_fetch: replication.SnapshotFetch | None = None
         self.end_epoch_sent: set[int] = set()
         self.fetched_from_leader = False
+        self.update_voter_next_ms = -1  # KIP-853 UpdateRaftVoter: not before (kraft/raft/update_voter.py)
         self._load_voters()
         self._restore(now_ms)
 
@@ -77,11 +78,18 @@ class RaftNode:
     def voters(self) -> frozenset[int]:
         return self.history.current
 
+    @property
+    def kraft_version(self) -> int:
+        """The kraft.version in force: the configured one (from the snapshot), or 1 once a
+        VotersRecord is on our log (only kraft.version 1 writes them: a controller that joined
+        through the log has no snapshot telling it)."""
+        return max(self.config.kraft_version, 1 if self.history.entries else 0)
+
     def _load_voters(self) -> None:
         sid = self.log.latest_snapshot_id()
         if sid is not None:
             data, size = self.log.read_snapshot(sid, 0, 1 << 62)
-            self.history.reset(voter_sets_in(data))
+            self.history.reset(voter_records_in(data), sid.end_offset)
         self.history.add_from(self.log.read(self.log.start_offset, 1 << 62))
 
     def log_appended(self, now_ms: int, data: bytes) -> None:
@@ -97,9 +105,9 @@ class RaftNode:
         if self.voters != before:
             self._voters_changed(now_ms)
 
-    def snapshot_installed(self, now_ms: int, data: bytes) -> None:
+    def snapshot_installed(self, now_ms: int, data: bytes, end_offset: int) -> None:
         before = self.voters
-        self.history.reset(voter_sets_in(data))
+        self.history.reset(voter_records_in(data), end_offset)
         if self.voters != before:
             self._voters_changed(now_ms)
 
@@ -329,7 +337,8 @@ def _response_of() -> dict[type, type]:
             m.FetchSnapshotRequest: m.FetchSnapshotResponse,
             m.DescribeQuorumRequest: m.DescribeQuorumResponse,
             m.AddRaftVoterRequest: m.AddRaftVoterResponse,
-            m.RemoveRaftVoterRequest: m.RemoveRaftVoterResponse}
+            m.RemoveRaftVoterRequest: m.RemoveRaftVoterResponse,
+            m.UpdateRaftVoterRequest: m.UpdateRaftVoterResponse}
 
 
 _RESPONSE_OF = _response_of()

@@ -23,8 +23,12 @@ from kraft.raft.voters import (
     PendingChange,
     add_voter_response,
     change_error,
+    epoch_start_records,
     remove_voter_response,
+    voter_entry,
     voters_batch,
+    with_voter,
+    without_voter,
 )
 from protocol._generated.leader_change_message import LeaderChangeMessage
 from protocol.errors import ErrorCode
@@ -98,8 +102,12 @@ def start_leadership(node: RaftNode, now_ms: int, granted: list[int]) -> None:
         granting_voters=[LeaderChangeMessage.Voter(voter_id=v) for v in granted])
     record = SimpleRecord(encode_control_key(ControlType.LEADER_CHANGE),
                           msg.encode(LEADER_CHANGE_VERSION), (), now_ms)
-    node.log.append(build_batch([record], base_offset=node.log.end_offset, is_control=True,
-                                partition_leader_epoch=node.epoch))
+    data = build_batch([record, *epoch_start_records(
+        node.history, node.kraft_version, node.node_id, list(node.config.listeners), now_ms)],
+                       base_offset=node.log.end_offset, is_control=True,
+                       partition_leader_epoch=node.epoch)
+    node.log.append(data)
+    node.log_appended(now_ms, data)
     sync_voters(node)
     _update_high_watermark(node, now_ms)
 
@@ -198,6 +206,9 @@ def handle_request(node: RaftNode, now_ms: int, msg: m.RaftMessage) -> m.RaftRes
         return describe_quorum(node, now_ms)
     if isinstance(body, (m.AddRaftVoterRequest, m.RemoveRaftVoterRequest)):
         return _voter_change(node, now_ms, msg, body)
+    if isinstance(body, m.UpdateRaftVoterRequest):
+        from kraft.raft.update_voter import handle_update
+        return handle_update(node, now_ms, body)
     raise AssertionError(f"no handler for {type(body).__name__}")
 
 
@@ -258,7 +269,7 @@ def _voter_change(node: RaftNode, now_ms: int, msg: m.RaftMessage,
     ls = node.leader
     if ls is None:
         return answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    if node.config.kraft_version < 1:
+    if node.kraft_version < 1:
         return answer(ErrorCode.UNSUPPORTED_VERSION, "Cluster doesn't support "
                       f"{'removing' if remove else 'adding'} voter because the kraft.version "
                       "feature is 0")
@@ -270,9 +281,15 @@ def _voter_change(node: RaftNode, now_ms: int, msg: m.RaftMessage,
     err, text = change_error(node.voters, req, pending, established, caught_up)
     if err != NONE:
         return answer(err, text)
-    voters = node.voters - {req.voter_id} if remove else node.voters | {req.voter_id}
+    record = node.history.current_record
+    if isinstance(req, m.RemoveRaftVoterRequest):
+        record = without_voter(record, req.voter_id)
+    else:
+        record = with_voter(record, voter_entry(
+            req.voter_id, req.voter_directory_id,
+            [(li.name, li.host, int(li.port)) for li in req.listeners]))
     offset = node.log.end_offset
-    data = voters_batch(voters, offset, node.epoch, now_ms)
+    data = voters_batch(record, offset, node.epoch, now_ms)
     node.log.append(data)
     node.log_appended(now_ms, data)
     ls.pending_change = PendingChange(msg, offset, remove)
@@ -367,6 +384,9 @@ def poll_follower(node: RaftNode, now_ms: int) -> None:
             poll_election(node, now_ms)
             return
         node.become_unattached(now_ms, node.epoch)  # observers look for the leader again
+    if node.is_voter:
+        from kraft.raft.update_voter import maybe_send
+        maybe_send(node, now_ms)
     if now_ms < node.fetch_backoff_until_ms:
         return
     if any(f.kind in (m.FetchRequest, m.FetchSnapshotRequest) for f in node.inflight.values()):
@@ -482,7 +502,7 @@ def _on_fetch_snapshot(node: RaftNode, now_ms: int, src: int, resp: m.FetchSnaps
     sf.data += chunk
     if len(sf.data) == p.size:
         node.log.install_snapshot(sf.sid, bytes(sf.data))
-        node.snapshot_installed(now_ms, bytes(sf.data))
+        node.snapshot_installed(now_ms, bytes(sf.data), sf.sid.end_offset)
         node.snapshot_fetch = None
         if sf.sid.end_offset > node.high_watermark:
             node.high_watermark = sf.sid.end_offset
