@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition  # noqa: E402
 
 from bench.failover import create_topic  # noqa: E402
+from bench.run import round_trips  # noqa: E402
 
 SIZE = 1024
 
@@ -60,23 +61,9 @@ def latency(bootstrap: str, topic: str, mb_per_s: float, seconds: float) -> tupl
                   "fetch.min.bytes": 1, "enable.auto.commit": False})
     c.assign([TopicPartition(topic, 0, OFFSET_END)])
     c.poll(1.0)
-    lat: list[float] = []
-    sent = 0
-    start = time.perf_counter()
-    end = start + seconds
-    while time.perf_counter() < end:
-        due = int((time.perf_counter() - start) * rate)
-        while sent < due:
-            p.produce(topic, time.perf_counter_ns().to_bytes(8, "big") + b"x" * (SIZE - 8),
-                      partition=0)
-            sent += 1
-        p.poll(0)
-        for m in c.consume(1000, 0.001):
-            if m.error() is None and m.value():
-                lat.append((time.perf_counter_ns() - int.from_bytes(m.value()[:8], "big")) / 1e6)
+    lat = round_trips(p, c, topic, rate, SIZE, seconds, partition=0)
     p.flush(30)
     c.close()
-    lat.sort()
     if not lat:
         return float("nan"), float("nan"), 0
     return lat[len(lat) // 2], lat[int(len(lat) * 0.99)], len(lat)

@@ -120,6 +120,28 @@ def kcat_consume_throughput(bootstrap: str, topic: str, nbytes: int) -> float | 
     return nbytes / (time.perf_counter() - t0) / 1e6
 
 
+def round_trips(p: Producer, c: Consumer, topic: str, rate: float, size: int, seconds: float,
+                **produce_kw: Any) -> list[float]:
+    """Produce ``size``-byte records stamped with their send time at ``rate`` per second for
+    ``seconds`` while consuming them; the produce-to-consume times in ms, sorted."""
+    lat: list[float] = []
+    sent = 0
+    start = time.perf_counter()
+    end = start + seconds
+    while time.perf_counter() < end:
+        due = int((time.perf_counter() - start) * rate)
+        while sent < due:
+            p.produce(topic, time.perf_counter_ns().to_bytes(8, "big") + b"x" * (size - 8),
+                      **produce_kw)
+            sent += 1
+        p.poll(0)
+        for m in c.consume(1000, 0.001):
+            if m.error() is None and m.value():
+                lat.append((time.perf_counter_ns() - int.from_bytes(m.value()[:8], "big")) / 1e6)
+    lat.sort()
+    return lat
+
+
 def latency(bootstrap: str, topic: str, mb_per_s: float, seconds: float) -> dict[str, float]:
     size = 1024
     rate = mb_per_s * 1e6 / size
@@ -128,22 +150,9 @@ def latency(bootstrap: str, topic: str, mb_per_s: float, seconds: float) -> dict
                   "fetch.min.bytes": 1, "enable.auto.commit": False, **CLIENT_CONF})
     c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     c.poll(0.5)
-    lat: list[float] = []
-    sent = 0
-    start = time.perf_counter()
-    end = start + seconds
-    while time.perf_counter() < end:
-        due = int((time.perf_counter() - start) * rate)
-        while sent < due:
-            p.produce(topic, time.perf_counter_ns().to_bytes(8, "big") + b"x" * (size - 8))
-            sent += 1
-        p.poll(0)
-        for m in c.consume(1000, 0.001):
-            if m.error() is None and m.value():
-                lat.append((time.perf_counter_ns() - int.from_bytes(m.value()[:8], "big")) / 1e6)
+    lat = round_trips(p, c, topic, rate, size, seconds)
     p.flush(10)
     c.close()
-    lat.sort()
     if not lat:
         return {"p50": float("nan"), "p99": float("nan")}
     return {"p50": lat[len(lat) // 2], "p99": lat[int(len(lat) * 0.99)],
