@@ -6,8 +6,6 @@ from __future__ import annotations
 import time
 import uuid
 
-import pytest
-
 from kafkawire.testing import BrokerProcess
 from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.fetch_request import FetchRequest
