@@ -244,6 +244,17 @@ def fetch_at(address: str, topic: str, offset: int, version: int = 12) -> dict[s
     return d
 
 
+def wait_follower_hw(address: str, topic: str, hw: int, timeout: float = WAIT_S) -> Any:
+    """The high watermark a Fetch (v12, served by followers too) answers on ``address``, once
+    it is ``hw`` (or the last one after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = fetch_at(address, topic, 0)
+        if seen["high_watermark"] == hw or time.monotonic() > deadline:
+            return {"error_code": seen["error_code"], "high_watermark": seen["high_watermark"]}
+        time.sleep(0.1)
+
+
 def offsets_at(address: str, topic: str) -> Any:
     with connect(address) as c:
         return list_offsets(c, topic, [-2, -1])
@@ -379,13 +390,7 @@ def cluster_produce_and_followers(cluster: ClusterTarget) -> Outcome:
     out.step("acks_all_to_follower", lambda: produce_to(follower, f"{t}-isr2", 1))
     out.step("acks_1_to_follower", lambda: produce_to(follower, f"{t}-isr2", 1, acks=1))
     topic = f"{t}-isr2"
-    # the follower learns the high watermark with its next fetch: wait for it (bounded)
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        seen = fetch_at(follower, topic, 0)
-        if seen["error_code"] != "NONE" or seen["high_watermark"] == 3:
-            break
-        time.sleep(0.1)
+    wait_follower_hw(follower, topic, 3)  # the follower learns it with its next fetch
     for who, address in (("leader", leader), ("follower", follower)):
         out.step(f"list_offsets_{who}", lambda: offsets_at(address, topic))
         out.step(f"ofle_{who}", lambda: ofle(address, topic, 0, 0))
@@ -494,6 +499,9 @@ def cluster_leader_failover(cluster: ClusterTarget) -> Outcome:
             create_and_wait(c, creatable(name, assignments=[[1, 2, 3], [2, 3, 1]],
                                          configs={"min.insync.replicas": isr}), cluster)
             out.step(f"{name}_produce", lambda: produce_to(cluster.address(1), name, 3))
+        for name in topics:  # the followers know the high watermark before the leader goes
+            for node_id in (2, 3):
+                wait_follower_hw(cluster.address(node_id), name, 3)
         cluster.stop_node(1)
         for name in topics:
             out.step(f"{name}_after_stop", lambda: wait_view(c, name, _down_view))
@@ -503,6 +511,12 @@ def cluster_leader_failover(cluster: ClusterTarget) -> Outcome:
                 cluster.address(leader_of(c, name)), name, 2))
             out.step(f"{name}_offsets", lambda: offsets_at(cluster.address(leader_of(c, name)),
                                                            name))
+        isr3 = f"{t}-isr3"
+        out.step("isr3_acks_1_under_min_isr", lambda: produce_to(
+            cluster.address(leader_of(c, isr3)), isr3, 1, acks=1))
+        # KIP-966: the high watermark does not move while the ISR is below min.insync.replicas
+        out.step("isr3_high_watermark_under_min_isr", lambda: wait_follower_hw(
+            cluster.address(leader_of(c, isr3)), isr3, 4, timeout=5.0))
         out.step("describe_tool", lambda: describe_tool(
             bootstrap_of(cluster, [2, 3]), "--topic", f"{t}-isr2"))
         out.step("describe_tool_under_min_isr", lambda: describe_tool(
