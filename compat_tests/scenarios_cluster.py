@@ -480,9 +480,12 @@ def cluster_reassign_partitions(cluster: ClusterTarget) -> Outcome:
 
 
 def _down_view(view: dict[str, Any]) -> bool:
+    """Node 1 gone for good: led elsewhere, out of the ISR, offline (fenced). The fence can
+    come a moment after the ISR change (kafkawire: 0.8 s when node 1 was the active
+    controller), so the scenario waits for all three."""
     ps = view["partitions"]
     return bool(ps) and all(p["leader"] not in (-1, 1) and 1 not in p["isr"]
-                            for p in ps.values())
+                            and 1 in p["offline"] for p in ps.values())
 
 
 @cluster_scenario
