@@ -90,7 +90,7 @@ _HW_UNDER_MIN_ISR = (
 PENDING: dict[str, list[tuple[str, str]]] = {
     "cluster_leader_failover": [
         ("describe_topic_partitions[[]1].partitions[[]*].eligible_leader_replicas", _ELR),
-        ("describe_tool_under_min_isr[[]1][[]*]", _ELR),
+        ("describe_tool[[]1][[]*]", _ELR),
         ("isr3_high_watermark_under_min_isr.high_watermark", _HW_UNDER_MIN_ISR),
     ],
 }

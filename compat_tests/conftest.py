@@ -92,13 +92,13 @@ def kafka39_broker() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def kafka_cluster3() -> Iterator[Any]:
     """A 3-node Apache Kafka 4.3.1 cluster (``kafka_cluster.KafkaCluster``)."""
-    from compat_tests.kafka_cluster import KafkaCluster
+    from compat_tests.kafka_cluster import SCENARIO_PROPS, KafkaCluster
 
     try:
         fetch("4.x")
     except KafkaDistError as e:
         pytest.fail(f"cannot fetch Apache Kafka: {e}")
-    cluster = KafkaCluster(3)
+    cluster = KafkaCluster(3, overrides=SCENARIO_PROPS)
     try:
         cluster.start()
     except Exception as e:
@@ -133,13 +133,13 @@ class KafkawireClusterTarget:
 @pytest.fixture(scope="session")
 def kafkawire_cluster3() -> Iterator[KafkawireClusterTarget]:
     """A 3-node kafkawire cluster (this checkout) with the Kafka cluster's properties."""
-    from compat_tests.kafka_cluster import CLUSTER_PROPS
+    from compat_tests.kafka_cluster import SCENARIO_PROPS
     from kafkawire.cluster import LocalCluster
 
     with tempfile.TemporaryDirectory(prefix="kafkawire-compat-cluster-") as tmp:
         cluster = LocalCluster(Path(tmp) / "cluster")
         try:
-            cluster.up(3, 0, "loopback", dict(CLUSTER_PROPS), timeout_s=180.0)
+            cluster.up(3, 0, "loopback", dict(SCENARIO_PROPS), timeout_s=180.0)
         except Exception as e:
             if cluster.state_path.exists():
                 cluster.down()

@@ -61,6 +61,11 @@ CLUSTER_PROPS: dict[str, str] = {
 }
 
 
+#: what the cluster scenarios add: no automatic preferred-leader rebalance, whose periodic
+#: timer could move a leader between two steps of a scenario (the scenarios elect themselves)
+SCENARIO_PROPS: dict[str, str] = {**CLUSTER_PROPS, "auto.leader.rebalance.enable": "false"}
+
+
 class KafkaNode:
     """One combined broker+controller of a :class:`KafkaCluster`."""
 
