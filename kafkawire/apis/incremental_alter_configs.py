@@ -9,7 +9,8 @@
   not supported for : x"; an unknown operation: UNKNOWN_SERVER_ERROR (as Kafka).
 - TOPIC (2): the resulting overrides are validated as a whole (INVALID_CONFIG with Kafka's
   messages); name checks as in AlterConfigs.
-- BROKER (4): this node's id or the empty name (cluster-wide default); Kafka's reconfigurable
+- BROKER (4): this node's id or the empty name (cluster-wide default; a broker that forwards
+  checks the id itself and the controller then takes any node's id); Kafka's reconfigurable
   broker keys may change (see AlterConfigs; INVALID_REQUEST "Cannot update these configs
   dynamically: [...]" otherwise).
 - GROUP (32), CLIENT_METRICS (16): validated as in ``kafkawire.config_resources``; APPEND and
