@@ -6,6 +6,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,6 +64,12 @@ def kafkawire_compat_broker() -> Iterator[str]:
                 print(f"kafkawire exited with {rc}:\n{proc.log()}")
 
 
+@pytest.fixture(scope="session")
+def live_outcomes() -> dict[tuple[str, str], Any]:
+    """Every outcome of this session by ``(target, scenario)`` (Kafka's are the references)."""
+    return {}
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # kafka-python 3.0 loads its schemas with importlib.resources' deprecated helpers.
     config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning")
@@ -77,3 +84,68 @@ def kafka39_broker() -> Iterator[str]:
         pytest.fail(f"cannot fetch Apache Kafka 3.9: {e}")
     with running_kafka("3.9") as bootstrap:
         yield bootstrap
+
+
+# --- 3-node clusters (cluster scenarios only; started once, when the first one runs) -----------
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster3() -> Iterator[Any]:
+    """A 3-node Apache Kafka 4.3.1 cluster (``kafka_cluster.KafkaCluster``)."""
+    from compat_tests.kafka_cluster import SCENARIO_PROPS, KafkaCluster
+
+    try:
+        fetch("4.x")
+    except KafkaDistError as e:
+        pytest.fail(f"cannot fetch Apache Kafka: {e}")
+    cluster = KafkaCluster(3, overrides=SCENARIO_PROPS)
+    try:
+        cluster.start()
+    except Exception as e:
+        pytest.fail(f"the Kafka cluster did not start: {e}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+class KafkawireClusterTarget:
+    """``kafkawire.cluster.LocalCluster`` as a ``scenarios_cluster.ClusterTarget``."""
+
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
+
+    @property
+    def node_ids(self) -> list[int]:
+        return [n.node_id for n in self.cluster.state.brokers]
+
+    def address(self, node_id: int) -> str:
+        return str(self.cluster.state.node(node_id).address)
+
+    def stop_node(self, node_id: int) -> None:
+        self.cluster.stop(node_id)
+
+    def start_node(self, node_id: int) -> None:
+        self.cluster.start_node(node_id)
+        self.cluster.wait_ready([node_id])
+
+
+@pytest.fixture(scope="session")
+def kafkawire_cluster3() -> Iterator[KafkawireClusterTarget]:
+    """A 3-node kafkawire cluster (this checkout) with the Kafka cluster's properties."""
+    from compat_tests.kafka_cluster import SCENARIO_PROPS
+    from kafkawire.cluster import LocalCluster
+
+    with tempfile.TemporaryDirectory(prefix="kafkawire-compat-cluster-") as tmp:
+        cluster = LocalCluster(Path(tmp) / "cluster")
+        try:
+            cluster.up(3, 0, "loopback", dict(SCENARIO_PROPS), timeout_s=180.0)
+        except Exception as e:
+            if cluster.state_path.exists():
+                cluster.down()
+            pytest.fail(f"the kafkawire cluster did not start: {e}", pytrace=False)
+        try:
+            yield KafkawireClusterTarget(cluster)
+        finally:
+            if cluster.state_path.exists():
+                cluster.down()

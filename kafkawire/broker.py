@@ -21,6 +21,8 @@ import trio
 
 from groups.share_state import ShareStateShard
 from kafkawire.apis import REGISTRY
+from kafkawire.apis import alter_configs as _alter_configs
+from kafkawire.apis import incremental_alter_configs as _incremental_alter_configs
 from kafkawire.authorizer import Authorizer
 from kafkawire.bootstrap import first_start_records, read_bootstrap
 from kafkawire.broker_lifecycle import BrokerLifecycleManager, QuorumControllerChannel
@@ -86,6 +88,12 @@ from protocol._generated.partition_record import PartitionRecord
 from protocol._generated.topic_record import TopicRecord
 from protocol.errors import ErrorCode, KafkaError
 from protocol.primitives import RemoteProtocolError
+
+#: forwardable APIs a broker partly answers itself before forwarding the rest (by API key)
+_PREPROCESSED_FORWARDS: dict[int, Any] = {
+    33: _alter_configs.forward,
+    44: _incremental_alter_configs.forward,
+}
 
 log = logging.getLogger("kafkawire.broker")
 
@@ -555,7 +563,11 @@ class Broker:
         if (self.forwarding is not None and ctx.api_key in FORWARDABLE_KEYS
                 and ctx.connection.listener_type == "broker" and not self.is_active_controller()):
             # as Kafka's broker: the active controller decides (authorization included, with
-            # the client's principal); the broker only wraps and unwraps
+            # the client's principal); the broker only wraps and unwraps, except for the
+            # config resources that name this node (BROKER ids, BROKER_LOGGER)
+            preprocess = _PREPROCESSED_FORWARDS.get(ctx.api_key)
+            if preprocess is not None:
+                return await preprocess(self, ctx, request)
             return await self.forwarding.forward(ctx, request)
         handler = REGISTRY[ctx.api_key]
         if self.authorizer.enabled:

@@ -6,6 +6,9 @@ CreatePartitions, (Incremental)AlterConfigs, Create/DeleteAcls, AlterClientQuota
 AlterUserScramCredentials, UpdateFeatures, AlterPartitionReassignments, ElectLeaders ...
 (``kafkawire.envelope.FORWARDABLE_KEYS``): it wraps the request in an Envelope with the
 client's principal and address and sends it to the active controller's controller listener.
+(Incremental)AlterConfigs are preprocessed first, as Kafka's ``ConfigAdminManager``: the broker
+refuses BROKER resources naming another node and applies BROKER_LOGGER itself, and forwards the
+rest (``kafkawire.apis.alter_configs.forward_preprocessed``).
 
 - Where to: ``candidates()`` lists the controllers to try, the known leader first (the quorum
   driver's view; with a static quorum every voter of ``controller.quorum.voters`` follows it).

@@ -212,9 +212,9 @@ def alter_partition(
                 or (reg.in_controlled_shutdown and m.broker_id not in part.isr)
                 or (m.broker_epoch != -1 and m.broker_epoch != reg.epoch)):
             raise KafkaError(ErrorCode.INELIGIBLE_REPLICA)
-    # the replica order of the assignment, as Kafka keeps it
-    isr = tuple(b for b in part.replicas if b in ids)
-    return change_record(topic, part, Change(isr=isr))
+    # the order of the request, as Kafka's PartitionChangeBuilder keeps it (the leader sends
+    # its ISR sorted: a replica rejoining [2, 3] of replicas [2, 3, 1] gives [1, 2, 3])
+    return change_record(topic, part, Change(isr=ids))
 
 
 def elect_leader(
@@ -296,12 +296,19 @@ def reassign(topic: TopicImage, part: PartitionImage, target: list[int] | None
 
 def _finish(topic: TopicImage, part: PartitionImage, replicas: tuple[int, ...]
             ) -> PartitionChangeRecord:
-    isr = tuple(r for r in replicas if r in part.isr)
-    leader = part.leader if part.leader in replicas else next(iter(isr), NO_LEADER)
+    isr = tuple(r for r in part.isr if r in replicas)  # the ISR's own order, as Kafka
+    leader = part.leader if part.leader in replicas else next(
+        (r for r in replicas if r in isr), NO_LEADER)
+    if leader == part.leader and any(r not in replicas for r in part.replicas):
+        # Kafka bumps the leader epoch when replicas leave (fencing the removed ones) by
+        # naming the same leader in the record
+        leader_field = part.leader
+    else:
+        leader_field = leader if leader != part.leader else NO_LEADER_CHANGE
     return PartitionChangeRecord(
         partition_id=part.partition, topic_id=topic.topic_id, replicas=list(replicas),
         isr=list(isr) if isr else list(part.isr), adding_replicas=[], removing_replicas=[],
-        leader=leader if leader != part.leader else NO_LEADER_CHANGE)
+        leader=leader_field)
 
 
 def complete_reassignment(topic: TopicImage, part: PartitionImage

@@ -253,6 +253,14 @@ class Partition:
             raise KafkaError(code, f"{self.topic}-{self.partition}: {code.name} on node {self.local_id}")
 
     # ---- appends -----------------------------------------------------------------------------
+    def effective_min_isr(self, min_insync_replicas: int) -> int:
+        """Kafka 4's effective ``min.insync.replicas``: at most the number of replicas (a
+        topic with min.insync.replicas 4 on 3 replicas takes acks=all writes with all 3 in
+        sync, one on a single replica with min.insync.replicas 2 too; measured on 4.3.1)."""
+        if self.replicas:
+            return min(min_insync_replicas, len(self.replicas))
+        return min_insync_replicas
+
     def append_as_leader(
         self,
         buf: bytearray | memoryview,
@@ -275,6 +283,7 @@ class Partition:
                 f"Leader not local for partition {self.topic}-{self.partition} on broker "
                 f"{self.local_id}",
             )
+        min_insync_replicas = self.effective_min_isr(min_insync_replicas)
         if required_acks == -1 and len(self.isr) < min_insync_replicas:
             members = ", ".join(str(r) for r in sorted(self.isr))
             raise KafkaError(  # Kafka's message, with its Scala set
@@ -374,7 +383,7 @@ class Partition:
     ) -> HighWatermarkWaiter:
         """A waiter released when the high watermark reaches ``required_offset`` (at once when
         it already has). Not leading: completed at once with NOT_LEADER_OR_FOLLOWER."""
-        w = HighWatermarkWaiter(required_offset, min_insync_replicas)
+        w = HighWatermarkWaiter(required_offset, self.effective_min_isr(min_insync_replicas))
         if self.role is not ReplicaRole.LEADER:
             w._complete(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         elif self.log.high_watermark >= required_offset:

@@ -317,7 +317,8 @@ def test_alter_partition_errors() -> None:
     assert code() == ErrorCode.NONE
     rec = rc.alter_partition(c.image, t, p, 1, p.leader_epoch, p.partition_epoch,
                              [rc.IsrMember(2), rc.IsrMember(1)], 0)
-    assert isinstance(rec, PartitionChangeRecord) and rec.isr == [1, 2] and rec.leader == -2
+    # the requested order, as Kafka's PartitionChangeBuilder keeps it
+    assert isinstance(rec, PartitionChangeRecord) and rec.isr == [2, 1] and rec.leader == -2
     c.commit([rec])
     q = c.image.topics["t"].partitions[0]
     assert (q.partition_epoch, q.leader_epoch) == (p.partition_epoch + 1, p.leader_epoch)
@@ -394,6 +395,7 @@ def test_reassignment_adds_then_removes() -> None:
     c.commit([done])
     p = c.image.topics["t"].partitions[0]
     assert (p.replicas, p.isr, p.leader, p.adding_replicas) == ((2, 3), (2, 3), 2, ())
+    assert p.leader_epoch == 1  # a new leader
     assert rc.reassignments(c.image) == []
     with pytest.raises(KafkaError) as e:
         rc.reassign(c.image.topics["t"], p, None)
@@ -510,3 +512,25 @@ def test_a_stalled_controller_does_not_fence() -> None:
     c.cc.forgive_stall(5000)
     assert c.cc.fence_stale(c.image, 4000) is None
     assert c.cc.fence_stale(c.image, 7000) is not None
+
+
+def test_reassignment_keeps_the_isr_order_and_bumps_the_epoch_when_replicas_leave() -> None:
+    """As Kafka 4.3.1 (compat_tests cluster_reassign_partitions): [1, 2] -> [3, 1] ends with
+    ISR [1, 3] (the ISR's order), leader 1 at leader epoch 1; [2, 3] -> [3, 2] only reorders
+    (leader epoch 0)."""
+    c = Cluster()
+    c.up(1, 2, 3)
+    c.topic("t", 2, 2, assignments={0: [1, 2], 1: [2, 3]})
+    t = c.image.topics["t"]
+    c.commit([rc.reassign(t, t.partitions[0], [3, 1]), rc.reassign(t, t.partitions[1], [3, 2])])
+    t = c.image.topics["t"]
+    p, q = t.partitions[0], t.partitions[1]
+    assert (q.replicas, q.isr, q.leader, q.leader_epoch) == ((3, 2), (2, 3), 2, 0)
+    c.commit([rc.alter_partition(c.image, t, p, 1, p.leader_epoch, p.partition_epoch,
+                                 [rc.IsrMember(1), rc.IsrMember(2), rc.IsrMember(3)], 0)])
+    t = c.image.topics["t"]
+    done = rc.complete_reassignment(t, t.partitions[0])
+    assert done is not None
+    c.commit([done])
+    p = c.image.topics["t"].partitions[0]
+    assert (p.replicas, p.isr, p.leader, p.leader_epoch) == ((3, 1), (1, 3), 1, 1)

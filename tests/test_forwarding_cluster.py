@@ -121,3 +121,43 @@ def test_forwarded_writes_survive_controller_failover(tmp_path: Path) -> None:
                      what=f"{name} kept")
     finally:
         c.close()
+
+
+def test_broker_config_resources_are_checked_by_the_receiving_broker(tmp_path: Path) -> None:
+    """(Incremental)AlterConfigs on a broker that forwards (Kafka's ConfigAdminManager
+    preprocessing): a BROKER resource naming another node is refused by the broker that got it,
+    one naming itself (or the default) goes to the controller, which takes any node's id; the
+    answers keep the request's order. Stock admin clients send BROKER "3" to node 3, as
+    ``kafka-reassign-partitions --verify`` does (it failed with "Unexpected broker id, expected
+    1, but received 3" when the controller checked the name against its own id)."""
+    from protocol._generated.incremental_alter_configs_request import (
+        IncrementalAlterConfigsRequest as IAC,
+    )
+
+    c = ClusterProcesses(tmp_path, controllers=1, brokers=2)
+    c.start(timeout_s=120)
+    try:
+        b2, b3 = (c.nodes[i].bootstrap for i in c.broker_ids)
+        n2, n3 = c.broker_ids
+
+        def res(name: str) -> IAC.AlterConfigsResource:
+            return IAC.AlterConfigsResource(resource_type=4, resource_name=name, configs=[
+                IAC.AlterableConfig(name="log.cleaner.threads", config_operation=0, value="2")])
+
+        r = request(b2, IAC(resources=[res(str(n3)), res(str(n2)), res("")]), 1)
+        got = [(x.resource_name, x.error_code, x.error_message) for x in r.responses]
+        assert got == [
+            (str(n3), 42, f"Unexpected broker id, expected {n2}, but received {n3}"),
+            (str(n2), 0, None), ("", 0, None)], got
+        admin = AdminClient({"bootstrap.servers": b2})
+        entry = ConfigEntry("log.cleaner.threads", "3",
+                            incremental_operation=AlterConfigOpType.SET)
+        for f in admin.incremental_alter_configs([ConfigResource(
+                "BROKER", str(n3), incremental_configs=[entry])]).values():
+            f.result()
+        admin3 = AdminClient({"bootstrap.servers": b3})
+        wait_for(lambda: list(admin3.describe_configs([ConfigResource("BROKER", str(n3))])
+                              .values())[0].result()["log.cleaner.threads"].value == "3",
+                 what="log.cleaner.threads on broker 3")
+    finally:
+        c.close()

@@ -132,6 +132,18 @@ def test_not_enough_replicas_before_the_append(leader: Partition) -> None:
     assert leader.high_watermark == 1
 
 
+def test_min_insync_replicas_is_capped_at_the_replica_count(leader: Partition) -> None:
+    # Kafka 4's effective min ISR: min(min.insync.replicas, replicas)
+    leader.become_leader(0, frozenset({1, 2, 3}), (1, 2, 3), NOW)
+    assert produce(leader, required_acks=-1, min_insync_replicas=4) == (0, 0)
+    w = leader.wait_for_high_watermark(1, min_insync_replicas=4)
+    assert w.min_insync_replicas == 3
+    leader.update_isr(frozenset({1, 2}), NOW)  # 2 < min(4, 3)
+    assert code_of(produce, leader, required_acks=-1, min_insync_replicas=4) == \
+        ErrorCode.NOT_ENOUGH_REPLICAS
+    assert produce(leader, required_acks=-1, min_insync_replicas=2) == (1, 1)
+
+
 # ---- the high watermark with followers ------------------------------------------------------------------
 
 def test_high_watermark_follows_the_slowest_isr_member(tmp_path: Path) -> None:

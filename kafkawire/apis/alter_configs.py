@@ -82,7 +82,12 @@ def check_topic_resource(image: MetadataImage, name: str) -> None:
         )
 
 
-def check_broker_resource(node_id: int, name: str, allow_default: bool = True) -> None:
+def check_broker_resource(
+    node_id: int, name: str, allow_default: bool = True, any_node: bool = False
+) -> None:
+    """A BROKER / BROKER_LOGGER resource name: this node's id (``any_node``: any node id, on
+    the controller for a forwarded request, whose broker checked it), or empty (the
+    cluster-wide default) where allowed."""
     if not name and allow_default:
         return
     try:
@@ -93,7 +98,7 @@ def check_broker_resource(node_id: int, name: str, allow_default: bool = True) -
         ) from None
     if broker_id < 0:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Invalid negative broker ID.")
-    if broker_id != node_id:
+    if broker_id != node_id and not any_node:
         raise KafkaError(
             ErrorCode.INVALID_REQUEST,
             f"Unexpected broker id, expected {node_id}, but received {name}",
@@ -127,9 +132,10 @@ def replace_topic_configs(
 
 
 def replace_broker_configs(
-    config: BrokerConfig, image: MetadataImage, name: str, configs: dict[str, str | None]
+    config: BrokerConfig, image: MetadataImage, name: str, configs: dict[str, str | None],
+    any_node: bool = False,
 ) -> Outcome:
-    check_broker_resource(config.node_id, name)
+    check_broker_resource(config.node_id, name, any_node=any_node)
     return broker_outcome(config, image, name, configs)
 
 
@@ -241,7 +247,57 @@ async def apply_outcomes(
     return planned + outcomes
 
 
-def plan_legacy(broker: Broker) -> Callable[[MetadataImage, int, str, Any], Outcome]:
+def forwarded(ctx: RequestContext) -> bool:
+    """Did the request come in an Envelope from a broker (which checked its BROKER names)?"""
+    return ctx.connection.listener_type == "controller"
+
+
+async def forward_preprocessed(broker: Broker, ctx: RequestContext, req: Any,
+                               local: Callable[[int, str, Any], Outcome | None]) -> Any:
+    """Kafka's broker side of (Incremental)AlterConfigs (``ConfigAdminManager.preprocess``):
+    ``local(type, name, configs)`` answers the resources this broker decides itself (a BROKER
+    resource naming another node: INVALID_REQUEST; BROKER_LOGGER: applied here), the others
+    go to the active controller; the answers come in the request's order."""
+    assert broker.forwarding is not None
+    answers: list[tuple[int, str, ErrorCode, str | None] | None] = []
+    remaining = []
+    for r in req.resources:
+        try:
+            o = local(r.resource_type, r.resource_name, r.configs)
+        except KafkaError as e:
+            o = Outcome(r.resource_type, r.resource_name, e.code, e.message)
+        if o is None:
+            remaining.append(r)
+            answers.append(None)
+        else:
+            answers.append((o.resource_type, o.resource_name, o.error, o.message))
+    forwarded_answers: list[Any] = []
+    if remaining:
+        req.resources = remaining  # the rest of the request, as Kafka forwards it
+        resp = await broker.forwarding.forward(ctx, req)
+        if len(resp.responses) != len(remaining):  # a whole-request error: every item has it
+            return resp
+        forwarded_answers = list(resp.responses)
+    else:
+        from kafkawire.apis import REGISTRY
+
+        resp = REGISTRY[ctx.api_key].response_cls(throttle_time_ms=0, responses=[])
+    item_cls = type(resp).AlterConfigsResourceResponse
+    merged = []
+    it = iter(forwarded_answers)
+    for a in answers:
+        if a is None:
+            merged.append(next(it))
+        else:
+            merged.append(item_cls(resource_type=a[0], resource_name=a[1], error_code=a[2],
+                                   error_message=a[3]))
+    resp.responses = merged
+    return resp
+
+
+def plan_legacy(
+    broker: Broker, any_node: bool = False
+) -> Callable[[MetadataImage, int, str, Any], Outcome]:
     def plan(image: MetadataImage, rtype: int, rname: str, body: Any) -> Outcome:
         configs: dict[str, str | None] = {c.name: c.value for c in body}
         if rtype == RESOURCE_BROKER_LOGGER:
@@ -250,7 +306,7 @@ def plan_legacy(broker: Broker) -> Callable[[MetadataImage, int, str, Any], Outc
         if rtype == RESOURCE_TOPIC:
             return replace_topic_configs(image, rname, configs)
         if rtype == RESOURCE_BROKER:
-            return replace_broker_configs(broker.config, image, rname, configs)
+            return replace_broker_configs(broker.config, image, rname, configs, any_node)
         if rtype in (RESOURCE_GROUP, RESOURCE_CLIENT_METRICS):
             return resource_outcome(broker.config, image, rtype, rname, configs)
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}.")
@@ -262,7 +318,8 @@ async def handle(
     broker: Broker, ctx: RequestContext, req: AlterConfigsRequest
 ) -> AlterConfigsResponse:
     resources = [(r.resource_type, r.resource_name, r.configs) for r in req.resources]
-    outcomes = await apply_outcomes(broker, resources, guarded(broker, ctx, plan_legacy(broker)),
+    plan = plan_legacy(broker, forwarded(ctx))
+    outcomes = await apply_outcomes(broker, resources, guarded(broker, ctx, plan),
                                     req.validate_only)
     return AlterConfigsResponse(
         throttle_time_ms=0,
@@ -274,3 +331,16 @@ async def handle(
             for o in outcomes
         ],
     )
+
+
+async def forward(broker: Broker, ctx: RequestContext, req: AlterConfigsRequest
+                  ) -> AlterConfigsResponse:
+    """On a broker that is not the active controller: a BROKER resource naming another node is
+    refused here (Kafka's ``ConfigAdminManager.preprocess``), the rest is forwarded."""
+    def local(rtype: int, rname: str, body: Any) -> Outcome | None:
+        if rtype == RESOURCE_BROKER and rname:
+            check_broker_resource(broker.node_id, rname)
+        return None
+
+    resp: AlterConfigsResponse = await forward_preprocessed(broker, ctx, req, local)
+    return resp

@@ -9,7 +9,8 @@
   not supported for : x"; an unknown operation: UNKNOWN_SERVER_ERROR (as Kafka).
 - TOPIC (2): the resulting overrides are validated as a whole (INVALID_CONFIG with Kafka's
   messages); name checks as in AlterConfigs.
-- BROKER (4): this node's id or the empty name (cluster-wide default); Kafka's reconfigurable
+- BROKER (4): this node's id or the empty name (cluster-wide default; a broker that forwards
+  checks the id itself and the controller then takes any node's id); Kafka's reconfigurable
   broker keys may change (see AlterConfigs; INVALID_REQUEST "Cannot update these configs
   dynamically: [...]" otherwise).
 - GROUP (32), CLIENT_METRICS (16): validated as in ``kafkawire.config_resources``; APPEND and
@@ -36,10 +37,13 @@ from kafkawire.apis.alter_configs import (
     check_named,
     check_topic_resource,
     diff_records,
+    forward_preprocessed,
+    forwarded,
     guarded,
     refuse_nulls,
     resource_outcome,
 )
+from kafkawire.authorizer import check_config_resource
 from kafkawire.config import BROKER_CONFIGS, TOPIC_CONFIGS, format_config_value
 from kafkawire.config_entries import (
     ConfigOp,
@@ -47,6 +51,7 @@ from kafkawire.config_entries import (
     topic_defaults_as_strings,
     validate_topic_overrides,
 )
+from kraft.acls import ALTER_CONFIGS
 from kraft.image import (
     RESOURCE_BROKER,
     RESOURCE_CLIENT_METRICS,
@@ -100,8 +105,9 @@ def plan_topic(config: BrokerConfig, image: MetadataImage, name: str, ops: Ops) 
                    refresh=[name])
 
 
-def plan_broker(config: BrokerConfig, image: MetadataImage, name: str, ops: Ops) -> Outcome:
-    check_broker_resource(config.node_id, name)
+def plan_broker(config: BrokerConfig, image: MetadataImage, name: str, ops: Ops,
+                any_node: bool = False) -> Outcome:
+    check_broker_resource(config.node_id, name, any_node=any_node)
     old = dict(image.configs.get((RESOURCE_BROKER, name), {}))
     kinds = {k: kind for k, (kind, _d) in BROKER_CONFIGS.items()}
     defaults = {k: format_config_value(kind, d) for k, (kind, d) in BROKER_CONFIGS.items()}
@@ -160,7 +166,7 @@ async def handle(
         if rtype == RESOURCE_TOPIC:
             return plan_topic(broker.config, image, rname, ops)
         if rtype == RESOURCE_BROKER:
-            return plan_broker(broker.config, image, rname, ops)
+            return plan_broker(broker.config, image, rname, ops, forwarded(ctx))
         if rtype == RESOURCE_BROKER_LOGGER:
             apply_logger_ops(broker.node_id, rname, ops, req.validate_only)
             return Outcome(rtype, rname)
@@ -180,3 +186,24 @@ async def handle(
             for o in outcomes
         ],
     )
+
+
+async def forward(
+    broker: Broker, ctx: RequestContext, req: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
+    """On a broker that is not the active controller (Kafka's ``ConfigAdminManager.preprocess``):
+    a BROKER resource naming another node is refused here, BROKER_LOGGER resources are this
+    node's loggers and applied here; the rest goes to the active controller."""
+    def local(rtype: int, rname: str, body: Any) -> Outcome | None:
+        if rtype == RESOURCE_BROKER and rname:
+            check_broker_resource(broker.node_id, rname)
+        elif rtype == RESOURCE_BROKER_LOGGER:
+            denied = check_config_resource(ctx, ALTER_CONFIGS, rtype, rname)
+            if denied is not None:
+                raise denied
+            apply_logger_ops(broker.node_id, rname, ops_of(body), req.validate_only)
+            return Outcome(rtype, rname)
+        return None
+
+    resp: IncrementalAlterConfigsResponse = await forward_preprocessed(broker, ctx, req, local)
+    return resp
