@@ -576,3 +576,89 @@ def test_kafka_leader_election_gives_leadership_back(cluster: ReplicationCluster
     assert "Successfully completed leader election (PREFERRED)" in out, out
     failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
                         and s[0] == preferred, 60, "the preferred replica to lead again")
+
+
+def registered_epochs(c: ReplicationCluster, node: int) -> list[int]:
+    """The broker epochs ``node`` registered with, in order (its log says each one)."""
+    import re
+
+    text = c.procs.nodes[node].log_path.read_text(errors="replace")
+    return [int(m) for m in re.findall(rf"broker {node} registered with broker epoch (\d+)", text)]
+
+
+def replica_fetch(address: str, topic: str, topic_id: uuid.UUID, replica: int,
+                  broker_epoch: int, offset: int) -> int:
+    """One Fetch v17 as follower ``replica`` (ReplicaState with ``broker_epoch``) at
+    ``offset``; returns the partition's error code."""
+    from protocol._generated.fetch_request import FetchRequest as F
+    from tests.conftest import RawClient
+
+    raw = RawClient(address, client_id=f"broker-{replica}-fetcher-0")
+    try:
+        req = F(replica_id=-1, replica_state=F.ReplicaState(replica_id=replica,
+                                                            replica_epoch=broker_epoch),
+                max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
+                session_epoch=-1, rack_id="", forgotten_topics_data=[],
+                topics=[F.FetchTopic(topic=topic, topic_id=topic_id, partitions=[
+                    F.FetchPartition(partition=0, fetch_offset=offset, current_leader_epoch=-1,
+                                     last_fetched_epoch=-1, log_start_offset=0,
+                                     partition_max_bytes=1 << 20)])])
+        return int(raw.request(req, 17).responses[0].partitions[0].error_code)
+    finally:
+        raw.close()
+
+
+def test_a_fetch_from_a_previous_incarnation_does_not_rejoin_the_isr(tmp_path: Path) -> None:
+    """KIP-903: a follower restarted (new broker epoch) and then stalled out of the ISR. A
+    caught-up Fetch naming it with its PREVIOUS broker epoch (a request of the old incarnation)
+    does not bring it back; the same Fetch with its current epoch does (the control)."""
+    import base64
+    import signal
+
+    from confluent_kafka import Producer, TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    overrides = {"broker.session.timeout.ms": "60000", "replica.lag.time.max.ms": "3000"}
+    with replication_cluster(brokers=3, base_dir=tmp_path, overrides=overrides) as c:
+        node = c.broker_ids[-1]
+        c.stop(node)
+        c.start(node)
+        c.wait_for_brokers()
+        failover.wait_until(lambda: len(registered_epochs(c, node)) >= 2, 60,
+                            f"broker {node} to register twice")
+        old_epoch, epoch = registered_epochs(c, node)[-2:]
+        assert old_epoch < epoch
+        others = [b for b in c.broker_ids if b != node]
+        topic = f"epoch-{uuid.uuid4().hex[:8]}"
+        failover.create_topic(c.admin_bootstrap, topic, [*others, node], min_isr=1)
+        boot = c.bootstrap
+        leader = (failover.partition_state(boot, topic) or (-1, [], []))[0]
+        assert leader != node
+        admin = AdminClient({"bootstrap.servers": boot})
+        md = admin.describe_topics(TopicCollection([topic]))[topic].result()
+        topic_id = uuid.UUID(bytes=base64.urlsafe_b64decode(str(md.topic_id) + "=="))
+        proc = c.procs.nodes[node].proc
+        assert proc is not None
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
+                                and node not in s[2], 60, f"{node} to leave the ISR")
+            p = Producer({"bootstrap.servers": boot, "acks": "all"})
+            acked: list[int] = []
+            for i in range(10):
+                p.produce(topic, b"v%d" % i, partition=0, on_delivery=lambda e, m: acked.append(
+                    m.offset()) if e is None else None)
+            assert p.flush(30) == 0 and len(acked) == 10
+            end = max(acked) + 1
+            address = c.procs.nodes[leader].bootstrap
+            deadline = time.monotonic() + 8
+            while time.monotonic() < deadline:  # the leader would act at once; give it time
+                assert replica_fetch(address, topic, topic_id, node, old_epoch, end) == 0
+                s = failover.partition_state(boot, topic)
+                assert s is not None and node not in s[2], "a stale broker epoch joined the ISR"
+                time.sleep(1)
+            assert replica_fetch(address, topic, topic_id, node, epoch, end) == 0
+            failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
+                                and node in s[2], 30, f"{node} to join with its current epoch")
+        finally:
+            proc.send_signal(signal.SIGCONT)

@@ -27,7 +27,9 @@
 - Every read goes through the partition-state layer (``log.replica.Partition.read``). A
   ``replica_id`` (v4-14) or ``replica_state.replica_id`` (v15+) >= 0 is a follower fetch: it
   reads up to the log end offset, and its fetch offset is that follower's log end offset on
-  the leader (which moves the high watermark of a partition whose ISR holds it). A
+  the leader (which moves the high watermark of a partition whose ISR holds it); its broker
+  epoch (v15+ ``replica_state.replica_epoch``) is kept, and a fetch from an earlier
+  incarnation of that broker never brings it into the ISR (KIP-903, ``isr_manager``). A
   ``last_fetched_epoch`` (v12+) that diverges from this log is answered with
   ``diverging_epoch`` and no records (KIP-320/KIP-595), as Kafka's leader does.
 - Fetch from follower (KIP-392): with ``replica.selector.class`` set to Kafka's
@@ -93,6 +95,8 @@ class _Params:
     isolation: FetchIsolation
     require_leader: bool
     now_ms: int
+    #: a follower's broker epoch (v15+ ``replica_state.replica_epoch``; -1 before, KIP-903)
+    replica_epoch: int = -1
     held_files: int = 0  # segment files this response keeps open until it is sent
     #: (client rack, rack of each broker) when a consumer may be sent to a follower (KIP-392)
     rack_selector: tuple[str, dict[int, str | None]] | None = None
@@ -127,7 +131,8 @@ def preferred_read_replica(p: Partition, fetch_offset: int, client_rack: str,
 def _params(req: FetchRequest, version: int, now_ms: int) -> _Params:
     replica_id = req.replica_state.replica_id if version >= 15 else req.replica_id
     if replica_id >= 0:
-        return _Params(replica_id, FetchIsolation.LOG_END, True, now_ms)
+        epoch = req.replica_state.replica_epoch if version >= 15 else -1
+        return _Params(replica_id, FetchIsolation.LOG_END, True, now_ms, replica_epoch=epoch)
     isolation = (
         FetchIsolation.TXN_COMMITTED if req.isolation_level == READ_COMMITTED
         else FetchIsolation.HIGH_WATERMARK
@@ -159,7 +164,7 @@ def _read_one(p: Partition, s: _Slot, params: _Params, limit: int, first: bool) 
         params.replica_id, s.fetch_offset, max(limit, 0), isolation=params.isolation,
         now_ms=params.now_ms, current_leader_epoch=s.current_leader_epoch,
         last_fetched_epoch=s.last_fetched_epoch, replica_log_start_offset=s.log_start_offset,
-        min_one_message=first, require_leader=params.require_leader,
+        replica_epoch=params.replica_epoch, min_one_message=first, require_leader=params.require_leader,
     )
     r.high_watermark = read.high_watermark
     r.last_stable_offset = read.last_stable_offset
