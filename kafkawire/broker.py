@@ -52,6 +52,13 @@ from kafkawire.quota_manager import (
 )
 from kafkawire.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from kafkawire.replica_manager import ReplicaManager
+from kafkawire.replication_quota import (
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    ReplicationQuota,
+)
 from kafkawire.retention import (
     run_producer_expiration,
     run_retention,
@@ -211,6 +218,12 @@ class Broker:
         self.quotas = QuotaManager(
             lambda: self.image, int(config.explicit.get("quota.window.num", "11")),
             int(config.explicit.get("quota.window.size.seconds", "1")) * 1000)
+        #: replication throttles (KIP-73): the leader's on follower fetches, the follower's
+        #: on its fetchers
+        self.leader_quota = ReplicationQuota(config, lambda: self.image, LEADER_RATE,
+                                             LEADER_REPLICAS)
+        self.follower_quota = ReplicationQuota(config, lambda: self.image, FOLLOWER_RATE,
+                                               FOLLOWER_REPLICAS)
         self.bound_ports: dict[str, int] = {}
         self.started = trio.Event()
         self.start_time_ms = now_ms()
@@ -689,7 +702,7 @@ class Broker:
         lc = self.lifecycle
         self.fetchers = ReplicaFetcherManager(
             self.node_id, FetcherSettings.from_config(cfg.values), now_ms, lambda: self.image,
-            lambda: lc.broker_epoch, self.inter_broker_listener)
+            lambda: lc.broker_epoch, self.inter_broker_listener, self.follower_quota)
         replicas.on_roles_applied = lambda: self.fetchers.update(list(replicas))
         self.peers = PeerClients(self.node_id, lambda: self.image, self.inter_broker_listener,
                                  now_ms, int(cfg["request.timeout.ms"]))

@@ -32,6 +32,10 @@
   incarnation of that broker never brings it into the ISR (KIP-903, ``isr_manager``). A
   ``last_fetched_epoch`` (v12+) that diverges from this log is answered with
   ``diverging_epoch`` and no records (KIP-320/KIP-595), as Kafka's leader does.
+- Replication throttle (KIP-73, ``kafkawire.replication_quota``): a follower outside the ISR
+  fetching a partition named by ``leader.replication.throttled.replicas`` gets no records
+  while ``leader.replication.throttled.rate`` is exceeded (its position still counts, and
+  they do not count towards ``min_bytes``); bytes sent for throttled partitions are recorded.
 - Fetch from follower (KIP-392): with ``replica.selector.class`` set to Kafka's
   ``org.apache.kafka.common.replica.RackAwareReplicaSelector``, a leader answers a consumer
   (v11+) that names a ``rack_id`` with ``preferred_read_replica``, and no records, when a
@@ -60,6 +64,7 @@ from protocol.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
+    from kafkawire.replication_quota import ReplicationQuota
     from kafkawire.server import RequestContext
 
 API_KEY = 1
@@ -100,6 +105,15 @@ class _Params:
     held_files: int = 0  # segment files this response keeps open until it is sent
     #: (client rack, rack of each broker) when a consumer may be sent to a follower (KIP-392)
     rack_selector: tuple[str, dict[int, str | None]] | None = None
+    #: follower fetches: the leader's replication throttle (KIP-73)
+    quota: ReplicationQuota | None = None
+
+
+def leader_throttles(quota: ReplicationQuota, p: Partition, replica_id: int, now_ms: int) -> bool:
+    """Kafka's ``shouldLeaderThrottle``: a replica outside the ISR fetching a throttled
+    partition while the leader's replication quota is exceeded gets no records."""
+    return replica_id not in p.isr and quota.is_throttled(p.topic, p.partition) \
+        and quota.is_quota_exceeded(now_ms)
 
 
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
@@ -172,6 +186,9 @@ def _read_one(p: Partition, s: _Slot, params: _Params, limit: int, first: bool) 
     committed = params.isolation is FetchIsolation.TXN_COMMITTED
     r.aborted_transactions = [] if committed else None
     r.error_code = ErrorCode.NONE
+    if params.quota is not None and leader_throttles(params.quota, p, params.replica_id,
+                                                     params.now_ms):
+        return 0  # the fetch position counted (read above); the records wait
     if read.diverging_epoch is not None:
         r.diverging_epoch = FetchResponse.EpochEndOffset(
             epoch=read.diverging_epoch[0], end_offset=read.diverging_epoch[1]
@@ -237,6 +254,8 @@ async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Fetc
         )
     params = _params(req, v, int(time.time() * 1000))
     params.rack_selector = _rack_selector(broker, req, v, params.replica_id)
+    if params.replica_id >= 0:
+        params.quota = broker.leader_quota
     max_bytes = req.max_bytes if v >= 3 else 2**31 - 1
     img = broker.image
     slots: list[_Slot] = []
@@ -293,7 +312,20 @@ async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Fetc
         await broker.notifier.wait_any(keys, deadline)
         ctx.remote_s += trio.current_time() - waited
     _count(broker, slots)
+    if params.quota is not None:
+        _record_throttled(params.quota, slots, params.now_ms)
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=out)
+
+
+def _record_throttled(quota: ReplicationQuota, slots: list[_Slot], now_ms: int) -> None:
+    """The record bytes sent to a follower for throttled partitions count against the
+    leader's replication quota (Kafka's ``sizeOfThrottledPartitions``)."""
+    total = 0
+    for s in slots:
+        recs = s.resp.records
+        if s.topic is not None and recs and quota.is_throttled(s.topic, s.partition):
+            total += len(recs) if isinstance(recs, (bytes, bytearray)) else recs.size
+    quota.record(total, now_ms)
 
 
 def _count(broker: Broker, slots: list[_Slot]) -> None:
