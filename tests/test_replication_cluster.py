@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -662,3 +663,103 @@ def test_a_fetch_from_a_previous_incarnation_does_not_rejoin_the_isr(tmp_path: P
                                 and node in s[2], 30, f"{node} to join with its current epoch")
         finally:
             proc.send_signal(signal.SIGCONT)
+
+
+def _fill(bootstrap: str, topic: str, mb: int) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20})
+    chunk = b"x" * 10_000
+    for i in range(mb * 100):
+        p.produce(topic, chunk, key=b"%d" % i, partition=0)
+        if i % 50 == 0:
+            p.poll(0)
+    assert p.flush(120) == 0
+
+
+def _reassign(tools: Any, bs: list[str], plan: Path, *extra: str) -> str:
+    out = str(tools.run("reassign-partitions", *bs, "--execute", "--reassignment-json-file",
+                        str(plan), *extra).output)
+    assert "Successfully started partition reassignment" in out, out
+    return out
+
+
+def _check_throttle_configs(tools: Any, bs: list[str], broker: int, topic: str, rate: int,
+                            new: int) -> None:
+    """kafka-configs shows the throttles as Kafka 4.3.1 shows them."""
+    described = tools.run("configs", *bs, "--describe", "--entity-type", "brokers",
+                          "--entity-name", str(broker)).output
+    for key in ("leader", "follower"):
+        line = (f"{key}.replication.throttled.rate={rate} sensitive=false "
+                f"synonyms={{DYNAMIC_BROKER_CONFIG:{key}.replication.throttled.rate={rate}}}")
+        assert line in described, described
+    topic_cfg = tools.run("configs", *bs, "--describe", "--entity-type", "topics",
+                          "--entity-name", topic).output
+    assert "leader.replication.throttled.replicas=" in topic_cfg, topic_cfg
+    assert (f"follower.replication.throttled.replicas=0:{new} sensitive=false synonyms="
+            f"{{DYNAMIC_TOPIC_CONFIG:follower.replication.throttled.replicas=0:{new}}}"
+            ) in topic_cfg, topic_cfg
+
+
+def _check_throttles_removed(tools: Any, bs: list[str], broker: int, topic: str) -> None:
+    described = tools.run("configs", *bs, "--describe", "--entity-type", "brokers",
+                          "--entity-name", str(broker)).output
+    assert "replication.throttled.rate" not in described, described
+    topic_cfg = tools.run("configs", *bs, "--describe", "--entity-type", "topics",
+                          "--entity-name", topic).output
+    assert "throttled.replicas" not in topic_cfg, topic_cfg
+
+
+def _timed_move(cluster: ReplicationCluster, tools: Any, plan_dir: Path, size_mb: int,
+                rate: int | None) -> float:
+    """Fill a topic on [a, b], move it to [b, new] with kafka-reassign-partitions (with
+    ``--throttle rate`` if given) and return the seconds until the new replica is in sync;
+    then ``--verify``."""
+    import json
+
+    a, b, new = cluster.broker_ids
+    bs = ["--bootstrap-server", cluster.admin_bootstrap]
+    topic = f"thr-{uuid.uuid4().hex[:8]}"
+    failover.create_topic(cluster.admin_bootstrap, topic, [a, b], min_isr=1)
+    _fill(cluster.bootstrap, topic, size_mb)
+    plan = plan_dir / f"{topic}.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [b, new]}]}))
+    start = time.monotonic()
+    out = _reassign(tools, bs, plan, *(("--throttle", str(rate)) if rate else ()))
+    if rate:
+        assert f"The inter-broker throttle limit was set to {rate} B/s" in out, out
+        _check_throttle_configs(tools, bs, a, topic, rate, new)
+    failover.wait_until(lambda: (s := failover.partition_state(cluster.bootstrap, topic))
+                        is not None and s[1] == [b, new] and sorted(s[2]) == sorted([b, new]),
+                        300, "the reassignment to complete")
+    took = time.monotonic() - start
+    verify = tools.run("reassign-partitions", *bs, "--verify", "--reassignment-json-file",
+                       str(plan)).output
+    assert "is completed" in verify, verify
+    if rate:
+        assert f"Clearing topic-level throttles on topic {topic}" in verify, verify
+        _check_throttles_removed(tools, bs, a, topic)
+    return took
+
+
+def test_kafka_reassign_partitions_with_a_throttle(cluster: ReplicationCluster,
+                                                   tmp_path: Path) -> None:
+    """Kafka 4.3.1's kafka-reassign-partitions --execute --throttle: the tool sets
+    leader/follower.replication.throttled.rate on the brokers and the throttled-replicas
+    topic configs (shown by kafka-configs as Kafka shows them); the new replica copies the
+    log measurably slower than the same move without a throttle; --verify removes the
+    throttle once the move is done (its broker-level part goes to each broker, which
+    forwards it to the controller)."""
+    from tests.javatools import JavaTools, require_line
+
+    require_line("4.x")
+    tools = JavaTools("4.x")
+    rate, size_mb = 200_000, 6
+    plain = _timed_move(cluster, tools, tmp_path, size_mb, None)
+    throttled = _timed_move(cluster, tools, tmp_path, size_mb, rate)
+    print(f"reassignment of {size_mb} MB: {plain:.1f} s plain, {throttled:.1f} s at "
+          f"--throttle {rate}")
+    # 6 MB at 200 kB/s, of which the 11 s window lets ~2.2 MB through at once: >= ~19 s
+    assert throttled >= 12, (plain, throttled)
+    assert throttled > plain + 5, (plain, throttled)

@@ -127,9 +127,11 @@ def replace_topic_configs(
 
 
 def replace_broker_configs(
-    config: BrokerConfig, image: MetadataImage, name: str, configs: dict[str, str | None]
+    config: BrokerConfig, image: MetadataImage, name: str, configs: dict[str, str | None],
+    forwarded: bool = False,
 ) -> Outcome:
-    check_broker_resource(config.node_id, name)
+    if not forwarded:  # Kafka's controller takes any broker id; the broker checked its own
+        check_broker_resource(config.node_id, name)
     return broker_outcome(config, image, name, configs)
 
 
@@ -241,7 +243,8 @@ async def apply_outcomes(
     return planned + outcomes
 
 
-def plan_legacy(broker: Broker) -> Callable[[MetadataImage, int, str, Any], Outcome]:
+def plan_legacy(broker: Broker, forwarded: bool = False
+                ) -> Callable[[MetadataImage, int, str, Any], Outcome]:
     def plan(image: MetadataImage, rtype: int, rname: str, body: Any) -> Outcome:
         configs: dict[str, str | None] = {c.name: c.value for c in body}
         if rtype == RESOURCE_BROKER_LOGGER:
@@ -250,7 +253,7 @@ def plan_legacy(broker: Broker) -> Callable[[MetadataImage, int, str, Any], Outc
         if rtype == RESOURCE_TOPIC:
             return replace_topic_configs(image, rname, configs)
         if rtype == RESOURCE_BROKER:
-            return replace_broker_configs(broker.config, image, rname, configs)
+            return replace_broker_configs(broker.config, image, rname, configs, forwarded)
         if rtype in (RESOURCE_GROUP, RESOURCE_CLIENT_METRICS):
             return resource_outcome(broker.config, image, rtype, rname, configs)
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}.")
@@ -262,7 +265,9 @@ async def handle(
     broker: Broker, ctx: RequestContext, req: AlterConfigsRequest
 ) -> AlterConfigsResponse:
     resources = [(r.resource_type, r.resource_name, r.configs) for r in req.resources]
-    outcomes = await apply_outcomes(broker, resources, guarded(broker, ctx, plan_legacy(broker)),
+    forwarded = ctx.connection.listener_type == "controller"
+    outcomes = await apply_outcomes(broker, resources,
+                                    guarded(broker, ctx, plan_legacy(broker, forwarded)),
                                     req.validate_only)
     return AlterConfigsResponse(
         throttle_time_ms=0,

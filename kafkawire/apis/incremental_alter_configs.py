@@ -100,8 +100,12 @@ def plan_topic(config: BrokerConfig, image: MetadataImage, name: str, ops: Ops) 
                    refresh=[name])
 
 
-def plan_broker(config: BrokerConfig, image: MetadataImage, name: str, ops: Ops) -> Outcome:
-    check_broker_resource(config.node_id, name)
+def plan_broker(config: BrokerConfig, image: MetadataImage, name: str, ops: Ops,
+                forwarded: bool = False) -> Outcome:
+    """A BROKER resource; ``forwarded`` (from another broker, in an Envelope): Kafka's
+    controller takes any broker id, the receiving broker checked it was its own."""
+    if not forwarded:
+        check_broker_resource(config.node_id, name)
     old = dict(image.configs.get((RESOURCE_BROKER, name), {}))
     kinds = {k: kind for k, (kind, _d) in BROKER_CONFIGS.items()}
     defaults = {k: format_config_value(kind, d) for k, (kind, d) in BROKER_CONFIGS.items()}
@@ -160,7 +164,8 @@ async def handle(
         if rtype == RESOURCE_TOPIC:
             return plan_topic(broker.config, image, rname, ops)
         if rtype == RESOURCE_BROKER:
-            return plan_broker(broker.config, image, rname, ops)
+            return plan_broker(broker.config, image, rname, ops,
+                               forwarded=ctx.connection.listener_type == "controller")
         if rtype == RESOURCE_BROKER_LOGGER:
             apply_logger_ops(broker.node_id, rname, ops, req.validate_only)
             return Outcome(rtype, rname)
