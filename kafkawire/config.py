@@ -84,6 +84,7 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
         "SASL_SSL:SASL_SSL",
     ),
     "inter.broker.listener.name": ("string", None),
+    "security.inter.broker.protocol": ("string", "PLAINTEXT"),
     "controller.listener.names": ("list", "CONTROLLER"),
     "controller.quorum.voters": ("list", ""),
     "controller.quorum.bootstrap.servers": ("list", ""),

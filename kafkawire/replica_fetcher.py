@@ -30,8 +30,9 @@ watermark are left out of the Fetch (a fetcher with nothing else to fetch waits 
 ``replica.fetch.backoff.ms`` or a wake-up); their appended bytes are recorded.
 
 A fetch answered for a partition whose role or leader epoch changed meanwhile is dropped.
-Only PLAINTEXT inter-broker listeners are spoken (``inter.broker.listener.name``, else the
-broker's first non-controller listener).
+The leader is reached on the inter-broker listener (``kafkawire.inter_broker``:
+``inter.broker.listener.name`` / ``security.inter.broker.protocol``, else the broker's first
+non-controller listener) with that listener's TLS and SASL settings.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from typing import Any
 
 import trio
 
+from kafkawire.inter_broker import ClientSecurity
 from kafkawire.node_client import NodeClient, NodeDisconnected, NodeUnsupportedVersion
 from kafkawire.peer_clients import endpoint_of
 from kafkawire.replication_quota import ReplicationQuota
@@ -203,7 +205,8 @@ class ReplicaFetcher:
             m = self.manager
             self.client = NodeClient(
                 ep[0], ep[1], f"broker-{m.node_id}-fetcher-{self.index}", m.clock_ms,
-                request_timeout_ms=m.settings.socket_timeout_ms)
+                request_timeout_ms=m.settings.socket_timeout_ms,
+                security=m.security() if m.security is not None else None)
             self.endpoint = ep
         return self.client
 
@@ -312,7 +315,8 @@ class ReplicaFetcherManager:
     def __init__(self, node_id: int, settings: FetcherSettings, clock_ms: Callable[[], int],
                  image: Callable[[], MetadataImage], broker_epoch: Callable[[], int],
                  listener_name: Callable[[], str | None],
-                 quota: ReplicationQuota | None = None) -> None:
+                 quota: ReplicationQuota | None = None,
+                 security: Callable[[], ClientSecurity] | None = None) -> None:
         self.node_id = node_id
         self.settings = settings
         self.clock_ms = clock_ms
@@ -320,6 +324,7 @@ class ReplicaFetcherManager:
         self.broker_epoch = broker_epoch
         self.listener_name = listener_name
         self.quota = quota
+        self.security = security
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._rotation = 0
         self._nursery: trio.Nursery | None = None
