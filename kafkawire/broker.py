@@ -53,13 +53,7 @@ from kafkawire.quota_manager import (
 )
 from kafkawire.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from kafkawire.replica_manager import ReplicaManager
-from kafkawire.replication_quota import (
-    FOLLOWER_RATE,
-    FOLLOWER_REPLICAS,
-    LEADER_RATE,
-    LEADER_REPLICAS,
-    ReplicationQuota,
-)
+from kafkawire.replication_quota import replication_quotas
 from kafkawire.retention import (
     run_producer_expiration,
     run_retention,
@@ -221,10 +215,7 @@ class Broker:
             int(config.explicit.get("quota.window.size.seconds", "1")) * 1000)
         #: replication throttles (KIP-73): the leader's on follower fetches, the follower's
         #: on its fetchers
-        self.leader_quota = ReplicationQuota(config, lambda: self.image, LEADER_RATE,
-                                             LEADER_REPLICAS)
-        self.follower_quota = ReplicationQuota(config, lambda: self.image, FOLLOWER_RATE,
-                                               FOLLOWER_REPLICAS)
+        self.leader_quota, self.follower_quota = replication_quotas(config, lambda: self.image)
         self.bound_ports: dict[str, int] = {}
         self.started = trio.Event()
         self.start_time_ms = now_ms()

@@ -129,3 +129,10 @@ class ReplicationQuota:
     def record(self, nbytes: int, now_ms: int) -> None:
         if nbytes > 0 and self.bound < UNBOUNDED:
             self.rate.record(float(nbytes), now_ms)
+
+
+def replication_quotas(config: BrokerConfig, image: Callable[[], MetadataImage]
+                       ) -> tuple[ReplicationQuota, ReplicationQuota]:
+    """A broker's (leader, follower) replication quotas."""
+    return (ReplicationQuota(config, image, LEADER_RATE, LEADER_REPLICAS),
+            ReplicationQuota(config, image, FOLLOWER_RATE, FOLLOWER_REPLICAS))

@@ -254,8 +254,7 @@ async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Fetc
         )
     params = _params(req, v, int(time.time() * 1000))
     params.rack_selector = _rack_selector(broker, req, v, params.replica_id)
-    if params.replica_id >= 0:
-        params.quota = broker.leader_quota
+    params.quota = broker.leader_quota if params.replica_id >= 0 else None
     max_bytes = req.max_bytes if v >= 3 else 2**31 - 1
     img = broker.image
     slots: list[_Slot] = []
@@ -312,14 +311,15 @@ async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Fetc
         await broker.notifier.wait_any(keys, deadline)
         ctx.remote_s += trio.current_time() - waited
     _count(broker, slots)
-    if params.quota is not None:
-        _record_throttled(params.quota, slots, params.now_ms)
+    _record_throttled(params.quota, slots, params.now_ms)
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=out)
 
 
-def _record_throttled(quota: ReplicationQuota, slots: list[_Slot], now_ms: int) -> None:
+def _record_throttled(quota: ReplicationQuota | None, slots: list[_Slot], now_ms: int) -> None:
     """The record bytes sent to a follower for throttled partitions count against the
     leader's replication quota (Kafka's ``sizeOfThrottledPartitions``)."""
+    if quota is None:
+        return
     total = 0
     for s in slots:
         recs = s.resp.records
