@@ -394,3 +394,49 @@ def java_config_tools(bootstrap: str) -> Outcome:
     out.step("broker_delete", lambda: run(cc, ["--alter", *brk, "--delete-config",
                                                "log.cleaner.threads,max.connections"]))
     return out
+
+
+THROTTLE_KEYS = [
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second", "replication.quota.window.num",
+    "replication.quota.window.size.seconds", "alter.log.dirs.replication.quota.window.num",
+]
+TOPIC = 2
+
+
+@scenario
+def replication_throttle_configs(bootstrap: str) -> Outcome:
+    """KIP-73's replication throttles as configs: the dynamic-only broker rates (listed once
+    set, only with their dynamic synonym) and the topic's throttled-replica lists; errors as
+    kafka-configs prints them. Everything set is removed again (the broker is shared)."""
+    out = Steps()
+    rates = THROTTLE_KEYS[:3]
+    with connect(bootstrap) as c:
+        out.step("describe_before", lambda: describe(c, BROKER, "1", THROTTLE_KEYS))
+        out.step("set_per_broker", lambda: iac(c, BROKER, "1", [
+            (k, SET, v) for k, v in zip(rates, ("1000", "2000", "3000"), strict=True)]))
+        out.step("set_default", lambda: iac(c, BROKER, "", [(rates[0], SET, "5000")]))
+        out.step("describe_broker", lambda: eventually(
+            lambda: describe(c, BROKER, "1", THROTTLE_KEYS),
+            lambda r: len(r[2].get(rates[0], [None] * 5 + [[]])[5]) == 2))
+        out.step("describe_default", lambda: describe(c, BROKER, "", THROTTLE_KEYS))
+        for value in ("-5", "abc", " 7 "):
+            out.step(f"set rate {value!r}", lambda: iac(c, BROKER, "1", [(rates[1], SET, value)]))
+        topic = f"{PREFIX}replication_throttle_configs"
+        out.step("create", lambda: err(create_topic(c, topic, 2).error_code))
+        for value in ("0:1, 1:1", "*", "", "bad", "0:x", "0:1,*"):
+            out.step(f"set replicas {value!r}", lambda: iac(
+                c, TOPIC, topic, [("leader.replication.throttled.replicas", SET, value)]))
+        out.step("set follower *", lambda: iac(
+            c, TOPIC, topic, [("follower.replication.throttled.replicas", SET, "*")]))
+        out.step("describe_topic", lambda: eventually(
+            lambda: describe(c, TOPIC, topic, ["leader.replication.throttled.replicas",
+                                               "follower.replication.throttled.replicas"]),
+            _value_is("follower.replication.throttled.replicas", "*")))
+        out.step("clear_per_broker", lambda: iac(c, BROKER, "1", [(k, DELETE, None)
+                                                                  for k in rates]))
+        out.step("clear_default", lambda: iac(c, BROKER, "", [(rates[0], DELETE, None)]))
+        out.step("describe_cleared", lambda: eventually(
+            lambda: describe(c, BROKER, "1", THROTTLE_KEYS),
+            lambda r: rates[0] not in r[2]))
+    return out

@@ -34,6 +34,7 @@ from kafkawire.coordinator_runtime import GROUP_TOPIC, SHARE_TOPIC, TXN_TOPIC, C
 from kafkawire.envelope import FORWARDABLE_KEYS
 from kafkawire.forwarding import Candidate, ForwardingManager
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
+from kafkawire.inter_broker import ClientSecurity, inter_broker_listener, inter_broker_security
 from kafkawire.isr_manager import IsrManager
 from kafkawire.listener_security import ListenerSecurity
 from kafkawire.log_cleaner import LogCleanerService
@@ -54,6 +55,7 @@ from kafkawire.quota_manager import (
 )
 from kafkawire.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from kafkawire.replica_manager import ReplicaManager
+from kafkawire.replication_quota import replication_quotas
 from kafkawire.retention import (
     run_producer_expiration,
     run_retention,
@@ -219,6 +221,9 @@ class Broker:
         self.quotas = QuotaManager(
             lambda: self.image, int(config.explicit.get("quota.window.num", "11")),
             int(config.explicit.get("quota.window.size.seconds", "1")) * 1000)
+        #: replication throttles (KIP-73): the leader's on follower fetches, the follower's
+        #: on its fetchers
+        self.leader_quota, self.follower_quota = replication_quotas(config, lambda: self.image)
         self.bound_ports: dict[str, int] = {}
         self.started = trio.Event()
         self.start_time_ms = now_ms()
@@ -701,21 +706,26 @@ class Broker:
         lc = self.lifecycle
         self.fetchers = ReplicaFetcherManager(
             self.node_id, FetcherSettings.from_config(cfg.values), now_ms, lambda: self.image,
-            lambda: lc.broker_epoch, self.inter_broker_listener)
+            lambda: lc.broker_epoch, self.inter_broker_listener, self.follower_quota,
+            self.inter_broker_security)
         replicas.on_roles_applied = lambda: self.fetchers.update(list(replicas))
         self.peers = PeerClients(self.node_id, lambda: self.image, self.inter_broker_listener,
-                                 now_ms, int(cfg["request.timeout.ms"]))
+                                 now_ms, int(cfg["request.timeout.ms"]),
+                                 self.inter_broker_security)
         self.isr = IsrManager(replicas, lambda: lc.channel, lambda: lc.broker_epoch,
                               lambda: self.image, now_ms, int(cfg["replica.lag.time.max.ms"]))
 
     def inter_broker_listener(self) -> str | None:
-        """The listener followers fetch on: ``inter.broker.listener.name``, else this broker's
-        first (non-controller) listener."""
-        name = self.config.values.get("inter.broker.listener.name")
-        if name:
-            return str(name)
-        listeners = self.config.broker_listeners
-        return listeners[0].name if listeners else None
+        """The listener followers fetch on (``kafkawire.inter_broker``):
+        ``inter.broker.listener.name``, else the one ``security.inter.broker.protocol``
+        names, else this broker's first (non-controller) listener."""
+        return inter_broker_listener(self.config)
+
+    def inter_broker_security(self) -> ClientSecurity:
+        """TLS / SASL of this broker's connections to the others, with the listener's own
+        settings (this broker's dynamic ones included) at the time of the connection."""
+        return inter_broker_security(self.config, self.dynamic_broker_config(),
+                                     self.inter_broker_listener())
 
     async def run_controller_activation(
         self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED

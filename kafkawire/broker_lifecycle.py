@@ -295,6 +295,8 @@ class BrokerLifecycleManager:
                 self.broker_id = reg.broker_id
                 try:
                     self.broker_epoch = await self.channel.register(reg)
+                    log.info("broker %d registered with broker epoch %d", reg.broker_id,
+                             self.broker_epoch)
                     return
                 except (KafkaError, NodeDisconnected) as e:
                     now = trio.current_time()

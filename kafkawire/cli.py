@@ -198,6 +198,10 @@ def run_serve(args: argparse.Namespace) -> int:
 
         ListenerSecurity(cfg, dict).check([lst.name for lst in cfg.broker_listeners])
         Authorizer(cfg, lambda: None)  # type: ignore[arg-type,return-value]
+        if cfg.broker_listeners:  # this broker's own connections to the others
+            from kafkawire.inter_broker import inter_broker_listener, inter_broker_security
+
+            inter_broker_security(cfg, {}, inter_broker_listener(cfg))
     except ConfigError as e:
         print(f"kafkawire: {e}", file=sys.stderr)
         return 2

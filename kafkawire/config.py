@@ -12,6 +12,7 @@ falls back to (its synonym), which DescribeConfigs reports.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -83,6 +84,7 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
         "SASL_SSL:SASL_SSL",
     ),
     "inter.broker.listener.name": ("string", None),
+    "security.inter.broker.protocol": ("string", "PLAINTEXT"),
     "controller.listener.names": ("list", "CONTROLLER"),
     "controller.quorum.voters": ("list", ""),
     "controller.quorum.bootstrap.servers": ("list", ""),
@@ -218,6 +220,12 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "log.open.files.max": ("int", 256),
     "request.timeout.ms": ("int", 30000),
     "replica.lag.time.max.ms": ("long", 30000),
+    # the replication quotas' measurement windows (kafkawire/replication_quota.py); the
+    # alter-log-dirs pair is reported only (replicas never move between log dirs here)
+    "replication.quota.window.num": ("int", 11),
+    "replication.quota.window.size.seconds": ("int", 1),
+    "alter.log.dirs.replication.quota.window.num": ("int", 11),
+    "alter.log.dirs.replication.quota.window.size.seconds": ("int", 1),
     # KIP-392 fetch from follower (kafkawire/apis/fetch.py): Kafka's RackAwareReplicaSelector
     "replica.selector.class": ("class", None),
     # the controller's preferred-leader balancing (kafkawire/controller_service.py)
@@ -733,6 +741,8 @@ def validate_topic_config(name: str, raw: str | None) -> Any:
         bad = [p for p in parts if p not in ("delete", "compact")]
         if bad:
             raise _invalid(name, raw, "String must be one of: compact, delete")
+    if name in _THROTTLED_REPLICAS:
+        _check_throttled_replicas(name, str(value))
     choices = _TOPIC_CHOICES.get(name)
     if choices is not None and value not in choices:
         raise _invalid(name, raw, "String must be one of: " + ", ".join(choices))
@@ -748,6 +758,22 @@ def validate_topic_config(name: str, raw: str | None) -> Any:
         if hi is not None and value > hi:
             raise _invalid(name, shown, f"Value must be no more than {_num(hi)}")
     return value
+
+
+_THROTTLED_REPLICAS = ("leader.replication.throttled.replicas",
+                       "follower.replication.throttled.replicas")
+_REPLICA_ITEM = re.compile(r"([0-9]+:[0-9]+)?")
+
+
+def _check_throttled_replicas(name: str, value: str) -> None:
+    """Kafka's ``ThrottledReplicaListValidator``: ``*`` or ``partition:broker`` pairs (the
+    message shows the parsed list as Java prints it)."""
+    items = value.split(",") if value else []
+    if items == ["*"] or all(_REPLICA_ITEM.fullmatch(i) for i in items):
+        return
+    raise _invalid(name, "[" + ", ".join(items) + "]",
+                   f"{name} must be the literal '*' or a list of replicas in the following "
+                   "format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
 
 
 def _num(v: float) -> str:

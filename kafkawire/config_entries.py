@@ -31,7 +31,10 @@ Applied at once: the topic-config synonyms (every partition's log config),
 ``log.cleaner.io.max.bytes.per.second`` (the cleaner), ``max.connections``,
 ``max.connections.per.ip`` and ``max.connections.per.ip.overrides`` (the server),
 ``group.consumer.assignment.interval.ms`` (the KIP-848 coordinator),
-``transaction.partition.verification.enable`` (Produce). **Accepted but with no
+``transaction.partition.verification.enable`` (Produce), ``leader.replication.throttled.rate``
+and ``follower.replication.throttled.rate`` (``kafkawire.replication_quota``; dynamic-only keys
+listed once set, as ``replica.alter.log.dirs.io.max.bytes.per.second``, which changes nothing:
+replicas never move between log dirs). **Accepted but with no
 mechanism in kafkawire** (stored, validated, reported; they change nothing): the thread pool
 sizes (``num.io.threads``, ``num.network.threads``, ``num.recovery.threads.per.data.dir``,
 ``background.threads``, ``num.replica.fetchers``, ``log.cleaner.threads``), cleaner buffer sizes,
@@ -187,6 +190,15 @@ SECURITY_DYNAMIC_CONFIGS: frozenset[str] = frozenset({
     "ssl.truststore.type",
 })
 
+# Kafka's replication quotas (``DynamicConfig.Broker``, KIP-73): dynamic-only LONG configs
+# (>= 0, default Long.MAX_VALUE), per broker or as the cluster default. Kafka's KafkaConfig
+# does not define them, so DescribeConfigs lists them only once set, with no DEFAULT_CONFIG
+# synonym (kafkawire.replication_quota enforces the first two).
+REPLICATION_THROTTLE_CONFIGS: frozenset[str] = frozenset({
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+})
+
 _SECURITY_PASSWORDS = frozenset({
     "sasl.jaas.config", "ssl.key.password", "ssl.keystore.certificate.chain", "ssl.keystore.key",
     "ssl.keystore.password", "ssl.truststore.certificates", "ssl.truststore.password",
@@ -194,7 +206,7 @@ _SECURITY_PASSWORDS = frozenset({
 
 DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
     names[0] for names in TOPIC_BROKER_SYNONYMS.values() if names[0] in BROKER_CONFIGS
-) | frozenset(_RECONFIGURABLE) | SECURITY_DYNAMIC_CONFIGS
+) | frozenset(_RECONFIGURABLE) | SECURITY_DYNAMIC_CONFIGS | REPLICATION_THROTTLE_CONFIGS
 PER_BROKER_CONFIGS: frozenset[str] = frozenset(
     k for k, per in _RECONFIGURABLE.items() if per) | SECURITY_DYNAMIC_CONFIGS
 
@@ -543,8 +555,10 @@ def broker_config_entries(
     layers = broker_layers(config, image)
     effective = effective_broker_config(config, image)
     per, default = dynamic_broker_configs(image, config.node_id)
-    # SSL/SASL keys kafkawire does not otherwise know are listed once set dynamically
-    security = {k for k in (*per, *default) if k in SECURITY_DYNAMIC_CONFIGS} - BROKER_CONFIGS.keys()
+    # SSL/SASL keys kafkawire does not otherwise know, and the replication throttles, are
+    # listed once set dynamically
+    security = {k for k in (*per, *default) if k in SECURITY_DYNAMIC_CONFIGS
+                or k in REPLICATION_THROTTLE_CONFIGS} - BROKER_CONFIGS.keys()
     listed = (BROKER_CONFIGS.keys() - INTERNAL_BROKER_CONFIGS) | security
     keys = sorted(listed) if per_broker else sorted(k for k in default if k in listed)
     if names is not None:
@@ -553,7 +567,8 @@ def broker_config_entries(
     out: list[ConfigEntry] = []
     for name in keys:
         kind = BROKER_CONFIGS[name][0] if name in BROKER_CONFIGS else (
-            "password" if name in _SECURITY_PASSWORDS else "string")
+            "password" if name in _SECURITY_PASSWORDS else
+            "long" if name in REPLICATION_THROTTLE_CONFIGS else "string")
         chain = synonym_chain(name, layers)
         sensitive = kind == "password"
         if sensitive:  # Kafka never returns a password's value, nor its synonyms' values
@@ -626,6 +641,8 @@ def validate_broker_changes(
             out[name] = _validate_topic_synonym(name, raw)
         elif name in SECURITY_DYNAMIC_CONFIGS or listener_security_key(name):
             out[name] = raw
+        elif name in REPLICATION_THROTTLE_CONFIGS:
+            out[name] = _validate_throttle_rate(name, raw)
         else:
             _validate_reconfigurable(name, raw)
             out[name] = raw.strip()
@@ -676,6 +693,16 @@ def _dynamic_failure(reason: str) -> KafkaError:
         f"Invalid value org.apache.kafka.common.config.ConfigException: {reason} for "
         "configuration Invalid dynamic configuration",
     )
+
+
+def _validate_throttle_rate(name: str, raw: str) -> str:
+    try:
+        value = parse_typed(name, "long", raw)
+    except ConfigError as e:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, str(e)) from None
+    if value < 0:
+        raise _bad(name, raw, "Value must be at least 0")
+    return str(value)
 
 
 def _validate_reconfigurable(name: str, raw: str) -> None:

@@ -6,9 +6,13 @@ with ``Partition.maybeShrinkIsr`` / ``maybeExpandIsr``).
   (``Partition.wanted_isr``).
 - Expand: a follower outside the ISR whose fetch reaches the high watermark and the start of
   the leader epoch wakes this task at once (``Partition.on_isr_expand``); it joins when its
-  broker is registered, unfenced and not shutting down.
+  broker is registered, unfenced and not shutting down, and its fetch carried the broker's
+  current epoch (Fetch v15+ ``replica_epoch``; -1 from older versions is accepted), as Kafka's
+  ``isReplicaIsrEligible``: a fetch from a previous incarnation of the broker does not count.
 - One AlterPartition in flight per partition (with its leader epoch, partition epoch and the
-  members' broker epochs, v3 / KIP-903), through the broker's controller channel (in-process on
+  members' broker epochs, v3 / KIP-903: ours, and for each follower the epoch its last Fetch
+  carried, as Kafka's ``addBrokerEpochToIsr``; the controller answers INELIGIBLE_REPLICA when
+  one is not the registered epoch), through the broker's controller channel (in-process on
   a combined node, the wire otherwise). The answer's ISR and partition epoch apply at once if
   the leader epoch is still ours; FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION wait for the
   metadata image (which carries the controller's state); other errors are tried again at the
@@ -30,7 +34,7 @@ from kafkawire.node_client import NodeDisconnected, NodeUnsupportedVersion
 from kafkawire.replica_manager import ReplicaManager
 from kraft.image import MetadataImage
 from kraft.replication_control import IsrMember
-from log.replica import Partition
+from log.replica import Partition, broker_epoch_isr_eligible
 from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["IsrManager"]
@@ -61,9 +65,14 @@ class IsrManager:
         self._woken.add((p.topic, p.partition))
         self._event.set()
 
-    def _eligible(self, broker_id: int) -> bool:
+    def _eligible(self, broker_id: int, fetch_broker_epoch: int | None) -> bool:
+        """Kafka's ``isReplicaIsrEligible`` (KIP-903): registered, unfenced, not shutting
+        down, and its last fetch carried its current broker epoch (or -1, a Fetch before v15);
+        a fetch from an earlier incarnation of the broker does not bring it into the ISR."""
         reg = self.image().brokers.get(broker_id)
-        return reg is not None and not reg.fenced and not reg.in_controlled_shutdown
+        if reg is None or reg.fenced or reg.in_controlled_shutdown:
+            return False
+        return broker_epoch_isr_eligible(fetch_broker_epoch, reg.epoch)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         interval_ms = max(self.lag_ms // 2, SCAN_INTERVAL_MIN_MS)
@@ -97,8 +106,8 @@ class IsrManager:
         topic = img.topics.get(tp[0])
         if topic is None:
             return
-        members = tuple(IsrMember(b, img.brokers[b].epoch if b in img.brokers else -1)
-                        for b in sorted(new))
+        own = self.broker_epoch()
+        members = tuple(IsrMember(b, p.member_broker_epoch(b, own)) for b in sorted(new))
         change = IsrChange(topic.topic_id, tp[1], p.leader_epoch, p.partition_epoch, members)
         self._in_flight.add(tp)
         nursery.start_soon(self._alter, p, change)

@@ -13,6 +13,10 @@ connection to one node, as Kafka's NetworkClient does for inter-broker traffic:
   connection error closes the connection and raises ``NodeDisconnected``; the next request
   reconnects after ``reconnect.backoff.ms``, doubling up to ``reconnect.backoff.max.ms``.
 
+- ``security`` (``kafkawire.inter_broker``): TLS to an SSL / SASL_SSL listener (this
+  broker's client side of ``kafkawire.tls_stream``), and SASL (PLAIN, SCRAM) after ApiVersions
+  on a SASL listener; a failed handshake or authentication is a ``NodeDisconnected``.
+
 Callers (the broker lifecycle manager, later the replica fetchers and the Raft driver) decide
 what to retry.
 """
@@ -21,16 +25,21 @@ from __future__ import annotations
 
 import importlib
 import logging
+import ssl
 import struct
 from collections.abc import Callable
 from typing import Any
 
 import trio
 
+from kafkawire.inter_broker import ClientSecurity, SaslClient
+from kafkawire.tls_stream import TLSStream
 from protocol._generated import API_INFO, RESPONSES
 from protocol._generated.api_versions_request import ApiVersionsRequest
 from protocol._generated.api_versions_response import ApiVersionsResponse
 from protocol._generated.request_header import RequestHeader
+from protocol._generated.sasl_authenticate_request import SaslAuthenticateRequest
+from protocol._generated.sasl_handshake_request import SaslHandshakeRequest
 from protocol.errors import ErrorCode
 from protocol.primitives import RemoteProtocolError
 
@@ -76,13 +85,16 @@ class NodeClient:
         request_timeout_ms: int = REQUEST_TIMEOUT_MS,
         reconnect_backoff_ms: int = RECONNECT_BACKOFF_MS,
         reconnect_backoff_max_ms: int = RECONNECT_BACKOFF_MAX_MS,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.host, self.port, self.client_id = host, port, client_id
+        #: TLS and/or SASL of the peer's listener (None: PLAINTEXT)
+        self.security = security
         self.clock_ms = clock_ms
         self.request_timeout_ms = request_timeout_ms
         self.reconnect_backoff_ms = reconnect_backoff_ms
         self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
-        self.stream: trio.SocketStream | None = None
+        self.stream: trio.abc.Stream | None = None
         self.versions: dict[int, tuple[int, int]] = {}
         self._correlation = 0
         self._lock = trio.Lock()
@@ -97,15 +109,46 @@ class NodeClient:
             await trio.sleep(wait_ms / 1000)
         try:
             with trio.fail_after(self.request_timeout_ms / 1000):
-                self.stream = await trio.open_tcp_stream(self.host, self.port)
+                self.stream = await self._open()
                 self._buf.clear()
                 self.versions = await self._negotiate()
+                if self.security is not None and self.security.mechanism is not None:
+                    await self._authenticate(self.security)
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
-                RemoteProtocolError) as e:
+                RemoteProtocolError, ssl.SSLError, ValueError) as e:
             self._backoff()
             await self._close_stream()
             raise NodeDisconnected(f"connecting to {self.host}:{self.port}: {e}") from e
         self._failures = 0
+
+    async def _open(self) -> trio.abc.Stream:
+        sock = await trio.open_tcp_stream(self.host, self.port)
+        ctx = self.security.ssl_context if self.security is not None else None
+        if ctx is None:
+            return sock
+        tls = TLSStream(sock, ctx, server_side=False, server_hostname=self.host)
+        self.stream = tls  # closed on failure like any stream
+        await tls.do_handshake()
+        return tls
+
+    async def _authenticate(self, sec: ClientSecurity) -> None:
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism is done (Kafka's
+        client order: after ApiVersions). A refusal raises RemoteProtocolError."""
+        assert sec.mechanism is not None
+        hs = await self._roundtrip(SaslHandshakeRequest(mechanism=sec.mechanism),
+                                   self.version_for(SaslHandshakeRequest()))
+        if hs.error_code != ErrorCode.NONE:
+            raise RemoteProtocolError(f"SaslHandshake {sec.mechanism}: error {hs.error_code} "
+                                      f"(enabled: {hs.mechanisms})")
+        client = SaslClient(sec)
+        token: bytes | None = client.first()
+        version = self.version_for(SaslAuthenticateRequest())
+        while token is not None:
+            resp = await self._roundtrip(SaslAuthenticateRequest(auth_bytes=token), version)
+            if resp.error_code != ErrorCode.NONE:
+                raise RemoteProtocolError(f"SASL {sec.mechanism} authentication as "
+                                          f"{sec.username} failed: {resp.error_message}")
+            token = client.next(bytes(resp.auth_bytes or b""))
 
     def backoff_remaining_ms(self) -> int:
         """How long the next connection attempt still waits (0: none, or connected)."""

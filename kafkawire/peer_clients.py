@@ -2,7 +2,8 @@
 outside the replica fetchers: WriteTxnMarkers from the transaction coordinator).
 
 ``PeerClients.get(broker_id)`` returns one ``NodeClient`` per broker, on the inter-broker
-listener of its registration in the metadata image (re-created when the broker registers again
+listener of its registration in the metadata image, with that listener's TLS / SASL
+(``kafkawire.inter_broker``) (re-created when the broker registers again
 on another address), or None while the broker is unknown. Requests to one broker are serialized
 by its NodeClient; callers retry on ``NodeDisconnected``.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kafkawire.inter_broker import ClientSecurity
 from kafkawire.node_client import NodeClient
 from kraft.image import MetadataImage
 
@@ -32,12 +34,14 @@ def endpoint_of(image: MetadataImage, broker_id: int, listener: str | None
 class PeerClients:
     def __init__(self, node_id: int, image: Callable[[], MetadataImage],
                  listener: Callable[[], str | None], clock_ms: Callable[[], int],
-                 request_timeout_ms: int) -> None:
+                 request_timeout_ms: int,
+                 security: Callable[[], ClientSecurity] | None = None) -> None:
         self.node_id = node_id
         self.image = image
         self.listener = listener
         self.clock_ms = clock_ms
         self.request_timeout_ms = request_timeout_ms
+        self.security = security
         self._clients: dict[int, tuple[tuple[str, int], NodeClient]] = {}
 
     def get(self, broker_id: int) -> NodeClient | None:
@@ -48,7 +52,8 @@ class PeerClients:
         if found is not None and found[0] == ep:
             return found[1]
         client = NodeClient(ep[0], ep[1], f"broker-{self.node_id}", self.clock_ms,
-                            request_timeout_ms=self.request_timeout_ms)
+                            request_timeout_ms=self.request_timeout_ms,
+                            security=self.security() if self.security is not None else None)
         self._clients[broker_id] = (ep, client)
         return client
 

@@ -23,9 +23,16 @@ assigned to fetcher ``hash(topic, partition) % num.replica.fetchers`` of its lea
   ``replica.fetch.backoff.ms``, until the metadata moves it;
 - a connection failure backs off ``replica.fetch.backoff.ms`` (the NodeClient reconnects).
 
+Replication throttle (KIP-73, ``kafkawire.replication_quota``): while this broker's
+``follower.replication.throttled.rate`` is exceeded, partitions named by the topic's
+``follower.replication.throttled.replicas`` that have not caught up with the leader's high
+watermark are left out of the Fetch (a fetcher with nothing else to fetch waits for
+``replica.fetch.backoff.ms`` or a wake-up); their appended bytes are recorded.
+
 A fetch answered for a partition whose role or leader epoch changed meanwhile is dropped.
-Only PLAINTEXT inter-broker listeners are spoken (``inter.broker.listener.name``, else the
-broker's first non-controller listener).
+The leader is reached on the inter-broker listener (``kafkawire.inter_broker``:
+``inter.broker.listener.name`` / ``security.inter.broker.protocol``, else the broker's first
+non-controller listener) with that listener's TLS and SASL settings.
 """
 
 from __future__ import annotations
@@ -38,8 +45,10 @@ from typing import Any
 
 import trio
 
+from kafkawire.inter_broker import ClientSecurity
 from kafkawire.node_client import NodeClient, NodeDisconnected, NodeUnsupportedVersion
 from kafkawire.peer_clients import endpoint_of
+from kafkawire.replication_quota import ReplicationQuota
 from kraft.image import MetadataImage
 from log.replica import Partition, ReplicaRole
 from protocol._generated.fetch_request import FetchRequest
@@ -165,6 +174,9 @@ class _Fetched:
     partition: Partition
     leader_epoch: int
     delayed_until_ms: int = 0
+    #: caught up with the leader's high watermark at the last answer (Kafka's
+    #: ``isReplicaInSync``): such a partition is never throttled
+    in_sync: bool = False
 
 
 @dataclass
@@ -193,7 +205,8 @@ class ReplicaFetcher:
             m = self.manager
             self.client = NodeClient(
                 ep[0], ep[1], f"broker-{m.node_id}-fetcher-{self.index}", m.clock_ms,
-                request_timeout_ms=m.settings.socket_timeout_ms)
+                request_timeout_ms=m.settings.socket_timeout_ms,
+                security=m.security() if m.security is not None else None)
             self.endpoint = ep
         return self.client
 
@@ -209,11 +222,13 @@ class ReplicaFetcher:
 
     async def _run_once(self) -> None:
         now = self.manager.clock_ms()
-        ready = {tp: f for tp, f in self.partitions.items() if f.delayed_until_ms <= now}
+        ready = {tp: f for tp, f in self.partitions.items()
+                 if f.delayed_until_ms <= now and not self.manager.throttled(tp, f, now)}
         client = self._client()
         if not ready or client is None:
             self.woken = trio.Event()
-            due = min((f.delayed_until_ms for f in self.partitions.values()), default=None)
+            due = min((f.delayed_until_ms for f in self.partitions.values()
+                       if f.delayed_until_ms > now), default=None)
             wait_s = self.manager.settings.backoff_ms / 1000 if due is None or client is None \
                 else max(0.0, (due - now) / 1000)
             with trio.move_on_after(wait_s):
@@ -254,6 +269,7 @@ class ReplicaFetcher:
                     continue  # became leader, or a new epoch: the answer is stale
                 try:
                     outcome = apply_fetched(p, pd, now)
+                    self.manager.after_fetched(tp, f, pd, now)
                 except KafkaError as e:
                     log.warning("%s-%d: appending from leader %d failed: %s", name,
                                 pd.partition_index, self.source_id, e)
@@ -298,13 +314,17 @@ class ReplicaFetcherManager:
 
     def __init__(self, node_id: int, settings: FetcherSettings, clock_ms: Callable[[], int],
                  image: Callable[[], MetadataImage], broker_epoch: Callable[[], int],
-                 listener_name: Callable[[], str | None]) -> None:
+                 listener_name: Callable[[], str | None],
+                 quota: ReplicationQuota | None = None,
+                 security: Callable[[], ClientSecurity] | None = None) -> None:
         self.node_id = node_id
         self.settings = settings
         self.clock_ms = clock_ms
         self.image = image
         self.broker_epoch = broker_epoch
         self.listener_name = listener_name
+        self.quota = quota
+        self.security = security
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._rotation = 0
         self._nursery: trio.Nursery | None = None
@@ -319,6 +339,23 @@ class ReplicaFetcherManager:
             self._nursery = nursery
             task_status.started()
             await trio.sleep_forever()
+
+    def throttled(self, tp: TopicPartition, f: _Fetched, now_ms: int) -> bool:
+        """Kafka's ``shouldFollowerThrottle``: a partition not caught up, named by
+        ``follower.replication.throttled.replicas``, while ``follower.replication.throttled
+        .rate`` is exceeded, is left out of the next Fetch."""
+        q = self.quota
+        return q is not None and not f.in_sync and q.is_throttled(*tp) \
+            and q.is_quota_exceeded(now_ms)
+
+    def after_fetched(self, tp: TopicPartition, f: _Fetched, pd: FetchResponse.PartitionData,
+                      now_ms: int) -> None:
+        """Record a throttled partition's bytes; note whether it has caught up."""
+        f.in_sync = pd.error_code == ErrorCode.NONE and pd.high_watermark >= 0 \
+            and f.partition.log_end_offset >= pd.high_watermark
+        q = self.quota
+        if q is not None and pd.records and q.is_throttled(*tp):
+            q.record(len(pd.records), now_ms)
 
     def endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
         return endpoint_of(self.image(), broker_id, self.listener_name())

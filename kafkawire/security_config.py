@@ -32,6 +32,8 @@ DEFAULTS: dict[str, str] = {
     "ssl.keystore.type": "JKS",
     "ssl.truststore.type": "JKS",
     "ssl.principal.mapping.rules": "DEFAULT",
+    "ssl.endpoint.identification.algorithm": "https",
+    "sasl.mechanism.inter.broker.protocol": "GSSAPI",
     "sasl.enabled.mechanisms": "GSSAPI",
     "connections.max.reauth.ms": "0",
     "sasl.server.max.receive.size": "524288",

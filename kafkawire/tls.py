@@ -174,6 +174,35 @@ def server_context(settings: Mapping[str, str | None]) -> ssl.SSLContext:
     return ctx
 
 
+def client_context(settings: Mapping[str, str | None]) -> ssl.SSLContext:
+    """An SSLContext for this broker's connections to other brokers on a TLS listener, from
+    that listener's ``ssl.*`` settings as Kafka's inter-broker client takes them: the
+    truststore checks the peer (the system CAs without one), the keystore (when given) is
+    this broker's certificate for ``ssl.client.auth``, ``ssl.endpoint.identification
+    .algorithm`` (``https`` by default, empty: off) checks the peer's host name."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    protocols = [p.strip() for p in (settings.get("ssl.enabled.protocols") or "").split(",")
+                 if p.strip()]
+    versions = [_PROTOCOLS[p] for p in protocols if p in _PROTOCOLS]
+    if versions:
+        ctx.minimum_version, ctx.maximum_version = min(versions), max(versions)
+    _key, trusted = _store(settings, "truststore")
+    try:
+        if trusted:
+            ctx.load_verify_locations(cadata=trusted.decode("ascii", "replace"))
+        else:
+            ctx.load_default_certs()
+    except ssl.SSLError as e:
+        raise ConfigError(f"cannot use the truststore: {e}") from None
+    key_pem, chain_pem = _store(settings, "keystore")
+    if key_pem and chain_pem:
+        _load_keystore(ctx, key_pem, chain_pem, settings.get("ssl.key.password"))
+    ctx.check_hostname = bool((settings.get("ssl.endpoint.identification.algorithm")
+                               or "").strip())
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx
+
+
 def subject_dn(der: bytes) -> str:
     """The subject of a DER certificate as RFC 2253 text (Java's X500Principal.getName())."""
     from cryptography import x509

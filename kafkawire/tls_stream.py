@@ -25,11 +25,15 @@ TLS_READ_BYTES = 1024 * 1024
 
 
 class TLSStream(trio.abc.Stream):
-    def __init__(self, transport: trio.SocketStream, context: ssl.SSLContext) -> None:
+    def __init__(self, transport: trio.SocketStream, context: ssl.SSLContext,
+                 server_side: bool = True, server_hostname: str | None = None) -> None:
+        """``server_side=False`` (with ``server_hostname`` for its check): the client side,
+        for this broker's own connections to other brokers over SSL / SASL_SSL."""
         self.transport = transport
         self._in = ssl.MemoryBIO()
         self._out = ssl.MemoryBIO()
-        self._obj = context.wrap_bio(self._in, self._out, server_side=True)
+        self._obj = context.wrap_bio(self._in, self._out, server_side=server_side,
+                                     server_hostname=None if server_side else server_hostname)
         self._eof = False
 
     async def _flush(self) -> None:

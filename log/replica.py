@@ -58,6 +58,7 @@ __all__ = [
     "PartitionRead",
     "ReplicaRole",
     "ROLE_TRANSITIONS",
+    "broker_epoch_isr_eligible",
     "check_leader_epoch",
 ]
 
@@ -99,6 +100,15 @@ def check_leader_epoch(requested: int, current: int) -> ErrorCode:
     return ErrorCode.FENCED_LEADER_EPOCH if requested < current else ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
+def broker_epoch_isr_eligible(fetch_broker_epoch: int | None, registered_epoch: int | None) -> bool:
+    """KIP-903 (Kafka's ``isBrokerEpochIsrEligible``): a follower may join the ISR only when
+    it has fetched in this leader epoch, its broker is registered, and the broker epoch its
+    fetch carried is that registration's (or -1: a Fetch before v15, which carries none)."""
+    if fetch_broker_epoch is None or registered_epoch is None:
+        return False
+    return fetch_broker_epoch == -1 or fetch_broker_epoch == registered_epoch
+
+
 @dataclass(slots=True)
 class FollowerState:
     """What the leader knows about one other replica (Kafka's ``Replica``)."""
@@ -108,6 +118,9 @@ class FollowerState:
     log_start_offset: int = -1
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
+    #: the broker epoch its last fetch carried (Fetch v15+ ``replica_state.replica_epoch``,
+    #: -1 from older versions); None until it fetches in this leader epoch (KIP-903)
+    broker_epoch: int | None = None
 
 
 class PartitionRead(NamedTuple):
@@ -429,6 +442,7 @@ class Partition:
         current_leader_epoch: int = NO_EPOCH,
         last_fetched_epoch: int = NO_EPOCH,
         replica_log_start_offset: int = -1,
+        replica_epoch: int = -1,
         min_one_message: bool = True,
         require_leader: bool = True,
     ) -> PartitionRead:
@@ -458,6 +472,7 @@ class Partition:
         )
         res = log.read(fetch_offset, max_bytes, max_offset=upper, min_one_message=min_one_message)
         if follower is not None:
+            follower.broker_epoch = replica_epoch
             self._update_follower(follower, fetch_offset, replica_log_start_offset, leo, now_ms)
         return PartitionRead(res, hw, lso, start, leo)
 
@@ -495,12 +510,14 @@ class Partition:
         return f.log_end_offset >= self.log.high_watermark and f.log_end_offset >= epoch_start
 
     def wanted_isr(self, now_ms: int, replica_lag_time_max_ms: int,
-                   eligible: Callable[[int], bool]) -> frozenset[int] | None:
+                   eligible: Callable[[int, int | None], bool]) -> frozenset[int] | None:
         """Leader only: the ISR this leader should ask the controller for, or None when it
         is right as it is. ISR members that have not caught up with the log end offset for
         ``replica.lag.time.max.ms`` leave (Kafka's ``getOutOfSyncReplicas``); replicas outside
         it that reached the high watermark and the start of this epoch, and that ``eligible``
-        accepts (registered, unfenced), join (``isFollowerInSync``)."""
+        accepts given the broker epoch of their last fetch (registered, unfenced, not shutting
+        down, that epoch current: Kafka's ``isReplicaIsrEligible``), join
+        (``isFollowerInSync``)."""
         if self.role is not ReplicaRole.LEADER:
             return None
         isr = set(self.isr)
@@ -508,11 +525,20 @@ class Partition:
             if r in isr:
                 if now_ms - f.last_caught_up_ms > replica_lag_time_max_ms:
                     isr.discard(r)
-            elif f.log_end_offset >= 0 and self._caught_up(f) and eligible(r):
+            elif f.log_end_offset >= 0 and self._caught_up(f) and eligible(r, f.broker_epoch):
                 isr.add(r)
         isr.add(self.local_id)
         new = frozenset(isr)
         return None if new == self.isr else new
+
+    def member_broker_epoch(self, replica_id: int, local_broker_epoch: int) -> int:
+        """The broker epoch an AlterPartition names for an ISR member (Kafka's
+        ``addBrokerEpochToIsr``): ours for this node, else the one its last fetch carried
+        (-1 when unknown: the controller then does not check it)."""
+        if replica_id == self.local_id:
+            return local_broker_epoch
+        f = self.followers.get(replica_id)
+        return -1 if f is None or f.broker_epoch is None else f.broker_epoch
 
     def fetchable_offset(self, isolation: FetchIsolation) -> int:
         log = self.log

@@ -13,7 +13,7 @@ import pytest
 from kafkawire.replica_fetcher import FetchOutcome, apply_fetched, fetcher_id, truncate_out_of_range
 from log.config import LogConfig
 from log.partition_log import PartitionLog
-from log.replica import FetchIsolation, Partition
+from log.replica import FetchIsolation, Partition, broker_epoch_isr_eligible
 from protocol._generated.fetch_response import FetchResponse
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import iter_headers
@@ -143,20 +143,43 @@ def test_isr_shrinks_after_the_lag_time_and_expands_when_caught_up(trio_of) -> N
     produce(a, 2)
     apply_fetched(b, answer(a, b, NOW + 1000), NOW)
     apply_fetched(b, answer(a, b, NOW + 2000), NOW)
-    assert a.wanted_isr(NOW + 5000, lag, lambda r: True) is None
+    assert a.wanted_isr(NOW + 5000, lag, lambda r, e: True) is None
     # c never fetched since the epoch started: out after replica.lag.time.max.ms
-    assert a.wanted_isr(NOW + lag + 1, lag, lambda r: True) == frozenset({1, 2})
+    assert a.wanted_isr(NOW + lag + 1, lag, lambda r, e: True) == frozenset({1, 2})
     a.update_isr(frozenset({1, 2}), NOW + lag + 1)
     assert a.high_watermark == 2
     # c catches up: the leader is told at once, and c is eligible only when its broker is
     apply_fetched(c, answer(a, c, NOW + lag + 2), NOW)
     apply_fetched(c, answer(a, c, NOW + lag + 3), NOW)
     assert woken and woken[-1] is a
-    assert a.wanted_isr(NOW + lag + 3, lag, lambda r: r != 3) is None
-    assert a.wanted_isr(NOW + lag + 3, lag, lambda r: True) == frozenset(replicas)
+    assert a.wanted_isr(NOW + lag + 3, lag, lambda r, e: r != 3) is None
+    assert a.wanted_isr(NOW + lag + 3, lag, lambda r, e: True) == frozenset(replicas)
 
 
 def test_fetcher_ids_are_stable_and_spread() -> None:
     ids = {fetcher_id("t", p, 3) for p in range(30)}
     assert ids == {0, 1, 2}
     assert fetcher_id("t", 5, 3) == fetcher_id("t", 5, 3)
+
+
+def test_a_fetch_with_a_stale_broker_epoch_does_not_join_the_isr(trio_of) -> None:  # type: ignore[no-untyped-def]
+    """KIP-903: the leader keeps the broker epoch of each follower's last fetch; the ISR
+    expansion takes it only when it is the broker's registered epoch (or -1, Fetch < v15),
+    and AlterPartition names that epoch for the member."""
+    a, b, _c = trio_of
+    registered = {2: 70}
+    eligible = lambda r, e: broker_epoch_isr_eligible(e, registered.get(r))  # noqa: E731
+    a.become_leader(0, frozenset({1}), (1, 2), NOW)
+    b.become_follower(1, 0, frozenset({1}), (1, 2))
+    produce(a, 3)
+    assert a.wanted_isr(NOW, 10_000, eligible) is None  # b never fetched
+    for epoch, joins in ((42, False), (-1, True), (70, True), (42, False)):
+        a.read(2, a.log_end_offset, 1 << 20, isolation=FetchIsolation.LOG_END, now_ms=NOW,
+               replica_epoch=epoch)
+        want = a.wanted_isr(NOW, 10_000, eligible)
+        assert (want == frozenset({1, 2})) is joins, (epoch, want)
+        assert a.member_broker_epoch(2, 9) == epoch
+    assert a.member_broker_epoch(1, 9) == 9
+    assert a.member_broker_epoch(3, 9) == -1
+    assert not broker_epoch_isr_eligible(None, 70)
+    assert not broker_epoch_isr_eligible(70, None)

@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -576,3 +577,189 @@ def test_kafka_leader_election_gives_leadership_back(cluster: ReplicationCluster
     assert "Successfully completed leader election (PREFERRED)" in out, out
     failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
                         and s[0] == preferred, 60, "the preferred replica to lead again")
+
+
+def registered_epochs(c: ReplicationCluster, node: int) -> list[int]:
+    """The broker epochs ``node`` registered with, in order (its log says each one)."""
+    import re
+
+    text = c.procs.nodes[node].log_path.read_text(errors="replace")
+    return [int(m) for m in re.findall(rf"broker {node} registered with broker epoch (\d+)", text)]
+
+
+def replica_fetch(address: str, topic: str, topic_id: uuid.UUID, replica: int,
+                  broker_epoch: int, offset: int) -> int:
+    """One Fetch v17 as follower ``replica`` (ReplicaState with ``broker_epoch``) at
+    ``offset``; returns the partition's error code."""
+    from protocol._generated.fetch_request import FetchRequest as F
+    from tests.conftest import RawClient
+
+    raw = RawClient(address, client_id=f"broker-{replica}-fetcher-0")
+    try:
+        req = F(replica_id=-1, replica_state=F.ReplicaState(replica_id=replica,
+                                                            replica_epoch=broker_epoch),
+                max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
+                session_epoch=-1, rack_id="", forgotten_topics_data=[],
+                topics=[F.FetchTopic(topic=topic, topic_id=topic_id, partitions=[
+                    F.FetchPartition(partition=0, fetch_offset=offset, current_leader_epoch=-1,
+                                     last_fetched_epoch=-1, log_start_offset=0,
+                                     partition_max_bytes=1 << 20)])])
+        return int(raw.request(req, 17).responses[0].partitions[0].error_code)
+    finally:
+        raw.close()
+
+
+def test_a_fetch_from_a_previous_incarnation_does_not_rejoin_the_isr(tmp_path: Path) -> None:
+    """KIP-903: a follower restarted (new broker epoch) and then stalled out of the ISR. A
+    caught-up Fetch naming it with its PREVIOUS broker epoch (a request of the old incarnation)
+    does not bring it back; the same Fetch with its current epoch does (the control)."""
+    import base64
+    import signal
+
+    from confluent_kafka import Producer, TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    overrides = {"broker.session.timeout.ms": "60000", "replica.lag.time.max.ms": "3000"}
+    with replication_cluster(brokers=3, base_dir=tmp_path, overrides=overrides) as c:
+        node = c.broker_ids[-1]
+        c.stop(node)
+        c.start(node)
+        c.wait_for_brokers()
+        failover.wait_until(lambda: len(registered_epochs(c, node)) >= 2, 60,
+                            f"broker {node} to register twice")
+        old_epoch, epoch = registered_epochs(c, node)[-2:]
+        assert old_epoch < epoch
+        others = [b for b in c.broker_ids if b != node]
+        topic = f"epoch-{uuid.uuid4().hex[:8]}"
+        failover.create_topic(c.admin_bootstrap, topic, [*others, node], min_isr=1)
+        boot = c.bootstrap
+        leader = (failover.partition_state(boot, topic) or (-1, [], []))[0]
+        assert leader != node
+        admin = AdminClient({"bootstrap.servers": boot})
+        md = admin.describe_topics(TopicCollection([topic]))[topic].result()
+        topic_id = uuid.UUID(bytes=base64.urlsafe_b64decode(str(md.topic_id) + "=="))
+        proc = c.procs.nodes[node].proc
+        assert proc is not None
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
+                                and node not in s[2], 60, f"{node} to leave the ISR")
+            p = Producer({"bootstrap.servers": boot, "acks": "all"})
+            acked: list[int] = []
+            for i in range(10):
+                p.produce(topic, b"v%d" % i, partition=0, on_delivery=lambda e, m: acked.append(
+                    m.offset()) if e is None else None)
+            assert p.flush(30) == 0 and len(acked) == 10
+            end = max(acked) + 1
+            address = c.procs.nodes[leader].bootstrap
+            deadline = time.monotonic() + 8
+            while time.monotonic() < deadline:  # the leader would act at once; give it time
+                assert replica_fetch(address, topic, topic_id, node, old_epoch, end) == 0
+                s = failover.partition_state(boot, topic)
+                assert s is not None and node not in s[2], "a stale broker epoch joined the ISR"
+                time.sleep(1)
+            assert replica_fetch(address, topic, topic_id, node, epoch, end) == 0
+            failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
+                                and node in s[2], 30, f"{node} to join with its current epoch")
+        finally:
+            proc.send_signal(signal.SIGCONT)
+
+
+def _fill(bootstrap: str, topic: str, mb: int) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20})
+    chunk = b"x" * 10_000
+    for i in range(mb * 100):
+        p.produce(topic, chunk, key=b"%d" % i, partition=0)
+        if i % 50 == 0:
+            p.poll(0)
+    assert p.flush(120) == 0
+
+
+def _reassign(tools: Any, bs: list[str], plan: Path, *extra: str) -> str:
+    out = str(tools.run("reassign-partitions", *bs, "--execute", "--reassignment-json-file",
+                        str(plan), *extra).output)
+    assert "Successfully started partition reassignment" in out, out
+    return out
+
+
+def _check_throttle_configs(tools: Any, bs: list[str], broker: int, topic: str, rate: int,
+                            new: int) -> None:
+    """kafka-configs shows the throttles as Kafka 4.3.1 shows them."""
+    described = tools.run("configs", *bs, "--describe", "--entity-type", "brokers",
+                          "--entity-name", str(broker)).output
+    for key in ("leader", "follower"):
+        line = (f"{key}.replication.throttled.rate={rate} sensitive=false "
+                f"synonyms={{DYNAMIC_BROKER_CONFIG:{key}.replication.throttled.rate={rate}}}")
+        assert line in described, described
+    topic_cfg = tools.run("configs", *bs, "--describe", "--entity-type", "topics",
+                          "--entity-name", topic).output
+    assert "leader.replication.throttled.replicas=" in topic_cfg, topic_cfg
+    assert (f"follower.replication.throttled.replicas=0:{new} sensitive=false synonyms="
+            f"{{DYNAMIC_TOPIC_CONFIG:follower.replication.throttled.replicas=0:{new}}}"
+            ) in topic_cfg, topic_cfg
+
+
+def _check_throttles_removed(tools: Any, bs: list[str], broker: int, topic: str) -> None:
+    described = tools.run("configs", *bs, "--describe", "--entity-type", "brokers",
+                          "--entity-name", str(broker)).output
+    assert "replication.throttled.rate" not in described, described
+    topic_cfg = tools.run("configs", *bs, "--describe", "--entity-type", "topics",
+                          "--entity-name", topic).output
+    assert "throttled.replicas" not in topic_cfg, topic_cfg
+
+
+def _timed_move(cluster: ReplicationCluster, tools: Any, plan_dir: Path, size_mb: int,
+                rate: int | None) -> float:
+    """Fill a topic on [a, b], move it to [b, new] with kafka-reassign-partitions (with
+    ``--throttle rate`` if given) and return the seconds until the new replica is in sync;
+    then ``--verify``."""
+    import json
+
+    a, b, new = cluster.broker_ids
+    bs = ["--bootstrap-server", cluster.admin_bootstrap]
+    topic = f"thr-{uuid.uuid4().hex[:8]}"
+    failover.create_topic(cluster.admin_bootstrap, topic, [a, b], min_isr=1)
+    _fill(cluster.bootstrap, topic, size_mb)
+    plan = plan_dir / f"{topic}.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [b, new]}]}))
+    start = time.monotonic()
+    out = _reassign(tools, bs, plan, *(("--throttle", str(rate)) if rate else ()))
+    if rate:
+        assert f"The inter-broker throttle limit was set to {rate} B/s" in out, out
+        _check_throttle_configs(tools, bs, a, topic, rate, new)
+    failover.wait_until(lambda: (s := failover.partition_state(cluster.bootstrap, topic))
+                        is not None and s[1] == [b, new] and sorted(s[2]) == sorted([b, new]),
+                        300, "the reassignment to complete")
+    took = time.monotonic() - start
+    verify = tools.run("reassign-partitions", *bs, "--verify", "--reassignment-json-file",
+                       str(plan)).output
+    assert "is completed" in verify, verify
+    if rate:
+        assert f"Clearing topic-level throttles on topic {topic}" in verify, verify
+        _check_throttles_removed(tools, bs, a, topic)
+    return took
+
+
+def test_kafka_reassign_partitions_with_a_throttle(cluster: ReplicationCluster,
+                                                   tmp_path: Path) -> None:
+    """Kafka 4.3.1's kafka-reassign-partitions --execute --throttle: the tool sets
+    leader/follower.replication.throttled.rate on the brokers and the throttled-replicas
+    topic configs (shown by kafka-configs as Kafka shows them); the new replica copies the
+    log measurably slower than the same move without a throttle; --verify removes the
+    throttle once the move is done (its broker-level part goes to each broker, which
+    forwards it to the controller)."""
+    from tests.javatools import JavaTools, require_line
+
+    require_line("4.x")
+    tools = JavaTools("4.x")
+    rate, size_mb = 200_000, 6
+    plain = _timed_move(cluster, tools, tmp_path, size_mb, None)
+    throttled = _timed_move(cluster, tools, tmp_path, size_mb, rate)
+    print(f"reassignment of {size_mb} MB: {plain:.1f} s plain, {throttled:.1f} s at "
+          f"--throttle {rate}")
+    # 6 MB at 200 kB/s, of which the 11 s window lets ~2.2 MB through at once: >= ~19 s
+    assert throttled >= 12, (plain, throttled)
+    assert throttled > plain + 5, (plain, throttled)

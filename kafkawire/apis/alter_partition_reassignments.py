@@ -13,7 +13,8 @@ not in it, with adding/removing replicas recorded; new replicas are created as f
 fetch from the leader and join the ISR (AlterPartition), and the controller then drops the
 removed replicas (a removed leader hands over to a target replica in the ISR). Null replicas
 cancel a reassignment in progress. Replication throttles (``leader.replication.throttled.rate``
-and the like) are not applied.
+and the like, which ``kafka-reassign-partitions --throttle`` sets as configs) are applied by
+the leaders and fetchers (``kafkawire.replication_quota``).
 """
 
 from __future__ import annotations

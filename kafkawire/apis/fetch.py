@@ -27,9 +27,15 @@
 - Every read goes through the partition-state layer (``log.replica.Partition.read``). A
   ``replica_id`` (v4-14) or ``replica_state.replica_id`` (v15+) >= 0 is a follower fetch: it
   reads up to the log end offset, and its fetch offset is that follower's log end offset on
-  the leader (which moves the high watermark of a partition whose ISR holds it). A
+  the leader (which moves the high watermark of a partition whose ISR holds it); its broker
+  epoch (v15+ ``replica_state.replica_epoch``) is kept, and a fetch from an earlier
+  incarnation of that broker never brings it into the ISR (KIP-903, ``isr_manager``). A
   ``last_fetched_epoch`` (v12+) that diverges from this log is answered with
   ``diverging_epoch`` and no records (KIP-320/KIP-595), as Kafka's leader does.
+- Replication throttle (KIP-73, ``kafkawire.replication_quota``): a follower outside the ISR
+  fetching a partition named by ``leader.replication.throttled.replicas`` gets no records
+  while ``leader.replication.throttled.rate`` is exceeded (its position still counts, and
+  they do not count towards ``min_bytes``); bytes sent for throttled partitions are recorded.
 - Fetch from follower (KIP-392): with ``replica.selector.class`` set to Kafka's
   ``org.apache.kafka.common.replica.RackAwareReplicaSelector``, a leader answers a consumer
   (v11+) that names a ``rack_id`` with ``preferred_read_replica``, and no records, when a
@@ -58,6 +64,7 @@ from protocol.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
+    from kafkawire.replication_quota import ReplicationQuota
     from kafkawire.server import RequestContext
 
 API_KEY = 1
@@ -93,9 +100,20 @@ class _Params:
     isolation: FetchIsolation
     require_leader: bool
     now_ms: int
+    #: a follower's broker epoch (v15+ ``replica_state.replica_epoch``; -1 before, KIP-903)
+    replica_epoch: int = -1
     held_files: int = 0  # segment files this response keeps open until it is sent
     #: (client rack, rack of each broker) when a consumer may be sent to a follower (KIP-392)
     rack_selector: tuple[str, dict[int, str | None]] | None = None
+    #: follower fetches: the leader's replication throttle (KIP-73)
+    quota: ReplicationQuota | None = None
+
+
+def leader_throttles(quota: ReplicationQuota, p: Partition, replica_id: int, now_ms: int) -> bool:
+    """Kafka's ``shouldLeaderThrottle``: a replica outside the ISR fetching a throttled
+    partition while the leader's replication quota is exceeded gets no records."""
+    return replica_id not in p.isr and quota.is_throttled(p.topic, p.partition) \
+        and quota.is_quota_exceeded(now_ms)
 
 
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
@@ -127,7 +145,8 @@ def preferred_read_replica(p: Partition, fetch_offset: int, client_rack: str,
 def _params(req: FetchRequest, version: int, now_ms: int) -> _Params:
     replica_id = req.replica_state.replica_id if version >= 15 else req.replica_id
     if replica_id >= 0:
-        return _Params(replica_id, FetchIsolation.LOG_END, True, now_ms)
+        epoch = req.replica_state.replica_epoch if version >= 15 else -1
+        return _Params(replica_id, FetchIsolation.LOG_END, True, now_ms, replica_epoch=epoch)
     isolation = (
         FetchIsolation.TXN_COMMITTED if req.isolation_level == READ_COMMITTED
         else FetchIsolation.HIGH_WATERMARK
@@ -159,7 +178,7 @@ def _read_one(p: Partition, s: _Slot, params: _Params, limit: int, first: bool) 
         params.replica_id, s.fetch_offset, max(limit, 0), isolation=params.isolation,
         now_ms=params.now_ms, current_leader_epoch=s.current_leader_epoch,
         last_fetched_epoch=s.last_fetched_epoch, replica_log_start_offset=s.log_start_offset,
-        min_one_message=first, require_leader=params.require_leader,
+        replica_epoch=params.replica_epoch, min_one_message=first, require_leader=params.require_leader,
     )
     r.high_watermark = read.high_watermark
     r.last_stable_offset = read.last_stable_offset
@@ -167,6 +186,9 @@ def _read_one(p: Partition, s: _Slot, params: _Params, limit: int, first: bool) 
     committed = params.isolation is FetchIsolation.TXN_COMMITTED
     r.aborted_transactions = [] if committed else None
     r.error_code = ErrorCode.NONE
+    if params.quota is not None and leader_throttles(params.quota, p, params.replica_id,
+                                                     params.now_ms):
+        return 0  # the fetch position counted (read above); the records wait
     if read.diverging_epoch is not None:
         r.diverging_epoch = FetchResponse.EpochEndOffset(
             epoch=read.diverging_epoch[0], end_offset=read.diverging_epoch[1]
@@ -232,6 +254,7 @@ async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Fetc
         )
     params = _params(req, v, int(time.time() * 1000))
     params.rack_selector = _rack_selector(broker, req, v, params.replica_id)
+    params.quota = broker.leader_quota if params.replica_id >= 0 else None
     max_bytes = req.max_bytes if v >= 3 else 2**31 - 1
     img = broker.image
     slots: list[_Slot] = []
@@ -288,7 +311,21 @@ async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Fetc
         await broker.notifier.wait_any(keys, deadline)
         ctx.remote_s += trio.current_time() - waited
     _count(broker, slots)
+    _record_throttled(params.quota, slots, params.now_ms)
     return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=out)
+
+
+def _record_throttled(quota: ReplicationQuota | None, slots: list[_Slot], now_ms: int) -> None:
+    """The record bytes sent to a follower for throttled partitions count against the
+    leader's replication quota (Kafka's ``sizeOfThrottledPartitions``)."""
+    if quota is None:
+        return
+    total = 0
+    for s in slots:
+        recs = s.resp.records
+        if s.topic is not None and recs and quota.is_throttled(s.topic, s.partition):
+            total += len(recs) if isinstance(recs, (bytes, bytearray)) else recs.size
+    quota.record(total, now_ms)
 
 
 def _count(broker: Broker, slots: list[_Slot]) -> None:
