@@ -30,6 +30,7 @@ from kafkawire.config_resources import group_consumer_settings
 from kafkawire.controller_service import ControllerService
 from kafkawire.coordinator_runtime import GROUP_TOPIC, SHARE_TOPIC, TXN_TOPIC, CoordinatorRuntime
 from kafkawire.envelope import FORWARDABLE_KEYS
+from kafkawire.fetch_session import FetchSessionCache
 from kafkawire.forwarding import Candidate, ForwardingManager
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
 from kafkawire.isr_manager import IsrManager
@@ -191,6 +192,10 @@ class Broker:
         self.replicas: ReplicaManager | None = None
         self.notifier = AppendNotifier()
         self.metrics = BrokerMetrics()
+        #: KIP-227 incremental fetch sessions (kafkawire/fetch_session.py)
+        self.fetch_sessions = FetchSessionCache(
+            int(config["max.incremental.fetch.session.cache.slots"]),
+            int(config["min.incremental.fetch.session.eviction.ms"]))
         self.telemetry = TelemetryManager()
         self.metrics.client_telemetry = self.telemetry.series
         self.server = Server(self.dispatch, config.socket_request_max_bytes, self.on_disconnect,

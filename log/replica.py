@@ -452,6 +452,23 @@ class Partition:
             self._update_follower(follower, fetch_offset, replica_log_start_offset, leo, now_ms)
         return PartitionRead(res, hw, lso, start, leo)
 
+    def idle_offsets(self, fetch_offset: int, isolation: FetchIsolation,
+                     current_leader_epoch: int, require_leader: bool
+                     ) -> tuple[int, int, int] | None:
+        """A consumer's fetch that ``read`` would answer with no records and no error (the
+        offset at or past the visible end, within the log), answered without reading:
+        (high watermark, last stable offset, log start offset). None when it needs ``read``
+        (a follower fetch, a last fetched epoch, an error, or records to return)."""
+        if isolation is FetchIsolation.LOG_END or self.check(
+                current_leader_epoch, require_leader=require_leader):
+            return None
+        log = self.log
+        hw, start = log.high_watermark, log.log_start_offset
+        if fetch_offset < hw or fetch_offset < start or fetch_offset > log.log_end_offset:
+            return None
+        lso = log.last_stable_offset
+        return hw, lso, start
+
     def _diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int, start: int) -> tuple[int, int] | None:
         epoch, end = self.log.end_offset_for_epoch(last_fetched_epoch)
         if epoch == UNDEFINED_EPOCH or end == UNDEFINED_EPOCH_OFFSET:

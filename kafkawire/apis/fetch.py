@@ -42,13 +42,20 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import trio
 
+from kafkawire.fetch_session import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    CachedPartition,
+    ContextKind,
+    FetchContext,
+    PartitionKey,
+)
 from kraft.acls import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, READ, TOPIC
 from log.replica import FetchIsolation, Partition
 from protocol._generated.fetch_request import FetchRequest
@@ -72,17 +79,31 @@ Part = FetchResponse.PartitionData
 Aborted = FetchResponse.AbortedTransaction
 
 
-@dataclass
+@dataclass(slots=True)
 class _Slot:
-    topic: str | None
-    topic_id: uuid.UUID
-    partition: int
-    fetch_offset: int
-    partition_max_bytes: int
-    current_leader_epoch: int
-    last_fetched_epoch: int
-    log_start_offset: int
-    resp: Part
+    """One partition of this fetch: the request's (or session's) parameters and its answer,
+    made only when the answer carries it (an idle partition of an incremental fetch gets none)."""
+
+    topic: str | None  # None: unknown topic id, or not authorized (``error`` says which)
+    cp: CachedPartition
+    error: int = ErrorCode.NONE
+    resp: Part | None = None
+
+    def part(self) -> Part:
+        r = self.resp
+        if r is None:
+            r = self.resp = Part(
+                partition_index=self.cp.partition, error_code=self.error, high_watermark=-1,
+                last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
+                preferred_read_replica=-1, records=b"", diverging_epoch=_NO_DIVERGING,
+                current_leader=_NO_LEADER, snapshot_id=_NO_SNAPSHOT)
+        return r
+
+
+#: shared defaults of every answer (never mutated: a diverging epoch gets its own)
+_NO_DIVERGING = FetchResponse.EpochEndOffset()
+_NO_LEADER = FetchResponse.LeaderIdAndEpoch()
+_NO_SNAPSHOT = FetchResponse.SnapshotId()
 
 
 @dataclass
@@ -145,9 +166,10 @@ def _failed(r: Part, code: int) -> None:
 
 def _read_one(p: Partition, s: _Slot, params: _Params, limit: int, first: bool) -> int:
     """One partition's part of the response; returns its record bytes."""
-    r = s.resp
+    r = s.part()
+    cp = s.cp
     if params.rack_selector is not None:
-        preferred = preferred_read_replica(p, s.fetch_offset, *params.rack_selector)
+        preferred = preferred_read_replica(p, cp.fetch_offset, *params.rack_selector)
         if preferred >= 0:
             r.preferred_read_replica = preferred
             r.high_watermark = p.high_watermark
@@ -156,9 +178,10 @@ def _read_one(p: Partition, s: _Slot, params: _Params, limit: int, first: bool) 
             r.error_code = ErrorCode.NONE
             return 0
     read = p.read(
-        params.replica_id, s.fetch_offset, max(limit, 0), isolation=params.isolation,
-        now_ms=params.now_ms, current_leader_epoch=s.current_leader_epoch,
-        last_fetched_epoch=s.last_fetched_epoch, replica_log_start_offset=s.log_start_offset,
+        params.replica_id, cp.fetch_offset, max(limit, 0), isolation=params.isolation,
+        now_ms=params.now_ms, current_leader_epoch=cp.current_leader_epoch,
+        last_fetched_epoch=cp.last_fetched_epoch,
+        replica_log_start_offset=cp.fetcher_log_start_offset,
         min_one_message=first, require_leader=params.require_leader,
     )
     r.high_watermark = read.high_watermark
@@ -186,33 +209,65 @@ def _read_one(p: Partition, s: _Slot, params: _Params, limit: int, first: bool) 
         bound = p.log.fetch_upper_bound(res)
         r.aborted_transactions = [
             Aborted(producer_id=t.producer_id, first_offset=t.first_offset)
-            for t in p.log.aborted_transactions(s.fetch_offset, bound)
+            for t in p.log.aborted_transactions(cp.fetch_offset, bound)
         ]
     return res.size
 
 
-def _read_all(broker: Broker, slots: list[_Slot], max_bytes: int, params: _Params) -> int:
-    """Fill each slot's response; returns the number of record bytes gathered."""
-    assert broker.replicas is not None
+def _idle(p: Partition, s: _Slot, params: _Params, lazy: bool) -> bool:
+    """The cheap path of a consumer's fetch of a partition with nothing new: True when it is
+    answered (or, in an incremental fetch, left out unchanged) without reading the log."""
+    cp = s.cp
+    if cp.last_fetched_epoch >= 0:
+        return False
+    offsets = p.idle_offsets(cp.fetch_offset, params.isolation, cp.current_leader_epoch,
+                             params.require_leader)
+    if offsets is None:
+        return False
+    hw, lso, start = offsets
+    r = s.resp
+    if r is None and lazy and cp.high_watermark == hw and cp.local_log_start_offset == start:
+        return True  # the session knows all of it: not in the answer
+    r = s.part()
+    r.records = b""
+    r.error_code = ErrorCode.NONE
+    r.high_watermark, r.last_stable_offset, r.log_start_offset = hw, lso, start
+    r.aborted_transactions = [] if params.isolation is FetchIsolation.TXN_COMMITTED else None
+    return True
+
+
+def _read_all(broker: Broker, slots: list[_Slot], max_bytes: int, params: _Params,
+              lazy: bool) -> int:
+    """Fill each slot's answer; returns the number of record bytes gathered. ``lazy``: an
+    incremental fetch, where an unchanged idle partition gets no answer at all."""
+    assert broker.replicas is not None and broker.logs is not None
     total = 0
     img = broker.image
+    hosted = broker.replicas.partitions
+    fast = params.replica_id < 0 and params.rack_selector is None
+    any_offline = bool(broker.replicas.offline_logs) or broker.logs.any_offline
     for s in slots:
-        r = s.resp
-        r.records = b""
         if s.topic is None:
+            s.part()
             continue
-        if img.partition(s.topic, s.partition) is None:
+        key = (s.topic, s.cp.partition)
+        p = hosted.get(key)
+        if fast and p is not None and not any_offline and _idle(p, s, params, lazy):
+            continue
+        r = s.part()
+        r.records = b""
+        if img.partition(*key) is None:
             r.error_code = (
-                ErrorCode.UNKNOWN_TOPIC_ID if s.topic_id != ZERO_UUID
+                ErrorCode.UNKNOWN_TOPIC_ID if s.cp.topic_id != ZERO_UUID
                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
             continue
-        if broker.is_offline(s.topic, s.partition):
+        if broker.is_offline(*key):
             _failed(r, ErrorCode.KAFKA_STORAGE_ERROR)
             continue
-        limit = min(s.partition_max_bytes, max_bytes - total)
+        limit = min(s.cp.max_bytes, max_bytes - total)
         try:
-            p = broker.replicas.hosted(s.topic, s.partition)
+            p = broker.replicas.hosted(*key)
             total += _read_one(p, s, params, limit, total == 0)
         except KafkaError as e:
             _failed(r, e.code)
@@ -222,89 +277,154 @@ def _read_all(broker: Broker, slots: list[_Slot], max_bytes: int, params: _Param
     return total
 
 
+def _request_partitions(broker: Broker, req: FetchRequest, v: int) -> list[CachedPartition]:
+    """The partitions a request names (v13+: by topic id; a name of None for an unknown id)."""
+    by_id = broker.image.topics_by_id
+    out: list[CachedPartition] = []
+    for ft in req.topics:
+        if v >= 13:
+            ti = by_id.get(ft.topic_id)
+            name = ti.name if ti is not None else None
+        else:
+            name = ft.topic
+        tid = ft.topic_id
+        out.extend(
+            CachedPartition(name, tid, fp.partition, fp.fetch_offset, fp.partition_max_bytes,
+                            fp.current_leader_epoch, fp.last_fetched_epoch, fp.log_start_offset)
+            for fp in ft.partitions)
+    return out
+
+
+def _forgotten(req: FetchRequest, v: int) -> list[PartitionKey]:
+    if v < 7 or not req.forgotten_topics_data:
+        return []
+    return [(ft.topic_id if v >= 13 else ft.topic, p)
+            for ft in req.forgotten_topics_data for p in ft.partitions]
+
+
+def _new_context(broker: Broker, req: FetchRequest, v: int, replica: int,
+                 now_ms: int) -> FetchContext:
+    session_id, epoch = (req.session_id, req.session_epoch) if v >= 7 else (0, FINAL_EPOCH)
+    by_id = broker.image.topics_by_id
+
+    def resolve(topic_id: uuid.UUID) -> str | None:
+        ti = by_id.get(topic_id)
+        return ti.name if ti is not None else None
+
+    return broker.fetch_sessions.new_context(
+        v, session_id, epoch, replica >= 0, _request_partitions(broker, req, v),
+        _forgotten(req, v), now_ms, resolve)
+
+
+def _slots(ctx: RequestContext, ctx_parts: list[CachedPartition], v: int, replica: int
+           ) -> list[_Slot]:
+    """A slot per partition to read; unknown or unauthorized topics carry their error."""
+    # Kafka: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic
+    follower_ok = replica >= 0 and ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
+    allowed: dict[str, bool] = {}
+    slots: list[_Slot] = []
+    unknown = ErrorCode.UNKNOWN_TOPIC_ID if v >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    for cp in ctx_parts:
+        name = cp.topic
+        if name is None:
+            slots.append(_Slot(None, cp, unknown))
+            continue
+        ok = allowed.get(name)
+        if ok is None:
+            ok = allowed[name] = follower_ok if replica >= 0 else ctx.allowed(READ, TOPIC, name)
+        slots.append(_Slot(name, cp) if ok
+                     else _Slot(None, cp, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+    return slots
+
+
 async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> FetchResponse:
     v = ctx.api_version
     if ctx.connection.listener_type == "controller":
         return await _raft_fetch(broker, req, v)
-    if v >= 7 and req.session_id != 0:
-        return FetchResponse(
-            error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[]
-        )
-    params = _params(req, v, int(time.time() * 1000))
+    now_ms = broker.clock_ms()
+    params = _params(req, v, now_ms)
     params.rack_selector = _rack_selector(broker, req, v, params.replica_id)
+    fctx = _new_context(broker, req, v, params.replica_id, now_ms)
+    if fctx.kind is ContextKind.SESSION_ERROR:
+        return FetchResponse(throttle_time_ms=0, error_code=fctx.error,
+                             session_id=INVALID_SESSION_ID, responses=[])
+    slots = _slots(ctx, fctx.partitions, v, params.replica_id)
+    lazy = fctx.kind is ContextKind.INCREMENTAL
     max_bytes = req.max_bytes if v >= 3 else 2**31 - 1
-    img = broker.image
-    slots: list[_Slot] = []
-    out: list[FetchResponse.FetchableTopicResponse] = []
-    replica = req.replica_state.replica_id if v >= 15 and req.replica_state else req.replica_id
-    # Kafka: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic
-    follower_ok = replica >= 0 and ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
-    for ft in req.topics:
-        if v >= 13:
-            topic_img = img.topics_by_id.get(ft.topic_id)
-            name = topic_img.name if topic_img is not None else None
-        else:
-            name = ft.topic
-        denied = name is not None and not (
-            follower_ok if replica >= 0 else ctx.allowed(READ, TOPIC, name))
-        if denied:
-            name = None
-        parts: list[Part] = []
-        out.append(
-            FetchResponse.FetchableTopicResponse(
-                topic=ft.topic if v < 13 else "", topic_id=ft.topic_id, partitions=parts
-            )
-        )
-        for fp in ft.partitions:
-            resp = Part(
-                partition_index=fp.partition,
-                error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is None else 0,
-                high_watermark=-1,
-                last_stable_offset=-1,
-                log_start_offset=-1,
-                aborted_transactions=None,
-                preferred_read_replica=-1,
-                records=b"",
-            )
-            if name is None and v >= 13:
-                resp.error_code = ErrorCode.UNKNOWN_TOPIC_ID
-            if denied:
-                resp.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            parts.append(resp)
-            slots.append(
-                _Slot(name, ft.topic_id, fp.partition, fp.fetch_offset, fp.partition_max_bytes,
-                      fp.current_leader_epoch, fp.last_fetched_epoch, fp.log_start_offset, resp)
-            )
     deadline = trio.current_time() + max(req.max_wait_ms, 0) / 1000.0
-    keys = [(s.topic, s.partition) for s in slots if s.topic is not None]
+    keys: list[tuple[str, int]] | None = None
     while True:
-        total = _read_all(broker, slots, max_bytes, params)
-        errors = any(s.resp.error_code or s.resp.preferred_read_replica >= 0 for s in slots)
-        if total >= req.min_bytes or errors or req.max_wait_ms <= 0 or not keys:
+        total = _read_all(broker, slots, max_bytes, params, lazy)
+        if total >= req.min_bytes or req.max_wait_ms <= 0 or _stop_waiting(slots):
             break
-        if trio.current_time() >= deadline:
+        if keys is None:
+            keys = [(s.topic, s.cp.partition) for s in slots if s.topic is not None]
+        if not keys or trio.current_time() >= deadline:
             break
         waited = trio.current_time()
         await broker.notifier.wait_any(keys, deadline)
         ctx.remote_s += trio.current_time() - waited
+    answer = broker.fetch_sessions.answer(fctx, broker.clock_ms(), lambda i: _outcome(slots[i]))
     _count(broker, slots)
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=out)
+    return FetchResponse(throttle_time_ms=0, error_code=answer.error,
+                         session_id=answer.session_id,
+                         responses=_responses(slots, answer.include, v))
+
+
+def _stop_waiting(slots: list[_Slot]) -> bool:
+    """Errors and preferred read replicas are answered at once."""
+    for s in slots:
+        r = s.resp
+        if r is not None and (r.error_code or r.preferred_read_replica >= 0):
+            return True
+    return False
+
+
+def _outcome(s: _Slot) -> tuple[int, int, int, int, bool, bool]:
+    r = s.resp
+    if r is None:  # idle and unchanged
+        return 0, s.cp.high_watermark, s.cp.local_log_start_offset, 0, False, False
+    rec = r.records
+    size = len(rec) if isinstance(rec, (bytes, bytearray)) else rec.size
+    return (size, r.high_watermark, r.log_start_offset, r.error_code,
+            r.preferred_read_replica >= 0, r.diverging_epoch.epoch >= 0)
+
+
+def _responses(slots: list[_Slot], include: list[bool] | None, v: int
+               ) -> list[FetchResponse.FetchableTopicResponse]:
+    """The answered partitions, consecutive ones of a topic under one entry (as Kafka)."""
+    out: list[FetchResponse.FetchableTopicResponse] = []
+    prev: object = None
+    parts: list[Part] = []
+    for i, s in enumerate(slots):
+        if include is not None and not include[i]:
+            continue
+        cp = s.cp
+        key = cp.topic_id if v >= 13 else cp.topic
+        if not out or key != prev:
+            parts = []
+            out.append(FetchResponse.FetchableTopicResponse(
+                topic=cp.topic or "" if v < 13 else "", topic_id=cp.topic_id, partitions=parts))
+            prev = key
+        parts.append(s.part())
+    return out
 
 
 def _count(broker: Broker, slots: list[_Slot]) -> None:
     """BytesOutPerSec, FailedFetchRequestsPerSec and TotalFetchRequestsPerSec per topic."""
     metrics = broker.metrics
     topics = broker.image.topics
-    seen: set[str] = set()
+    for name in {s.topic for s in slots if s.topic is not None}:
+        metrics.topic(name if name in topics else None).total_fetch += 1
     for s in slots:
+        r = s.resp
+        if r is None:
+            continue
         c = metrics.topic(s.topic if s.topic in topics else None)
-        if s.topic is not None and s.topic not in seen:
-            seen.add(s.topic)
-            c.total_fetch += 1
-        if s.resp.error_code:
+        if r.error_code:
             c.failed_fetch += 1
-        elif not isinstance(s.resp.records, (bytes, bytearray)):
-            c.bytes_out += s.resp.records.size
+        elif not isinstance(r.records, (bytes, bytearray)):
+            c.bytes_out += r.records.size
 
 
 async def _raft_fetch(broker: Broker, req: FetchRequest, version: int) -> FetchResponse:
