@@ -235,3 +235,42 @@ class SessionModel(RuleBasedStateMachine):
 
 TestSessionModel = SessionModel.TestCase
 TestSessionModel.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
+
+
+def test_fetcher_session_follows_kafkas_fetch_session_handler() -> None:
+    """The follower's side (kafkawire/replica_fetcher.py ``FetcherSession``) against the
+    broker's cache: full, incremental with only changed partitions, forget, recovery."""
+    from kafkawire.replica_fetcher import FetcherSession
+
+    cache = FetchSessionCache(rng=random.Random(11))
+    fs = FetcherSession()
+
+    def roundtrip(wanted: dict[tuple[str, int], tuple[int, int, int, int]]
+                  ) -> tuple[list[int], list[int], int]:
+        send, forget = fs.build(wanted)
+        ctx = cache.new_context(16, fs.session_id, fs.epoch, True,
+                                [part(p, wanted[("t", p)][0]) for _, p in send],
+                                [(TID, p) for _, p in forget], 0, lambda _: "t")
+        a = cache.answer(ctx, 0, lambda i: quiet())
+        fs.on_response(wanted, a.error, a.session_id)
+        return [p for _, p in send], [p for _, p in forget], a.error
+
+    data = {("t", p): (0, 0, -1, 0) for p in range(3)}
+    assert roundtrip(data) == ([0, 1, 2], [], 0) and fs.session_id > 0 and fs.epoch == 1
+    assert cache.get(fs.session_id).privileged  # type: ignore[union-attr]
+    assert roundtrip(data) == ([], [], 0) and fs.epoch == 2  # nothing changed: names nothing
+    data[("t", 1)] = (5, 0, 0, 0)  # partition 1 fetched records: its offset moved
+    del data[("t", 2)]  # partition 2 left this fetcher
+    assert roundtrip(data) == ([1], [2], 0)
+    # the leader restarted: unknown session -> a new full fetch at once
+    old = fs.session_id
+    cache.close(old)
+    assert roundtrip(data) == ([], [], ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+    assert (fs.session_id, fs.epoch) == (0, 0)
+    assert roundtrip(data) == ([0, 1], [], 0) and fs.session_id not in (0, old)
+    # a wrong epoch: the next full fetch names (and so closes) the session
+    fs.epoch = 99
+    old = fs.session_id
+    assert roundtrip(data)[2] == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    assert (fs.session_id, fs.epoch) == (old, 0)
+    assert roundtrip(data) == ([0, 1], [], 0) and cache.get(old) is None
