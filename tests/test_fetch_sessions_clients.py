@@ -62,16 +62,15 @@ def test_java_consumer_through_incremental_fetches_and_a_restart(tmp_path: Path)
              str(PARTITIONS), str(rounds)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            assert proc.stdout is not None and proc.stdin is not None
-            lines = []
-            for line in proc.stdout:
-                lines.append(line.strip())
-                if line.startswith("PAUSE"):
-                    break
-            assert lines and lines[-1] == "PAUSE", lines
+            assert proc.stdin is not None
+            lines = _until_pause(proc)
             # the consumer holds a session on the broker (it fetched incrementally all along)
             assert sessions_cached(bp) >= 1
             bp.restart()  # its session id is stale now
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            lines += _until_pause(proc)
+            assert sessions_cached(bp) >= 1  # on a new session since the restart
             proc.stdin.write("go\n")
             proc.stdin.flush()
             out, err = proc.communicate(timeout=600)
@@ -85,7 +84,18 @@ def test_java_consumer_through_incremental_fetches_and_a_restart(tmp_path: Path)
         assert done, err[-3000:]
         consumed, errors = map(int, done[0].split()[1:])
         assert (consumed, errors) == (2 * rounds * 2, 0)
-        wait_until(lambda: sessions_cached(bp) >= 1, 30, "a new session after the restart")
+        # closing, the consumer ends its session with a FINAL (-1) fetch
+        wait_until(lambda: sessions_cached(bp) == 0, 30, "the session to be closed")
+
+
+def _until_pause(proc: subprocess.Popen[str]) -> list[str]:
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:
+        lines.append(line.strip())
+        if line.startswith("PAUSE"):
+            return lines
+    raise AssertionError(f"the Java consumer ended early: {lines}")
 
 
 def _consume(consumer: Any, want: dict[int, int], got: dict[int, list[int]],

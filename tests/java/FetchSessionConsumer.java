@@ -3,10 +3,11 @@
 // one record to a few of them, which the consumer must read exactly once, in order. Every ROUNDS/4
 // rounds the assignment changes (partitions added and removed: the fetch session adds and forgets
 // them). After phase 1 it prints "PAUSE" and waits for a line on stdin (the test restarts the
-// broker meanwhile, so the consumer's session id is stale), then runs phase 2 the same way.
+// broker meanwhile, so the consumer's session id is stale), then runs phase 2 the same way,
+// prints "PAUSE" again and waits for a line before it closes (closing ends its fetch session).
 //
 // usage: java -cp 'libs/*' FetchSessionConsumer.java BOOTSTRAP TOPIC PARTITIONS ROUNDS
-// stdout: "PAUSE", then "DONE <records consumed> <errors>"; "ERROR <text>" per problem.
+// stdout: "PAUSE" (twice), then "DONE <records consumed> <errors>"; "ERROR <text>" per problem.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.time.Duration;
@@ -60,11 +61,9 @@ public class FetchSessionConsumer {
                     }
                     round(consumer, producer, topic, assigned, r);
                 }
-                if (phase == 0) {
-                    System.out.println("PAUSE");
-                    System.out.flush();
-                    stdin.readLine();
-                }
+                System.out.println("PAUSE");
+                System.out.flush();
+                stdin.readLine();
             }
         }
         System.out.println("DONE " + consumed + " " + errors);
