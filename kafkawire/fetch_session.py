@@ -252,13 +252,18 @@ class FetchContext:
     privileged: bool = False
 
 
+#: a partition's answer as the session sees it: (records size, high watermark, log start
+#: offset, error, preferred read replica set, diverging epoch set)
+Outcome = tuple[int, int, int, int, bool, bool]
+
+
 @dataclass(frozen=True)
 class Answer:
     """The top level of a Fetch response and which of ``context.partitions`` it carries."""
 
     error: int
     session_id: int
-    include: list[bool] | None  # None: all of them
+    include: set[int] | None  # indexes into context.partitions; None: all of them
 
 
 class FetchSessionCache:
@@ -335,13 +340,12 @@ class FetchSessionCache:
         return FetchContext(ContextKind.INCREMENTAL, parts, session=session,
                             request_epoch=epoch, uses_topic_ids=uses_ids)
 
-    def answer(self, ctx: FetchContext, now_ms: int,
-               outcomes: Callable[[int], tuple[int, int, int, int, bool, bool]]) -> Answer:
+    def answer(self, ctx: FetchContext, now_ms: int, outcomes: dict[int, Outcome]) -> Answer:
         """After the reads: the response's top level (Kafka's ``updateAndGenerateResponseData``).
-        ``outcomes(i)`` is partition i's (records size, high watermark, log start offset,
-        error, preferred read replica set, diverging epoch set)."""
+        ``outcomes`` holds the answer of each partition read (by index into
+        ``ctx.partitions``); a partition of an incremental fetch without one is unchanged."""
         if ctx.kind is ContextKind.SESSION_ERROR:
-            return Answer(ctx.error, INVALID_SESSION_ID, [])
+            return Answer(ctx.error, INVALID_SESSION_ID, set())
         if ctx.kind is ContextKind.SESSIONLESS:
             return Answer(ErrorCode.NONE, INVALID_SESSION_ID, None)
         if ctx.kind is ContextKind.FULL:
@@ -350,12 +354,14 @@ class FetchSessionCache:
         assert session is not None
         if session.epoch != next_epoch(ctx.request_epoch) or self.get(session.id) is not session:
             # another request of this session ran while this one waited (a duplicate)
-            return Answer(ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id, [])
-        include: list[bool] = []
+            return Answer(ErrorCode.INVALID_FETCH_SESSION_EPOCH, session.id, set())
+        include: set[int] = set()
         moved: list[CachedPartition] = []
-        for i, cp in enumerate(ctx.partitions):
-            size, hw, start, err, preferred, diverging = outcomes(i)
-            include.append(cp.must_respond(size, hw, start, err, preferred, diverging))
+        parts = ctx.partitions
+        for i, (size, hw, start, err, preferred, diverging) in outcomes.items():
+            cp = parts[i]
+            if cp.must_respond(size, hw, start, err, preferred, diverging):
+                include.add(i)
             if size > 0:
                 moved.append(cp)
         ids = session.uses_topic_ids
@@ -364,12 +370,11 @@ class FetchSessionCache:
             session.partitions[key] = session.partitions.pop(key)
         return Answer(ErrorCode.NONE, session.id, include)
 
-    def _create(self, ctx: FetchContext, now_ms: int,
-                outcomes: Callable[[int], tuple[int, int, int, int, bool, bool]]) -> int:
+    def _create(self, ctx: FetchContext, now_ms: int, outcomes: dict[int, Outcome]) -> int:
         def partitions() -> dict[PartitionKey, CachedPartition]:
             out: dict[PartitionKey, CachedPartition] = {}
             for i, req in enumerate(ctx.partitions):
-                _size, hw, start, _err, _pref, _div = outcomes(i)
+                _size, hw, start, _err, _pref, _div = outcomes.get(i, _UNKNOWN)
                 out[req.key(ctx.uses_topic_ids)] = CachedPartition(
                     req.topic, req.topic_id, req.partition, req.fetch_offset, req.max_bytes,
                     req.current_leader_epoch, req.last_fetched_epoch,
@@ -383,8 +388,11 @@ class FetchSessionCache:
                                           partitions)
 
 
+_UNKNOWN: Outcome = (0, -1, -1, 0, False, False)
+
+
 __all__ = [
-    "FINAL_EPOCH", "INITIAL_EPOCH", "INVALID_SESSION_ID", "Answer", "CachedPartition",
+    "FINAL_EPOCH", "INITIAL_EPOCH", "INVALID_SESSION_ID", "Answer", "CachedPartition", "Outcome",
     "ContextKind", "FetchContext", "FetchSession", "FetchSessionCache", "FetchSessionCacheShard",
     "next_epoch",
 ]

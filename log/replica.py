@@ -458,16 +458,19 @@ class Partition:
         """A consumer's fetch that ``read`` would answer with no records and no error (the
         offset at or past the visible end, within the log), answered without reading:
         (high watermark, last stable offset, log start offset). None when it needs ``read``
-        (a follower fetch, a last fetched epoch, an error, or records to return)."""
-        if isolation is FetchIsolation.LOG_END or self.check(
-                current_leader_epoch, require_leader=require_leader):
+        (a follower fetch, an error, or records to return). The checks are ``check``'s."""
+        role = self.role
+        if not (role is ReplicaRole.LEADER or (role is ReplicaRole.FOLLOWER and not require_leader)):
+            return None
+        if current_leader_epoch != NO_EPOCH and current_leader_epoch != self.leader_epoch:
+            return None
+        if isolation is FetchIsolation.LOG_END:
             return None
         log = self.log
         hw, start = log.high_watermark, log.log_start_offset
         if fetch_offset < hw or fetch_offset < start or fetch_offset > log.log_end_offset:
             return None
-        lso = log.last_stable_offset
-        return hw, lso, start
+        return hw, log.last_stable_offset, start
 
     def _diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int, start: int) -> tuple[int, int] | None:
         epoch, end = self.log.end_offset_for_epoch(last_fetched_epoch)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -34,12 +35,17 @@ def quiet(hw: int = 0) -> tuple[int, int, int, int, bool, bool]:
     return (0, hw, 0, 0, False, False)
 
 
+def each(ctx: FetchContext, outcome: Any = None) -> dict[int, Any]:
+    """An outcome for every partition of ``ctx``: ``outcome(i)``, else quiet()."""
+    return {i: outcome(i) if outcome else quiet() for i in range(len(ctx.partitions))}
+
+
 def new_session(cache: FetchSessionCache, parts: list[int], now: int = 0,
                 follower: bool = False, version: int = 16) -> int:
     ctx = cache.new_context(version, 0, 0, follower, [part(p) for p in parts], [], now,
                             lambda _: "t")
     assert ctx.kind is ContextKind.FULL
-    return cache.answer(ctx, now, lambda i: quiet()).session_id
+    return cache.answer(ctx, now, each(ctx)).session_id
 
 
 def incremental(cache: FetchSessionCache, sid: int, epoch: int, adds: list[int] | None = None,
@@ -74,8 +80,8 @@ def test_session_errors(sid_delta: int, epoch: int, version: int, error: int) ->
     sid = new_session(cache, [0])
     ctx = incremental(cache, sid + sid_delta, epoch, version=version)
     assert (ctx.kind, ctx.error) == (ContextKind.SESSION_ERROR, error)
-    a = cache.answer(ctx, 0, lambda i: quiet())
-    assert (a.error, a.session_id, a.include) == (error, 0, [])
+    a = cache.answer(ctx, 0, each(ctx))
+    assert (a.error, a.session_id, a.include) == (error, 0, set())
     assert cache.get(sid).epoch == 1  # type: ignore[union-attr]  # an error moves nothing
 
 
@@ -84,7 +90,7 @@ def test_final_and_initial_epochs_close_the_named_session() -> None:
     sid = new_session(cache, [0])
     ctx = cache.new_context(16, sid, -1, False, [part(0)], [], 0, lambda _: "t")
     assert ctx.kind is ContextKind.SESSIONLESS and cache.get(sid) is None
-    assert cache.answer(ctx, 0, lambda i: quiet()).session_id == 0
+    assert cache.answer(ctx, 0, each(ctx)).session_id == 0
     sid = new_session(cache, [0])
     ctx = cache.new_context(16, sid, 0, False, [part(0)], [], 0, lambda _: "t")
     assert ctx.kind is ContextKind.FULL and cache.get(sid) is None
@@ -111,12 +117,13 @@ def test_what_an_incremental_answer_carries(outcome: tuple[int, int, int, int, b
                                             respond: bool) -> None:
     cache = FetchSessionCache(rng=random.Random(5))
     ctx = cache.new_context(16, 0, 0, False, [part(0)], [], 0, lambda _: "t")
-    sid = cache.answer(ctx, 0, lambda i: quiet(5)).session_id
+    sid = cache.answer(ctx, 0, each(ctx, lambda i: quiet(5))).session_id
     ctx = incremental(cache, sid, 1)
-    assert cache.answer(ctx, 0, lambda i: outcome).include == [respond]
+    include = cache.answer(ctx, 0, each(ctx, lambda i: outcome)).include
+    assert include == ({0} if respond else set())
     if outcome[3]:  # after an error the partition is answered again once it is gone
         ctx = incremental(cache, sid, 2)
-        assert cache.answer(ctx, 0, lambda i: quiet(5)).include == [True]
+        assert cache.answer(ctx, 0, each(ctx, lambda i: quiet(5))).include == {0}
 
 
 def test_partitions_that_returned_records_go_to_the_back() -> None:
@@ -124,7 +131,8 @@ def test_partitions_that_returned_records_go_to_the_back() -> None:
     sid = new_session(cache, [0, 1, 2, 3])
     ctx = incremental(cache, sid, 1)
     assert [c.partition for c in ctx.partitions] == [0, 1, 2, 3]
-    cache.answer(ctx, 0, lambda i: (100, 0, 0, 0, False, False) if i in (0, 1) else quiet())
+    cache.answer(ctx, 0, each(ctx, lambda i: (100, 0, 0, 0, False, False) if i in (0, 1)
+                                else quiet()))
     ctx = incremental(cache, sid, 2, adds=[4])
     assert [c.partition for c in ctx.partitions] == [2, 3, 0, 1, 4]
 
@@ -135,8 +143,8 @@ def test_duplicate_request_of_a_session() -> None:
     sid = new_session(cache, [0])
     first = incremental(cache, sid, 1)
     second_ctx = incremental(cache, sid, 2)
-    assert cache.answer(second_ctx, 0, lambda i: quiet()).error == 0
-    a = cache.answer(first, 0, lambda i: quiet())
+    assert cache.answer(second_ctx, 0, each(second_ctx)).error == 0
+    a = cache.answer(first, 0, each(first))
     assert (a.error, a.session_id) == (ErrorCode.INVALID_FETCH_SESSION_EPOCH, sid)
 
 
@@ -209,7 +217,7 @@ class SessionModel(RuleBasedStateMachine):
             return
         assert ctx.kind is ContextKind.INCREMENTAL
         assert sorted(c.partition for c in ctx.partitions) == sorted(parts)
-        a = self.cache.answer(ctx, 0, lambda i: quiet())
+        a = self.cache.answer(ctx, 0, each(ctx))
         assert a.session_id == sid and a.error == 0
         self.model[sid] = (epoch + 1, parts)
 
@@ -251,7 +259,7 @@ def test_fetcher_session_follows_kafkas_fetch_session_handler() -> None:
         ctx = cache.new_context(16, fs.session_id, fs.epoch, True,
                                 [part(p, wanted[("t", p)][0]) for _, p in send],
                                 [(TID, p) for _, p in forget], 0, lambda _: "t")
-        a = cache.answer(ctx, 0, lambda i: quiet())
+        a = cache.answer(ctx, 0, each(ctx))
         fs.on_response(wanted, a.error, a.session_id)
         return [p for _, p in send], [p for _, p in forget], a.error
 

@@ -54,6 +54,7 @@ from kafkawire.fetch_session import (
     CachedPartition,
     ContextKind,
     FetchContext,
+    Outcome,
     PartitionKey,
 )
 from kraft.acls import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, READ, TOPIC
@@ -79,21 +80,28 @@ Part = FetchResponse.PartitionData
 Aborted = FetchResponse.AbortedTransaction
 
 
-@dataclass(slots=True)
-class _Slot:
-    """One partition of this fetch: the request's (or session's) parameters and its answer,
-    made only when the answer carries it (an idle partition of an incremental fetch gets none)."""
+class _Fetch:
+    """This fetch's partitions (the request's, or an incremental fetch's whole session) and
+    their answers, each made only when needed: an idle partition of an incremental fetch that
+    the session already knows about gets none."""
 
-    topic: str | None  # None: unknown topic id, or not authorized (``error`` says which)
-    cp: CachedPartition
-    error: int = ErrorCode.NONE
-    resp: Part | None = None
+    __slots__ = ("answers", "denied", "parts", "unknown")
 
-    def part(self) -> Part:
-        r = self.resp
+    def __init__(self, parts: list[CachedPartition], denied: dict[str, int], v: int) -> None:
+        self.parts = parts
+        self.answers: list[Part | None] = [None] * len(parts)
+        #: topics this client may not read, with their error
+        self.denied = denied
+        self.unknown = ErrorCode.UNKNOWN_TOPIC_ID if v >= 13 \
+            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    def answer(self, i: int) -> Part:
+        r = self.answers[i]
         if r is None:
-            r = self.resp = Part(
-                partition_index=self.cp.partition, error_code=self.error, high_watermark=-1,
+            cp = self.parts[i]
+            error = self.unknown if cp.topic is None else self.denied.get(cp.topic, 0)
+            r = self.answers[i] = Part(
+                partition_index=cp.partition, error_code=error, high_watermark=-1,
                 last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
                 preferred_read_replica=-1, records=b"", diverging_epoch=_NO_DIVERGING,
                 current_leader=_NO_LEADER, snapshot_id=_NO_SNAPSHOT)
@@ -164,10 +172,9 @@ def _failed(r: Part, code: int) -> None:
     r.aborted_transactions = None
 
 
-def _read_one(p: Partition, s: _Slot, params: _Params, limit: int, first: bool) -> int:
+def _read_one(p: Partition, cp: CachedPartition, r: Part, params: _Params, limit: int,
+              first: bool) -> int:
     """One partition's part of the response; returns its record bytes."""
-    r = s.part()
-    cp = s.cp
     if params.rack_selector is not None:
         preferred = preferred_read_replica(p, cp.fetch_offset, *params.rack_selector)
         if preferred >= 0:
@@ -214,10 +221,10 @@ def _read_one(p: Partition, s: _Slot, params: _Params, limit: int, first: bool) 
     return res.size
 
 
-def _idle(p: Partition, s: _Slot, params: _Params, lazy: bool) -> bool:
+def _read_idle(p: Partition, f: _Fetch, i: int, params: _Params, lazy: bool) -> bool:
     """The cheap path of a consumer's fetch of a partition with nothing new: True when it is
     answered (or, in an incremental fetch, left out unchanged) without reading the log."""
-    cp = s.cp
+    cp = f.parts[i]
     if cp.last_fetched_epoch >= 0:
         return False
     offsets = p.idle_offsets(cp.fetch_offset, params.isolation, cp.current_leader_epoch,
@@ -225,10 +232,11 @@ def _idle(p: Partition, s: _Slot, params: _Params, lazy: bool) -> bool:
     if offsets is None:
         return False
     hw, lso, start = offsets
-    r = s.resp
-    if r is None and lazy and cp.high_watermark == hw and cp.local_log_start_offset == start:
-        return True  # the session knows all of it: not in the answer
-    r = s.part()
+    r = f.answers[i]
+    if r is None:
+        if lazy and cp.high_watermark == hw and cp.local_log_start_offset == start:
+            return True  # the session knows all of it: not in the answer
+        r = f.answer(i)
     r.records = b""
     r.error_code = ErrorCode.NONE
     r.high_watermark, r.last_stable_offset, r.log_start_offset = hw, lso, start
@@ -236,39 +244,41 @@ def _idle(p: Partition, s: _Slot, params: _Params, lazy: bool) -> bool:
     return True
 
 
-def _read_all(broker: Broker, slots: list[_Slot], max_bytes: int, params: _Params,
-              lazy: bool) -> int:
-    """Fill each slot's answer; returns the number of record bytes gathered. ``lazy``: an
-    incremental fetch, where an unchanged idle partition gets no answer at all."""
+def _read_all(broker: Broker, f: _Fetch, max_bytes: int, params: _Params, lazy: bool) -> int:
+    """Fill each partition's answer; returns the number of record bytes gathered. ``lazy``:
+    an incremental fetch, where an unchanged idle partition gets no answer at all."""
     assert broker.replicas is not None and broker.logs is not None
     total = 0
     img = broker.image
     hosted = broker.replicas.partitions
-    fast = params.replica_id < 0 and params.rack_selector is None
-    any_offline = bool(broker.replicas.offline_logs) or broker.logs.any_offline
-    for s in slots:
-        if s.topic is None:
-            s.part()
+    fast = params.replica_id < 0 and params.rack_selector is None and not (
+        broker.replicas.offline_logs or broker.logs.any_offline)
+    denied = f.denied
+    for i, cp in enumerate(f.parts):
+        name = cp.topic
+        if name is None or (denied and name in denied):
+            f.answer(i)
             continue
-        key = (s.topic, s.cp.partition)
-        p = hosted.get(key)
-        if fast and p is not None and not any_offline and _idle(p, s, params, lazy):
-            continue
-        r = s.part()
+        key = (name, cp.partition)
+        if fast:
+            p = hosted.get(key)
+            if p is not None and _read_idle(p, f, i, params, lazy):
+                continue
+        r = f.answer(i)
         r.records = b""
         if img.partition(*key) is None:
             r.error_code = (
-                ErrorCode.UNKNOWN_TOPIC_ID if s.cp.topic_id != ZERO_UUID
+                ErrorCode.UNKNOWN_TOPIC_ID if cp.topic_id != ZERO_UUID
                 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
             continue
         if broker.is_offline(*key):
             _failed(r, ErrorCode.KAFKA_STORAGE_ERROR)
             continue
-        limit = min(s.cp.max_bytes, max_bytes - total)
+        limit = min(cp.max_bytes, max_bytes - total)
         try:
             p = broker.replicas.hosted(*key)
-            total += _read_one(p, s, params, limit, total == 0)
+            total += _read_one(p, cp, r, params, limit, total == 0)
         except KafkaError as e:
             _failed(r, e.code)
         except OSError:  # e.g. no descriptor left to open the segment
@@ -316,25 +326,17 @@ def _new_context(broker: Broker, req: FetchRequest, v: int, replica: int,
         _forgotten(req, v), now_ms, resolve)
 
 
-def _slots(ctx: RequestContext, ctx_parts: list[CachedPartition], v: int, replica: int
-           ) -> list[_Slot]:
-    """A slot per partition to read; unknown or unauthorized topics carry their error."""
-    # Kafka: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic
-    follower_ok = replica >= 0 and ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
-    allowed: dict[str, bool] = {}
-    slots: list[_Slot] = []
-    unknown = ErrorCode.UNKNOWN_TOPIC_ID if v >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    for cp in ctx_parts:
-        name = cp.topic
-        if name is None:
-            slots.append(_Slot(None, cp, unknown))
-            continue
-        ok = allowed.get(name)
-        if ok is None:
-            ok = allowed[name] = follower_ok if replica >= 0 else ctx.allowed(READ, TOPIC, name)
-        slots.append(_Slot(name, cp) if ok
-                     else _Slot(None, cp, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-    return slots
+def _denied(ctx: RequestContext, parts: list[CachedPartition], replica: int
+            ) -> dict[str, int]:
+    """The topics this client may not read: TOPIC_AUTHORIZATION_FAILED for their partitions.
+    Kafka: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic."""
+    names = {cp.topic for cp in parts if cp.topic is not None}
+    if replica >= 0:
+        if ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
+            return {}
+        return dict.fromkeys(names, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    return {n: ErrorCode.TOPIC_AUTHORIZATION_FAILED for n in names
+            if not ctx.allowed(READ, TOPIC, n)}
 
 
 async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> FetchResponse:
@@ -348,79 +350,78 @@ async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Fetc
     if fctx.kind is ContextKind.SESSION_ERROR:
         return FetchResponse(throttle_time_ms=0, error_code=fctx.error,
                              session_id=INVALID_SESSION_ID, responses=[])
-    slots = _slots(ctx, fctx.partitions, v, params.replica_id)
+    f = _Fetch(fctx.partitions, _denied(ctx, fctx.partitions, params.replica_id), v)
     lazy = fctx.kind is ContextKind.INCREMENTAL
     max_bytes = req.max_bytes if v >= 3 else 2**31 - 1
     deadline = trio.current_time() + max(req.max_wait_ms, 0) / 1000.0
     keys: list[tuple[str, int]] | None = None
     while True:
-        total = _read_all(broker, slots, max_bytes, params, lazy)
-        if total >= req.min_bytes or req.max_wait_ms <= 0 or _stop_waiting(slots):
+        total = _read_all(broker, f, max_bytes, params, lazy)
+        if total >= req.min_bytes or req.max_wait_ms <= 0 or _stop_waiting(f):
             break
         if keys is None:
-            keys = [(s.topic, s.cp.partition) for s in slots if s.topic is not None]
+            keys = [(cp.topic, cp.partition) for cp in f.parts
+                    if cp.topic is not None and cp.topic not in f.denied]
         if not keys or trio.current_time() >= deadline:
             break
         waited = trio.current_time()
         await broker.notifier.wait_any(keys, deadline)
         ctx.remote_s += trio.current_time() - waited
-    answer = broker.fetch_sessions.answer(fctx, broker.clock_ms(), lambda i: _outcome(slots[i]))
-    _count(broker, slots)
+    outcomes = {i: _outcome(r) for i, r in enumerate(f.answers) if r is not None}
+    answer = broker.fetch_sessions.answer(fctx, broker.clock_ms(), outcomes)
+    _count(broker, f)
     return FetchResponse(throttle_time_ms=0, error_code=answer.error,
                          session_id=answer.session_id,
-                         responses=_responses(slots, answer.include, v))
+                         responses=_responses(f, answer.include, v))
 
 
-def _stop_waiting(slots: list[_Slot]) -> bool:
+def _stop_waiting(f: _Fetch) -> bool:
     """Errors and preferred read replicas are answered at once."""
-    for s in slots:
-        r = s.resp
+    for r in f.answers:
         if r is not None and (r.error_code or r.preferred_read_replica >= 0):
             return True
     return False
 
 
-def _outcome(s: _Slot) -> tuple[int, int, int, int, bool, bool]:
-    r = s.resp
-    if r is None:  # idle and unchanged
-        return 0, s.cp.high_watermark, s.cp.local_log_start_offset, 0, False, False
+def _outcome(r: Part) -> Outcome:
     rec = r.records
     size = len(rec) if isinstance(rec, (bytes, bytearray)) else rec.size
     return (size, r.high_watermark, r.log_start_offset, r.error_code,
             r.preferred_read_replica >= 0, r.diverging_epoch.epoch >= 0)
 
 
-def _responses(slots: list[_Slot], include: list[bool] | None, v: int
+def _responses(f: _Fetch, include: set[int] | None, v: int
                ) -> list[FetchResponse.FetchableTopicResponse]:
     """The answered partitions, consecutive ones of a topic under one entry (as Kafka)."""
     out: list[FetchResponse.FetchableTopicResponse] = []
     prev: object = None
     parts: list[Part] = []
-    for i, s in enumerate(slots):
-        if include is not None and not include[i]:
-            continue
-        cp = s.cp
+    indexes = range(len(f.parts)) if include is None else sorted(include)
+    for i in indexes:
+        cp = f.parts[i]
         key = cp.topic_id if v >= 13 else cp.topic
         if not out or key != prev:
             parts = []
             out.append(FetchResponse.FetchableTopicResponse(
                 topic=cp.topic or "" if v < 13 else "", topic_id=cp.topic_id, partitions=parts))
             prev = key
-        parts.append(s.part())
+        parts.append(f.answer(i))
     return out
 
 
-def _count(broker: Broker, slots: list[_Slot]) -> None:
+def _count(broker: Broker, f: _Fetch) -> None:
     """BytesOutPerSec, FailedFetchRequestsPerSec and TotalFetchRequestsPerSec per topic."""
     metrics = broker.metrics
     topics = broker.image.topics
-    for name in {s.topic for s in slots if s.topic is not None}:
-        metrics.topic(name if name in topics else None).total_fetch += 1
-    for s in slots:
-        r = s.resp
+    denied = f.denied
+    for name in {cp.topic for cp in f.parts if cp.topic is not None}:
+        if name not in denied:
+            metrics.topic(name if name in topics else None).total_fetch += 1
+    for i, r in enumerate(f.answers):
         if r is None:
             continue
-        c = metrics.topic(s.topic if s.topic in topics else None)
+        topic = f.parts[i].topic
+        c = metrics.topic(topic if topic in topics and topic not in denied else None)
         if r.error_code:
             c.failed_fetch += 1
         elif not isinstance(r.records, (bytes, bytearray)):
