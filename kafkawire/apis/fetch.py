@@ -14,9 +14,22 @@
   transactions overlapping [fetch offset, upper bound) from the segments' ``.txnindex``, with
   Kafka's upper bound (the first offset-index entry past the bytes read, else the next segment's
   base offset, else the log end offset), and is empty when nothing is returned.
-- Fetch sessions (KIP-227) are declined: every response has session id 0, so clients keep
-  sending full fetch requests. A request naming a session id we never issued gets
-  FETCH_SESSION_ID_NOT_FOUND.
+- Fetch sessions (KIP-227, v7+; the cache and its rules are ``kafkawire.fetch_session``,
+  Kafka's FetchManager): epoch 0 is a full fetch that creates a session when the cache has
+  room (``max.incremental.fetch.session.cache.slots``, 8 shards, eviction by Kafka's rules);
+  epoch > 0 is an incremental fetch of that session: the partitions named are added or
+  updated, ``forgotten_topics_data`` (v13+ by topic id) dropped, every partition of the session
+  is read, and the answer carries only those with news (records, a new high watermark or log
+  start offset, an error, a preferred read replica, a diverging epoch); partitions that
+  returned records move to the end of the session's order (fairness within ``max_bytes``).
+  Epoch -1 is sessionless (session id 0) and closes a session it names. Session errors
+  (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR when
+  a v13+ fetch meets a session made by names or the reverse) are top-level, with session id
+  0 and no partitions, as Kafka answers.
+- Cost per partition: a consumer's partition with nothing to return (fetch offset at the
+  visible end) is answered from its offsets (``Partition.idle_offsets``) without reading the
+  log, and in an incremental fetch an idle partition whose offsets the session already
+  reported gets no answer object at all; answers are made per partition only when needed.
 - Descriptors: a response holds at most ``FETCH_RESPONSE_OPEN_FILES_MAX`` segment files open
   (for sendfile); the data of the other partitions is read into the response. A file that
   cannot be opened (no descriptor left) gives KAFKA_STORAGE_ERROR for that partition.
