@@ -306,7 +306,8 @@ class FetchSessionCache:
                     fetch_data: list[CachedPartition], to_forget: list[PartitionKey],
                     now_ms: int, resolve: Callable[[uuid.UUID], str | None]) -> FetchContext:
         """Kafka's ``FetchManager.newContext``. ``resolve`` names a topic id (v13+ sessions
-        cache partitions of unknown ids and name them once the topic is known)."""
+        cache partitions of unknown ids and name them once the topic is known; a partition of
+        a deleted topic loses its name)."""
         uses_ids = version >= 13
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != INVALID_SESSION_ID:
@@ -333,10 +334,13 @@ class FetchSessionCache:
         shard.touch(session, now_ms)
         session.epoch = next_epoch(session.epoch)
         parts = list(session.partitions.values())
-        if uses_ids:
+        if uses_ids:  # names as of now: a topic created since, or deleted (UNKNOWN_TOPIC_ID)
+            names: dict[uuid.UUID, str | None] = {}
             for cp in parts:
-                if cp.topic is None:
-                    cp.topic = resolve(cp.topic_id)
+                tid = cp.topic_id
+                if tid not in names:
+                    names[tid] = resolve(tid)
+                cp.topic = names[tid]
         return FetchContext(ContextKind.INCREMENTAL, parts, session=session,
                             request_epoch=epoch, uses_topic_ids=uses_ids)
 

@@ -160,3 +160,26 @@ def test_no_session_when_cache_is_full(tmp_path: Any) -> None:
             assert list(answered(r)) == [0]
         finally:
             raw.close()
+
+
+def test_deleted_topic_in_session(raw: RawClient) -> None:
+    from protocol._generated.delete_topics_request import DeleteTopicsRequest
+
+    topic = create(raw, 1)
+    keep = create(raw, 1)
+    sid = fetch(raw, topic, 0, 0, {0: 0}).session_id
+    assert sid > 0
+    assert fetch(raw, keep, sid, 1, {0: 0}).error_code == 0  # a second topic in the session
+    r = raw.request(DeleteTopicsRequest(topic_names=[topic[0]], timeout_ms=10000), 5)
+    assert r.responses[0].error_code == 0
+    deadline = time.monotonic() + 60
+    while True:  # once the deletion is applied, the session's partition answers UNKNOWN_TOPIC_ID
+        r = fetch(raw, keep, sid, 2, {})
+        got = {(t.topic_id, p.partition_index): p.error_code
+               for t in r.responses for p in t.partitions}
+        if got == {(topic[1], 0): ErrorCode.UNKNOWN_TOPIC_ID}:
+            break
+        assert time.monotonic() < deadline, got
+        sid = fetch(raw, topic, 0, 0, {0: 0}).session_id  # a fresh session each try
+        fetch(raw, keep, sid, 1, {0: 0})
+        time.sleep(0.2)
