@@ -45,11 +45,20 @@ def _cpu_s(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, USER_HZ 100
 
 
-def _topic_id(c: Connection, topic: str) -> Any:
+def _topic_id(c: Connection, topic: str, partitions: int, timeout_s: float = 600) -> Any:
+    """The topic's id once Metadata shows a leader for each of its partitions."""
     from protocol._generated.metadata_request import MetadataRequest
 
-    md = c.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12)
-    return md.topics[0].topic_id
+    deadline = time.monotonic() + timeout_s
+    while True:
+        md = c.request(MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(name=topic)]), 12)
+        t = md.topics[0]
+        if t.error_code == 0 and sum(p.leader_id >= 0 for p in t.partitions) == partitions:
+            return t.topic_id
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{topic}: no leaders after {timeout_s} s")
+        time.sleep(0.5)
 
 
 def fetch_request(topics_parts: list[tuple[Any, int]], session_id: int, epoch: int
@@ -79,8 +88,8 @@ def measure(bootstrap: str, partitions: int, requests: int, pid: int | None) -> 
         topics: list[tuple[Any, int]] = []
         for i in range(0, partitions, TOPIC_PARTITIONS_MAX):
             n = min(TOPIC_PARTITIONS_MAX, partitions - i)
-            create_topic(c, f"idle-{i}", n)
-            topics.append((_topic_id(c, f"idle-{i}"), n))
+            create_topic(c, f"idle-{i}", n, wait=False)
+            topics.append((_topic_id(c, f"idle-{i}", n), n))
         print(f"\n{partitions} idle partitions, {requests} fetches each (Fetch v{FETCH_VERSION})\n")
         print("| fetch | ms/request | requests/s | broker CPU ms/request |")
         print("|---|---|---|---|")
