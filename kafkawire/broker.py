@@ -606,6 +606,11 @@ class Broker:
             throttle = q.record(FETCH, user, client, size, now)
             if throttle > 0:  # as Kafka: unrecord, answer an empty response
                 q.record(FETCH, user, client, -size, now)
+                if response.session_id:  # ... and its session sends those partitions again
+                    v13 = ctx.api_version >= 13
+                    self.fetch_sessions.unanswered(response.session_id, [
+                        (t.topic_id if v13 else t.topic, p.partition_index)
+                        for t in response.responses for p in t.partitions])
                 response.responses = []
         if ctx.api_key not in LONG_POLL_KEYS:
             throttle = max(throttle, q.record(REQUEST, user, client, elapsed_s * 100, now))

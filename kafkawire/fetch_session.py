@@ -302,6 +302,18 @@ class FetchSessionCache:
         session = shard.sessions.get(session_id) if shard is not None else None
         return shard is not None and session is not None and shard.remove(session)
 
+    def unanswered(self, session_id: int, keys: Iterable[PartitionKey]) -> None:
+        """An answer was dropped after the session took note of it (a throttled Fetch is
+        answered empty): the next fetch of the session carries those partitions again, as
+        Kafka's throttled answer leaves the session's partitions unchanged."""
+        session = self.get(session_id)
+        if session is None:
+            return
+        for key in keys:
+            cp = session.partitions.get(key)
+            if cp is not None:
+                cp.high_watermark = -1
+
     def new_context(self, version: int, session_id: int, epoch: int, is_follower: bool,
                     fetch_data: list[CachedPartition], to_forget: list[PartitionKey],
                     now_ms: int, resolve: Callable[[uuid.UUID], str | None]) -> FetchContext:

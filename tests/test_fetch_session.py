@@ -282,3 +282,20 @@ def test_fetcher_session_follows_kafkas_fetch_session_handler() -> None:
     assert roundtrip(data)[2] == ErrorCode.INVALID_FETCH_SESSION_EPOCH
     assert (fs.session_id, fs.epoch) == (old, 0)
     assert roundtrip(data) == ([0, 1], [], 0) and cache.get(old) is None
+
+
+def test_a_dropped_answer_is_sent_again() -> None:
+    """A throttled Fetch is answered empty after the session took note of the answer: the
+    partitions it carried are answered again by the next fetch (kafkawire/broker.py)."""
+    cache = FetchSessionCache(rng=random.Random(12))
+    sid = new_session(cache, [0, 1])
+    ctx = incremental(cache, sid, 1)
+    a = cache.answer(ctx, 0, each(ctx, lambda i: quiet(7) if i == 0 else quiet()))
+    assert a.include == {0}
+    cache.unanswered(sid, [(TID, 0)])
+    ctx = incremental(cache, sid, 2)
+    assert cache.answer(ctx, 0, each(ctx, lambda i: quiet(7) if i == 0 else quiet())
+                        ).include == {0}
+    ctx = incremental(cache, sid, 3)
+    assert cache.answer(ctx, 0, each(ctx, lambda i: quiet(7) if i == 0 else quiet())
+                        ).include == set()
