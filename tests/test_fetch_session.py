@@ -299,3 +299,68 @@ def test_a_dropped_answer_is_sent_again() -> None:
     ctx = incremental(cache, sid, 3)
     assert cache.answer(ctx, 0, each(ctx, lambda i: quiet(7) if i == 0 else quiet())
                         ).include == set()
+
+
+class EvictionModel(RuleBasedStateMachine):
+    """A small cache (2 sessions a shard) under consumer and follower sessions, time moving:
+    the shard limits and the partition accounting hold, sessions disappear only when a new one
+    needed the room (or they were closed), and a follower never loses its session to a
+    consumer before it has been unused or old for the eviction time."""
+
+    EVICTION_MS = 1000
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cache = FetchSessionCache(max_slots=2 * NUM_SHARDS, eviction_ms=self.EVICTION_MS,
+                                       rng=random.Random(0))
+        self.now = 0
+        self.live: dict[int, tuple[int, bool]] = {}  # id -> (epoch, privileged)
+
+    @rule(ms=st.integers(0, 800))
+    def tick(self, ms: int) -> None:
+        self.now += ms
+
+    @rule(size=st.integers(1, 6), follower=st.booleans())
+    def create(self, size: int, follower: bool) -> None:
+        before = {sid: self.cache.get(sid) for sid in self.live}
+        sid = new_session(self.cache, list(range(size)), self.now, follower)
+        gone = [s for s in self.live if self.cache.get(s) is None]
+        assert len(gone) <= 1
+        for s in gone:
+            victim = before[s]
+            assert victim is not None and sid != 0
+            stale = self.now - victim.last_used_ms > self.EVICTION_MS
+            old = self.now - victim.creation_ms > self.EVICTION_MS
+            assert stale or old or (follower and not victim.privileged)
+            del self.live[s]
+        if sid:
+            self.live[sid] = (1, follower)
+
+    @rule(pick=st.integers(0, 100))
+    def use(self, pick: int) -> None:
+        if not self.live:
+            return
+        sid = sorted(self.live)[pick % len(self.live)]
+        epoch, privileged = self.live[sid]
+        ctx = incremental(self.cache, sid, epoch, now=self.now)
+        assert ctx.kind is ContextKind.INCREMENTAL
+        self.cache.answer(ctx, self.now, each(ctx))
+        self.live[sid] = (epoch + 1, privileged)
+
+    @invariant()
+    def accounting(self) -> None:
+        rng = INT32_MAX // NUM_SHARDS
+        total = 0
+        for shard in self.cache.shards:
+            assert len(shard.sessions) <= 2
+            for sid, s in shard.sessions.items():
+                assert sid // rng == shard.shard_num and sid != 0 and sid in self.live
+                assert s.cached_size == len(s.partitions)
+                total += s.cached_size
+            assert shard.num_partitions == sum(s.cached_size for s in shard.sessions.values())
+        assert total == self.cache.num_partitions_cached
+        assert self.cache.num_sessions == len(self.live)
+
+
+TestEvictionModel = EvictionModel.TestCase
+TestEvictionModel.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
