@@ -71,6 +71,20 @@ def fetch_request(topics_parts: list[tuple[Any, int]], session_id: int, epoch: i
                         topics=topics, forgotten_topics_data=[], rack_id="")
 
 
+def _wait_servable(c: Connection, topics: list[tuple[Any, int]], timeout_s: float = 900
+                   ) -> None:
+    """Until a sessionless fetch of every partition answers no error (Kafka becomes the
+    leader of thousands of new partitions some time after Metadata names it)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        r = c.request(fetch_request(topics, 0, -1), FETCH_VERSION)
+        if not any(p.error_code for t in r.responses for p in t.partitions):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("partitions still answer errors")
+        time.sleep(1)
+
+
 def _time(label: str, n: int, one: Callable[[int], None], pid: int | None) -> None:
     one(0)  # warm up
     cpu0, t0 = _cpu_s(pid), time.perf_counter()
@@ -94,6 +108,8 @@ def measure(bootstrap: str, partitions: int, requests: int, pid: int | None) -> 
         print("| fetch | ms/request | requests/s | broker CPU ms/request |")
         print("|---|---|---|---|")
 
+        _wait_servable(c, topics)
+
         def full(_i: int) -> None:
             r = c.request(fetch_request(topics, 0, -1), FETCH_VERSION)
             assert r.error_code == 0
@@ -109,7 +125,13 @@ def measure(bootstrap: str, partitions: int, requests: int, pid: int | None) -> 
         def incremental(_i: int) -> None:
             nonlocal epoch
             r = c.request(fetch_request([], sid, epoch), FETCH_VERSION)
-            assert r.error_code == 0 and not r.responses, r.error_code
+            assert r.error_code == 0, r.error_code
+            if r.responses:  # not expected: show what the broker found new
+                p = r.responses[0].partitions[0]
+                print(f"epoch {epoch}: {sum(len(t.partitions) for t in r.responses)} "
+                      f"partitions answered, e.g. {p.partition_index} error {p.error_code} "
+                      f"hw {p.high_watermark} lso {p.last_stable_offset} "
+                      f"start {p.log_start_offset}")
             epoch += 1
 
         _time("incremental, nothing new", requests, incremental, pid)
