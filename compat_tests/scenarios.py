@@ -1490,14 +1490,14 @@ def client_confluent(bootstrap: str) -> Outcome:
 
 def _session_fetch(c: Connection, topic: str, topic_id: Any, session_id: int, epoch: int,
                    parts: dict[int, int], version: int = 12,
-                   forget: list[int] | None = None) -> Any:
+                   forget: list[int] | None = None, max_bytes: int = 50 << 20) -> Any:
     topics = [FetchRequest.FetchTopic(topic=topic, topic_id=topic_id, partitions=[
         FetchRequest.FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 20)
         for p, o in parts.items()])] if parts else []
     forgotten = [FetchRequest.ForgottenTopic(topic=topic, topic_id=topic_id, partitions=forget)
                  ] if forget else []
     return c.request(FetchRequest(
-        max_wait_ms=100, min_bytes=1, max_bytes=50 << 20, session_id=session_id,
+        max_wait_ms=100, min_bytes=1, max_bytes=max_bytes, session_id=session_id,
         session_epoch=epoch, topics=topics, forgotten_topics_data=forgotten), version)
 
 
@@ -1549,7 +1549,29 @@ def fetch_sessions(bootstrap: str) -> Outcome:
         out.step("sessionless", lambda: _session_summary(req(0, -1, {0: 0, 1: 0})))
         _topic_id_session(out, req, produce=lambda p: produce_partition(
             c, topic, build_batch(simple_records(1, f"x{p}")), partition=p))
+        _round_robin(out, c)
     return out
+
+
+def _round_robin(out: Steps, c: Connection) -> None:
+    """Room for one batch per answer (max_bytes 1, KIP-74): which partition each incremental
+    fetch serves when no offset moves (Kafka sends partitions that returned data to the back)."""
+    topic = "fetch_sessions_rr"
+    created = create_topic(c, topic, 3)
+    tid = created.topic_id if created is not None else None
+    for p in range(3):
+        produce_partition(c, topic, build_batch(simple_records(2, f"r{p}")), partition=p)
+
+    def served(session_id: int, epoch: int, parts: dict[int, int]) -> Any:
+        r = _session_fetch(c, topic, tid, session_id, epoch, parts, 16, max_bytes=1)
+        return r, sorted(p.partition_index for t in r.responses for p in t.partitions
+                         if parse_batches(p.records))
+
+    full, first = served(0, 0, {0: 0, 1: 0, 2: 0})
+    order = [first]
+    if full.session_id:
+        order += [served(full.session_id, e, {})[1] for e in (1, 2, 3, 4)]
+    out.step("round_robin_served", lambda: order)
 
 
 def _topic_id_session(out: Steps, req: Any, produce: Any) -> None:

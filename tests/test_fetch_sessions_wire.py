@@ -183,3 +183,31 @@ def test_deleted_topic_in_session(raw: RawClient) -> None:
         sid = fetch(raw, topic, 0, 0, {0: 0}).session_id  # a fresh session each try
         fetch(raw, keep, sid, 1, {0: 0})
         time.sleep(0.2)
+
+
+def test_partitions_that_returned_data_go_to_the_back(raw: RawClient) -> None:
+    """Round-robin within max_bytes: with room for one batch per response (KIP-74 returns the
+    first one whole), the partitions of a session take turns, as Kafka rotates them."""
+    topic = create(raw, 3)
+    for p in range(3):
+        produce(raw, topic[0], p, 3)
+
+    def served(r: Any) -> list[int]:
+        return [p for p, (_e, _hw, size) in answered(r).items() if size]
+
+    def small(session_id: int, epoch: int, parts: dict[int, int]) -> Any:
+        name, tid = topic
+        return raw.request(FetchRequest(
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1, isolation_level=0,
+            session_id=session_id, session_epoch=epoch, topics=[FetchRequest.FetchTopic(
+                topic=name, topic_id=tid, partitions=[
+                    FP(partition=p, fetch_offset=o, partition_max_bytes=1 << 20)
+                    for p, o in parts.items()])] if parts else [],
+            forgotten_topics_data=[], rack_id=""), 16)
+
+    full = small(0, 0, {0: 0, 1: 0, 2: 0})
+    assert served(full) == [0]
+    sid = full.session_id
+    # nobody moves its offset: each fetch serves the partition at the front, which then goes
+    # to the back of the session's order
+    assert [served(small(sid, e, {})) for e in (1, 2, 3, 4)] == [[0], [1], [2], [0]]
