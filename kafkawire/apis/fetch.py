@@ -234,70 +234,70 @@ def _read_one(p: Partition, cp: CachedPartition, r: Part, params: _Params, limit
     return res.size
 
 
-def _read_idle(p: Partition, f: _Fetch, i: int, params: _Params, lazy: bool) -> bool:
-    """The cheap path of a consumer's fetch of a partition with nothing new: True when it is
-    answered (or, in an incremental fetch, left out unchanged) without reading the log."""
-    cp = f.parts[i]
-    if cp.last_fetched_epoch >= 0:
-        return False
-    offsets = p.idle_offsets(cp.fetch_offset, params.isolation, cp.current_leader_epoch,
-                             params.require_leader)
-    if offsets is None:
-        return False
-    hw, lso, start = offsets
-    r = f.answers[i]
-    if r is None:
-        if lazy and cp.high_watermark == hw and cp.local_log_start_offset == start:
-            return True  # the session knows all of it: not in the answer
-        r = f.answer(i)
-    r.records = b""
-    r.error_code = ErrorCode.NONE
-    r.high_watermark, r.last_stable_offset, r.log_start_offset = hw, lso, start
-    r.aborted_transactions = [] if params.isolation is FetchIsolation.TXN_COMMITTED else None
-    return True
-
-
 def _read_all(broker: Broker, f: _Fetch, max_bytes: int, params: _Params, lazy: bool) -> int:
     """Fill each partition's answer; returns the number of record bytes gathered. ``lazy``:
-    an incremental fetch, where an unchanged idle partition gets no answer at all."""
+    an incremental fetch, where an unchanged idle partition gets no answer at all. A
+    consumer's partition with nothing to return is answered from its offsets
+    (``Partition.idle_offsets``) without reading the log: the cheap path, per partition."""
     assert broker.replicas is not None and broker.logs is not None
     total = 0
-    img = broker.image
     hosted = broker.replicas.partitions
     fast = params.replica_id < 0 and params.rack_selector is None and not (
         broker.replicas.offline_logs or broker.logs.any_offline)
+    isolation, require_leader = params.isolation, params.require_leader
+    committed = isolation is FetchIsolation.TXN_COMMITTED
     denied = f.denied
+    answers = f.answers
     for i, cp in enumerate(f.parts):
         name = cp.topic
         if name is None or (denied and name in denied):
             f.answer(i)
             continue
         key = (name, cp.partition)
-        if fast:
-            p = hosted.get(key)
-            if p is not None and _read_idle(p, f, i, params, lazy):
-                continue
-        r = f.answer(i)
-        r.records = b""
-        if img.partition(*key) is None:
-            r.error_code = (
-                ErrorCode.UNKNOWN_TOPIC_ID if cp.topic_id != ZERO_UUID
-                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            )
+        p = hosted.get(key) if fast and cp.last_fetched_epoch < 0 else None
+        idle = p.idle_offsets(cp.fetch_offset, isolation, cp.current_leader_epoch,
+                              require_leader) if p is not None else None
+        if idle is not None and p is not None:
+            r = answers[i]
+            if r is None:
+                if lazy and cp.high_watermark == idle[0] \
+                        and cp.local_log_start_offset == idle[1]:
+                    continue  # the session knows all of it: not in the answer
+                r = f.answer(i)
+            r.records, r.error_code = b"", ErrorCode.NONE
+            r.high_watermark, r.log_start_offset = idle
+            r.last_stable_offset = p.log.last_stable_offset
+            r.aborted_transactions = [] if committed else None
             continue
-        if broker.is_offline(*key):
-            _failed(r, ErrorCode.KAFKA_STORAGE_ERROR)
-            continue
-        limit = min(cp.max_bytes, max_bytes - total)
-        try:
-            p = broker.replicas.hosted(*key)
-            total += _read_one(p, cp, r, params, limit, total == 0)
-        except KafkaError as e:
-            _failed(r, e.code)
-        except OSError:  # e.g. no descriptor left to open the segment
-            r.records = b""
-            _failed(r, ErrorCode.KAFKA_STORAGE_ERROR)
+        total += _read_slow(broker, f, i, key, max_bytes - total, params, total == 0)
     return total
+
+
+def _read_slow(broker: Broker, f: _Fetch, i: int, key: tuple[str, int], room: int,
+               params: _Params, first: bool) -> int:
+    """One partition through ``Partition.read`` (or its error); returns its record bytes."""
+    assert broker.replicas is not None
+    cp = f.parts[i]
+    r = f.answer(i)
+    r.records = b""
+    if broker.image.partition(*key) is None:
+        r.error_code = (
+            ErrorCode.UNKNOWN_TOPIC_ID if cp.topic_id != ZERO_UUID
+            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        )
+        return 0
+    if broker.is_offline(*key):
+        _failed(r, ErrorCode.KAFKA_STORAGE_ERROR)
+        return 0
+    try:
+        p = broker.replicas.hosted(*key)
+        return _read_one(p, cp, r, params, min(cp.max_bytes, room), first)
+    except KafkaError as e:
+        _failed(r, e.code)
+    except OSError:  # e.g. no descriptor left to open the segment
+        r.records = b""
+        _failed(r, ErrorCode.KAFKA_STORAGE_ERROR)
+    return 0
 
 
 def _request_partitions(broker: Broker, req: FetchRequest, v: int) -> list[CachedPartition]:
