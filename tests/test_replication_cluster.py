@@ -32,7 +32,11 @@ KILLS = 5
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ReplicationCluster]:
-    with replication_cluster(brokers=3, base_dir=tmp_path) as c:
+    from kafkawire.testing import free_port
+
+    # /metrics on every node (off by default in clusters): the fetch-session gauges
+    metrics = {n: {"metrics.port": str(free_port())} for n in range(5)}
+    with replication_cluster(brokers=3, base_dir=tmp_path, node_overrides=metrics) as c:
         yield c
 
 
