@@ -16,7 +16,6 @@ globs narrow; every entry has a row in FINDINGS.md.
 
 from __future__ import annotations
 
-_SESSIONS = "fetch sessions declined by design (session id 0), see FINDINGS.md"
 _CONTROLLER_LISTENER = (
     "no separate controller listener: the single-voter quorum is in-process and reached on "
     "the broker listener, which DescribeQuorum v2 lists (Kafka lists its CONTROLLER listener)"
@@ -46,15 +45,6 @@ def _keys(keys: tuple[int, ...], reason: str) -> list[tuple[str, str]]:
 
 
 ACCEPTED: dict[str, list[tuple[str, str]]] = {
-    "fetch_sessions": [
-        ("new_session.session_id_set", _SESSIONS),
-        # The session steps run only when the broker created a session.
-        ("incremental_nothing_new", _SESSIONS),
-        ("incremental_new_data_p1", _SESSIONS),
-        ("wrong_epoch", _SESSIONS),
-        ("unknown_session", _SESSIONS),
-        ("close_session", _SESSIONS),
-    ],
     "api_versions": [
         *_keys(_STREAMS_KEYS, _STREAMS),
         *_keys((80, 81), _STATIC_QUORUM),

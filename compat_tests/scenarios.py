@@ -1488,74 +1488,114 @@ def client_confluent(bootstrap: str) -> Outcome:
 # --- scenarios: fetch sessions, epochs, cluster -------------------------------------------------
 
 
+def _session_fetch(c: Connection, topic: str, topic_id: Any, session_id: int, epoch: int,
+                   parts: dict[int, int], version: int = 12,
+                   forget: list[int] | None = None, max_bytes: int = 50 << 20) -> Any:
+    topics = [FetchRequest.FetchTopic(topic=topic, topic_id=topic_id, partitions=[
+        FetchRequest.FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=1 << 20)
+        for p, o in parts.items()])] if parts else []
+    forgotten = [FetchRequest.ForgottenTopic(topic=topic, topic_id=topic_id, partitions=forget)
+                 ] if forget else []
+    return c.request(FetchRequest(
+        max_wait_ms=100, min_bytes=1, max_bytes=max_bytes, session_id=session_id,
+        session_epoch=epoch, topics=topics, forgotten_topics_data=forgotten), version)
+
+
+def _session_summary(r: Any) -> dict[str, Any]:
+    return {
+        "error_code": err(r.error_code),
+        "session_id_set": r.session_id != 0,
+        "partitions": sorted(
+            [p.partition_index, err(p.error_code), p.high_watermark,
+             [b["base_offset"] for b in parse_batches(p.records)]]
+            for t in r.responses for p in t.partitions),
+    }
+
+
 @scenario
 def fetch_sessions(bootstrap: str) -> Outcome:
-    """KIP-227 sessions. A broker may decline them (session id 0); Kafka creates them."""
+    """KIP-227 sessions: creation (epoch 0), incremental answers with only the partitions that
+    have news, wrong epoch / unknown id / topic-id mismatch errors, FINAL (-1) and full
+    fetches closing a session, forgotten partitions (by name v12, by topic id v16)."""
     out = Steps()
     topic = "fetch_sessions"
     with connect(bootstrap) as c:
-        create_topic(c, topic, 2)
+        created = create_topic(c, topic, 2)
+        tid = created.topic_id if created is not None else None
         produce_partition(c, topic, build_batch(simple_records(2)))
 
-        def req(session_id: int, epoch: int, parts: dict[int, int]) -> Any:
-            topics = (
-                [
-                    FetchRequest.FetchTopic(
-                        topic=topic,
-                        partitions=[
-                            FetchRequest.FetchPartition(
-                                partition=p, fetch_offset=o, partition_max_bytes=1 << 20
-                            )
-                            for p, o in parts.items()
-                        ],
-                    )
-                ]
-                if parts
-                else []
-            )
-            return c.request(
-                FetchRequest(
-                    max_wait_ms=100,
-                    min_bytes=1,
-                    max_bytes=50 << 20,
-                    session_id=session_id,
-                    session_epoch=epoch,
-                    topics=topics,
-                ),
-                12,
-            )
-
-        def summary(r: Any) -> dict[str, Any]:
-            return {
-                "error_code": err(r.error_code),
-                "session_id_set": r.session_id != 0,
-                "partitions": sorted(
-                    [
-                        p.partition_index,
-                        err(p.error_code),
-                        p.high_watermark,
-                        [b["base_offset"] for b in parse_batches(p.records)],
-                    ]
-                    for t in r.responses
-                    for p in t.partitions
-                ),
-            }
+        def req(session_id: int, epoch: int, parts: dict[int, int], version: int = 12,
+                forget: list[int] | None = None) -> Any:
+            return _session_fetch(c, topic, tid, session_id, epoch, parts, version, forget)
 
         full = req(0, 0, {0: 0, 1: 0})
-        out.step("new_session", lambda: summary(full))
+        out.step("new_session", lambda: _session_summary(full))
         sid = full.session_id
         if sid:
-            out.step("incremental_nothing_new", lambda: summary(req(sid, 1, {0: 2})))
+            out.step("incremental_nothing_new", lambda: _session_summary(req(sid, 1, {0: 2})))
             produce_partition(c, topic, build_batch(simple_records(1, "p1")), partition=1)
-            out.step("incremental_new_data_p1", lambda: summary(req(sid, 2, {})))
-            out.step("wrong_epoch", lambda: summary(req(sid, 7, {})))
-            out.step("unknown_session", lambda: summary(req(sid ^ 0x5A5A5A5A or 1, 1, {})))
-            out.step("close_session", lambda: summary(req(sid, -1, {0: 0})))
+            out.step("incremental_new_data_p1", lambda: _session_summary(req(sid, 2, {})))
+            out.step("wrong_epoch", lambda: _session_summary(req(sid, 7, {})))
+            out.step("unknown_session",
+                     lambda: _session_summary(req(sid ^ 0x5A5A5A5A or 1, 1, {})))
+            out.step("topic_ids_on_a_name_session",
+                     lambda: _session_summary(req(sid, 3, {}, version=16)))
+            out.step("forget_p0", lambda: _session_summary(req(sid, 3, {}, forget=[0])))
+            out.step("close_session", lambda: _session_summary(req(sid, -1, {0: 0})))
+            out.step("closed_session", lambda: _session_summary(req(sid, 4, {})))
         else:  # a broker declining sessions: the same data, so that "sessionless" compares
             produce_partition(c, topic, build_batch(simple_records(1, "p1")), partition=1)
-        out.step("never_issued_session_id", lambda: summary(req(42424242, 1, {})))
-        out.step("sessionless", lambda: summary(req(0, -1, {0: 0, 1: 0})))
+        out.step("never_issued_session_id", lambda: _session_summary(req(42424242, 1, {})))
+        out.step("sessionless", lambda: _session_summary(req(0, -1, {0: 0, 1: 0})))
+        _topic_id_session(out, req, produce=lambda p: produce_partition(
+            c, topic, build_batch(simple_records(1, f"x{p}")), partition=p))
+        _round_robin(out, c)
     return out
+
+
+def _round_robin(out: Steps, c: Connection) -> None:
+    """Room for one batch per answer (max_bytes 1, KIP-74): which partition each incremental
+    fetch serves when no offset moves (Kafka sends partitions that returned data to the back)."""
+    topic = "fetch_sessions_rr"
+    created = create_topic(c, topic, 3)
+    tid = created.topic_id if created is not None else None
+    for p in range(3):
+        produce_partition(c, topic, build_batch(simple_records(2, f"r{p}")), partition=p)
+
+    def served(session_id: int, epoch: int, parts: dict[int, int]) -> Any:
+        r = _session_fetch(c, topic, tid, session_id, epoch, parts, 16, max_bytes=1)
+        return r, sorted(p.partition_index for t in r.responses for p in t.partitions
+                         if parse_batches(p.records))
+
+    full, first = served(0, 0, {0: 0, 1: 0, 2: 0})
+    order = [first]
+    if full.session_id:
+        order += [served(full.session_id, e, {})[1] for e in (1, 2, 3, 4)]
+    out.step("round_robin_served", lambda: order)
+
+
+def _topic_id_session(out: Steps, req: Any, produce: Any) -> None:
+    """The v16 part of ``fetch_sessions``: a session keyed by topic id."""
+    full = req(0, 0, {0: 2, 1: 1}, version=16)
+    out.step("v16_new_session", lambda: _session_summary(full))
+    sid = full.session_id
+    if not sid:
+        return
+    out.step("v16_forget_p0", lambda: _session_summary(req(sid, 1, {}, 16, forget=[0])))
+    produce(0)
+    produce(1)
+    out.step("v16_only_p1_answered", lambda: _session_summary(req(sid, 2, {}, 16)))
+    out.step("v16_add_p0_back", lambda: _session_summary(req(sid, 3, {0: 2}, 16)))
+    out.step("v12_on_a_topic_id_session", lambda: _session_summary(req(sid, 4, {}, 12)))
+    again = req(sid, 0, {1: 2}, version=16)  # a full fetch naming it: closed, a new one made
+    out.step("v16_full_names_old_session", lambda: {
+        **_session_summary(again), "new_id": again.session_id not in (0, sid)})
+    out.step("v16_old_session_gone", lambda: _session_summary(req(sid, 4, {}, 16)))
+    new = again.session_id
+    if new:
+        out.step("v16_forget_everything",
+                 lambda: _session_summary(req(new, 1, {}, 16, forget=[1])))
+        out.step("v16_after_forget_everything", lambda: _session_summary(req(new, 2, {}, 16)))
 
 
 @scenario

@@ -32,6 +32,7 @@ from kafkawire.config_resources import group_consumer_settings
 from kafkawire.controller_service import ControllerService
 from kafkawire.coordinator_runtime import GROUP_TOPIC, SHARE_TOPIC, TXN_TOPIC, CoordinatorRuntime
 from kafkawire.envelope import FORWARDABLE_KEYS
+from kafkawire.fetch_session import FetchSessionCache
 from kafkawire.forwarding import Candidate, ForwardingManager
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
 from kafkawire.inter_broker import ClientSecurity, inter_broker_listener, inter_broker_security
@@ -201,6 +202,10 @@ class Broker:
         self.replicas: ReplicaManager | None = None
         self.notifier = AppendNotifier()
         self.metrics = BrokerMetrics()
+        #: KIP-227 incremental fetch sessions (kafkawire/fetch_session.py)
+        self.fetch_sessions = FetchSessionCache(
+            int(config["max.incremental.fetch.session.cache.slots"]),
+            int(config["min.incremental.fetch.session.eviction.ms"]))
         self.telemetry = TelemetryManager()
         self.metrics.client_telemetry = self.telemetry.series
         self.server = Server(self.dispatch, config.socket_request_max_bytes, self.on_disconnect,
@@ -618,6 +623,11 @@ class Broker:
             throttle = q.record(FETCH, user, client, size, now)
             if throttle > 0:  # as Kafka: unrecord, answer an empty response
                 q.record(FETCH, user, client, -size, now)
+                if response.session_id:  # ... and its session sends those partitions again
+                    v13 = ctx.api_version >= 13
+                    self.fetch_sessions.unanswered(response.session_id, [
+                        (t.topic_id if v13 else t.topic, p.partition_index)
+                        for t in response.responses for p in t.partitions])
                 response.responses = []
         if ctx.api_key not in LONG_POLL_KEYS:
             throttle = max(throttle, q.record(REQUEST, user, client, elapsed_s * 100, now))

@@ -111,6 +111,8 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "socket.send.buffer.bytes": ("int", 102400),
     "socket.receive.buffer.bytes": ("int", 102400),
     "replica.fetch.max.bytes": ("int", 1048576),
+    # KIP-227 fetch sessions (kafkawire/fetch_session.py): split over 8 shards, as Kafka
+    "max.incremental.fetch.session.cache.slots": ("int", 1000),
     # replica fetchers (kafkawire/replica_fetcher.py)
     "replica.fetch.response.max.bytes": ("int", 10485760),
     "replica.fetch.wait.max.ms": ("int", 500),
@@ -314,6 +316,9 @@ KAFKAWIRE_CONFIGS: dict[str, tuple[str, Any]] = {
     # KIP-714: accept client telemetry (GetTelemetrySubscriptions, PushTelemetry) and expose it
     # on /metrics; off by default, as Kafka without a telemetry-receiving metrics reporter
     "metrics.client.telemetry.enable": ("boolean", False),
+    # KIP-227: how long a fetch session must stay unused before any newcomer may evict it
+    # (Kafka 4.3.1 hard-codes 120000, KafkaBroker.MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS)
+    "min.incremental.fetch.session.eviction.ms": ("long", 120000),
 }
 
 # Kafka's internal configs (``defineInternal``): accepted, never listed by DescribeConfigs.

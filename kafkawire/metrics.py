@@ -199,6 +199,15 @@ class BrokerCollector(Collector):
                     under_min_isr)
         yield gauge(rm + "offlinereplicacount", "Replicas on offline log dirs",
                     offline_replicas)
+        fs = "kafka_server_fetchsessioncache_"
+        sessions = b.fetch_sessions
+        yield gauge(fs + "numincrementalfetchsessions", "KIP-227 fetch sessions cached",
+                    sessions.num_sessions)
+        yield gauge(fs + "numincrementalfetchpartitionscached",
+                    "Partitions held by the cached fetch sessions",
+                    sessions.num_partitions_cached)
+        yield counter(fs + "incrementalfetchsessionevictions",
+                      "Fetch sessions evicted to make room for others", sessions.evictions)
         yield counter(rm + "isrshrinks", "ISR shrinks (single node: never)", 0)
         yield counter(rm + "isrexpands", "ISR expansions (single node: never)", 0)
         kc = "kafka_controller_kafkacontroller_"

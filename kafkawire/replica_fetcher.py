@@ -29,6 +29,15 @@ Replication throttle (KIP-73, ``kafkawire.replication_quota``): while this broke
 watermark are left out of the Fetch (a fetcher with nothing else to fetch waits for
 ``replica.fetch.backoff.ms`` or a wake-up); their appended bytes are recorded.
 
+Each fetcher keeps a KIP-227 fetch session with its leader (``FetcherSession``, Kafka's
+``FetchSessionHandler``): a full fetch (epoch 0) opens it, then each incremental fetch names
+only the partitions whose fetch parameters changed (added, or fetched offset / epochs / log
+start moved) and forgets those no longer fetched, and the leader answers only partitions with
+news. FETCH_SESSION_ID_NOT_FOUND (e.g. the leader restarted) starts a new session with a full
+fetch; any other session error (INVALID_FETCH_SESSION_EPOCH...) or a lost connection closes
+the session with a full fetch naming it. A leader that creates no session (id 0) is fetched
+from with full requests.
+
 A fetch answered for a partition whose role or leader epoch changed meanwhile is dropped.
 The leader is reached on the inter-broker listener (``kafkawire.inter_broker``:
 ``inter.broker.listener.name`` / ``security.inter.broker.protocol``, else the broker's first
@@ -38,6 +47,7 @@ non-controller listener) with that listener's TLS and SASL settings.
 from __future__ import annotations
 
 import logging
+import uuid
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +55,7 @@ from typing import Any
 
 import trio
 
+from kafkawire.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from kafkawire.inter_broker import ClientSecurity
 from kafkawire.node_client import NodeClient, NodeDisconnected, NodeUnsupportedVersion
 from kafkawire.peer_clients import endpoint_of
@@ -58,7 +69,8 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.primitives import ZERO_UUID
 from protocol.records import RecordError, validate_batches
 
-__all__ = ["FetcherSettings", "ReplicaFetcherManager", "apply_fetched", "fetcher_id"]
+__all__ = ["FetcherSession", "FetcherSettings", "ReplicaFetcherManager", "apply_fetched",
+           "fetcher_id"]
 
 log = logging.getLogger("kafkawire.replica_fetcher")
 
@@ -167,6 +179,56 @@ def truncate_out_of_range(p: Partition, leader_end: int, leader_start: int) -> N
         p.truncate_fully_and_start_at(leader_start)
 
 
+#: what a fetcher sends for a partition: (fetch offset, current leader epoch, last fetched
+#: epoch, log start offset); a change makes an incremental fetch name the partition again
+PartitionData = tuple[int, int, int, int]
+_SESSION_ERRORS = frozenset({
+    ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+    ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR,
+})
+
+
+@dataclass
+class FetcherSession:
+    """The fetching side of a KIP-227 session (Kafka's ``FetchSessionHandler``), sans I/O."""
+
+    session_id: int = INVALID_SESSION_ID
+    epoch: int = INITIAL_EPOCH  # INITIAL_EPOCH: the next fetch is a full one
+    #: the partitions the leader's session holds, with the data it holds for them
+    held: dict[TopicPartition, PartitionData] = field(default_factory=dict)
+
+    def build(self, wanted: dict[TopicPartition, PartitionData]
+              ) -> tuple[list[TopicPartition], list[TopicPartition]]:
+        """(partitions to name, partitions to forget) for the next fetch of ``wanted``."""
+        if self.epoch == INITIAL_EPOCH:
+            return list(wanted), []
+        held = self.held
+        send = [tp for tp, d in wanted.items() if held.get(tp) != d]
+        return send, [tp for tp in held if tp not in wanted]
+
+    def on_response(self, wanted: dict[TopicPartition, PartitionData], error: int,
+                    session_id: int) -> None:
+        """After the answer to a fetch built from ``wanted``."""
+        if error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND:
+            self.reset(close=False)
+        elif error:
+            self.reset(close=True)
+        elif session_id == INVALID_SESSION_ID:  # no session (declined, or closed)
+            self.reset(close=False)
+        else:
+            self.session_id = session_id
+            self.epoch = next_epoch(self.epoch)
+            self.held = dict(wanted)
+
+    def reset(self, close: bool = True) -> None:
+        """The next fetch is a full one; ``close`` names the current session so that the
+        leader closes it."""
+        if not close:
+            self.session_id = INVALID_SESSION_ID
+        self.epoch = INITIAL_EPOCH
+        self.held = {}
+
+
 @dataclass
 class _Fetched:
     """A partition as it was when its fetch was sent."""
@@ -191,6 +253,7 @@ class ReplicaFetcher:
     client: NodeClient | None = None
     endpoint: tuple[str, int] | None = None
     cancel: trio.CancelScope = field(default_factory=trio.CancelScope)
+    session: FetcherSession = field(default_factory=FetcherSession)
 
     def wake(self) -> None:
         self.woken.set()
@@ -208,6 +271,7 @@ class ReplicaFetcher:
                 request_timeout_ms=m.settings.socket_timeout_ms,
                 security=m.security() if m.security is not None else None)
             self.endpoint = ep
+            self.session.reset(close=False)
         return self.client
 
     async def run(self) -> None:
@@ -234,12 +298,20 @@ class ReplicaFetcher:
             with trio.move_on_after(wait_s):
                 await self.woken.wait()
             return
-        req = self.manager.build_fetch(ready)
+        wanted = self.manager.partition_data(ready)
+        send, forget = self.session.build(wanted)
+        req = self.manager.build_fetch(ready, wanted, send, forget, self.session)
         try:
             resp = await client.request(req)
         except (NodeDisconnected, NodeUnsupportedVersion) as e:
             log.info("replica fetcher %d-%d: %s", self.source_id, self.index, e)
+            self.session.reset()
             await trio.sleep(self.manager.settings.backoff_ms / 1000)
+            return
+        self.session.on_response(wanted, resp.error_code, resp.session_id)
+        if resp.error_code in _SESSION_ERRORS:  # the next fetch is a full one, at once
+            log.info("fetch session %d with %d: %s", req.session_id, self.source_id,
+                     ErrorCode(resp.error_code).name)
             return
         if resp.error_code != ErrorCode.NONE:
             log.warning("fetch from %d failed: %s", self.source_id,
@@ -387,34 +459,57 @@ class ReplicaFetcherManager:
             }
             fetcher.wake()
 
-    def build_fetch(self, parts: dict[TopicPartition, _Fetched]) -> FetchRequest:
+    def partition_data(self, parts: dict[TopicPartition, _Fetched]
+                       ) -> dict[TopicPartition, PartitionData]:
+        """What a fetch sends for each partition, in a fair order: rotated on each fetch, as
+        only the first partition of a response may return a batch above its partition limit
+        (KIP-74) until the leader's session rotates them itself."""
+        ordered = sorted(parts.items())
+        self._rotation = (self._rotation + 1) % max(1, len(ordered))
+        ordered = ordered[self._rotation:] + ordered[:self._rotation]
+        out: dict[TopicPartition, PartitionData] = {}
+        for tp, f in ordered:
+            p = f.partition
+            latest = p.log.leader_epochs.latest_epoch()
+            out[tp] = (p.log_end_offset, f.leader_epoch, -1 if latest is None else latest,
+                       p.log.log_start_offset)
+        return out
+
+    def build_fetch(self, parts: dict[TopicPartition, _Fetched],
+                    wanted: dict[TopicPartition, PartitionData], send: list[TopicPartition],
+                    forget: list[TopicPartition], session: FetcherSession) -> FetchRequest:
         s = self.settings
         img = self.image()
         topics: dict[str, FetchRequest.FetchTopic] = {}
-        ordered = sorted(parts.items())
-        # rotate the order each time: only the first partition of a response may return a
-        # batch above its partition limit (KIP-74), so every partition gets to be first
-        self._rotation = (self._rotation + 1) % max(1, len(ordered))
-        ordered = ordered[self._rotation:] + ordered[:self._rotation]
-        for (topic, partition), f in ordered:
-            p = f.partition
+
+        def topic_id(topic: str) -> uuid.UUID:
+            ti = img.topics.get(topic)
+            return ti.topic_id if ti is not None else ZERO_UUID
+
+        for tp in send:
+            topic, partition = tp
+            offset, leader_epoch, last_epoch, log_start = wanted[tp]
             ft = topics.get(topic)
             if ft is None:
-                ti = img.topics.get(topic)
                 ft = topics[topic] = FetchRequest.FetchTopic(
-                    topic=topic, topic_id=ti.topic_id if ti is not None else ZERO_UUID,
-                    partitions=[])
-            latest = p.log.leader_epochs.latest_epoch()
+                    topic=topic, topic_id=topic_id(topic), partitions=[])
             assert ft.partitions is not None
             ft.partitions.append(FetchRequest.FetchPartition(
-                partition=partition, current_leader_epoch=f.leader_epoch,
-                fetch_offset=p.log_end_offset,
-                last_fetched_epoch=-1 if latest is None else latest,
-                log_start_offset=p.log.log_start_offset, partition_max_bytes=s.fetch_max_bytes))
+                partition=partition, current_leader_epoch=leader_epoch, fetch_offset=offset,
+                last_fetched_epoch=last_epoch, log_start_offset=log_start,
+                partition_max_bytes=s.fetch_max_bytes))
+        forgotten: dict[str, FetchRequest.ForgottenTopic] = {}
+        for topic, partition in forget:
+            fg = forgotten.get(topic)
+            if fg is None:
+                fg = forgotten[topic] = FetchRequest.ForgottenTopic(
+                    topic=topic, topic_id=topic_id(topic), partitions=[])
+            fg.partitions.append(partition)
         return FetchRequest(
             replica_id=self.node_id,
             replica_state=FetchRequest.ReplicaState(replica_id=self.node_id,
                                                     replica_epoch=self.broker_epoch()),
             max_wait_ms=s.wait_max_ms, min_bytes=s.min_bytes, max_bytes=s.response_max_bytes,
-            isolation_level=0, session_id=0, session_epoch=-1, topics=list(topics.values()),
-            forgotten_topics_data=[], rack_id="")
+            isolation_level=0, session_id=session.session_id, session_epoch=session.epoch,
+            topics=list(topics.values()), forgotten_topics_data=list(forgotten.values()),
+            rack_id="")

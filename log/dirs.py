@@ -133,6 +133,12 @@ class LogDirs:
         return (topic, partition) in self.unlocated
 
     @property
+    def any_offline(self) -> bool:
+        """Some directory is offline, or partitions may live in one (then ``is_offline`` must
+        be asked per partition)."""
+        return bool(self.unlocated) or any(m.offline for m in self.managers)
+
+    @property
     def offline(self) -> bool:
         """Every directory is offline."""
         return all(m.offline for m in self.managers)

@@ -474,3 +474,37 @@ ReplicationMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_replication_machine = ReplicationMachine.TestCase
+
+
+# ---- the idle fast path of Fetch (kafkawire/apis/fetch.py) -------------------------------------
+
+@pytest.mark.parametrize("isolation", [FetchIsolation.HIGH_WATERMARK,
+                                       FetchIsolation.TXN_COMMITTED])
+def test_idle_offsets_agree_with_read(leader: Partition, isolation: FetchIsolation) -> None:
+    """``idle_offsets`` answers exactly when ``read`` would return no records and no error, with
+    the same offsets; otherwise it declines (None) and the fetch reads."""
+    leader.become_leader(3, frozenset({1, 2}), (1, 2), NOW)
+    produce(leader, 4)  # the high watermark stays at 0 until follower 2 fetches
+    agreed = 0
+    for offset in range(-1, 7):
+        for epoch, require_leader in ((-1, True), (3, True), (2, True), (4, True), (-1, False)):
+            idle = leader.idle_offsets(offset, isolation, epoch, require_leader)
+            try:
+                r = leader.read(-1, offset, 1 << 20, isolation=isolation, now_ms=NOW,
+                                current_leader_epoch=epoch, require_leader=require_leader)
+            except KafkaError:
+                assert idle is None, (offset, epoch)
+                continue
+            if r.records is not None and r.records.size:
+                assert idle is None, (offset, epoch)
+            elif idle is not None:
+                assert idle == (r.high_watermark, r.log_start_offset)
+                assert leader.log.last_stable_offset == r.last_stable_offset
+                agreed += 1
+        if offset == 2:
+            follower_fetch(leader, 2, 4)  # the high watermark moves to 4
+    assert agreed >= 8
+    assert leader.idle_offsets(4, FetchIsolation.LOG_END, -1, True) is None  # followers read
+    leader.become_follower(2, 5, frozenset({1, 2}), (1, 2))
+    assert leader.idle_offsets(4, isolation, -1, True) is None
+    assert leader.idle_offsets(4, isolation, 5, False) is not None  # KIP-392: a follower serves

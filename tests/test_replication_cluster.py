@@ -33,7 +33,11 @@ KILLS = 5
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ReplicationCluster]:
-    with replication_cluster(brokers=3, base_dir=tmp_path) as c:
+    from kafkawire.testing import free_port
+
+    # /metrics on every node (off by default in clusters): the fetch-session gauges
+    metrics = {n: {"metrics.port": str(free_port())} for n in range(5)}
+    with replication_cluster(brokers=3, base_dir=tmp_path, node_overrides=metrics) as c:
         yield c
 
 
@@ -70,6 +74,19 @@ def test_followers_hold_the_leaders_bytes_and_the_isr_is_shown(cluster: Replicat
     failover.wait_until(
         lambda: all(segment_bytes(cluster, n, topic) == want for n in cluster.broker_ids),
         60, "the followers' segments to equal the leader's")
+    # the followers fetch through KIP-227 sessions on the leader (privileged: one per fetcher)
+    failover.wait_until(lambda: fetch_sessions(cluster, leader) >= 2, 60,
+                        "the followers' fetch sessions on the leader")
+
+
+def fetch_sessions(c: ReplicationCluster, node: int) -> float:
+    import urllib.request
+
+    url = c.procs.nodes[node].metrics_url + "/metrics"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    name = "kafka_server_fetchsessioncache_numincrementalfetchsessions "
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name))
 
 
 def test_kafka_topics_describe_shows_leader_replicas_isr(cluster: ReplicationCluster) -> None:

@@ -14,9 +14,22 @@
   transactions overlapping [fetch offset, upper bound) from the segments' ``.txnindex``, with
   Kafka's upper bound (the first offset-index entry past the bytes read, else the next segment's
   base offset, else the log end offset), and is empty when nothing is returned.
-- Fetch sessions (KIP-227) are declined: every response has session id 0, so clients keep
-  sending full fetch requests. A request naming a session id we never issued gets
-  FETCH_SESSION_ID_NOT_FOUND.
+- Fetch sessions (KIP-227, v7+; the cache and its rules are ``kafkawire.fetch_session``,
+  Kafka's FetchManager): epoch 0 is a full fetch that creates a session when the cache has
+  room (``max.incremental.fetch.session.cache.slots``, 8 shards, eviction by Kafka's rules);
+  epoch > 0 is an incremental fetch of that session: the partitions named are added or
+  updated, ``forgotten_topics_data`` (v13+ by topic id) dropped, every partition of the session
+  is read, and the answer carries only those with news (records, a new high watermark or log
+  start offset, an error, a preferred read replica, a diverging epoch); partitions that
+  returned records move to the end of the session's order (fairness within ``max_bytes``).
+  Epoch -1 is sessionless (session id 0) and closes a session it names. Session errors
+  (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR when
+  a v13+ fetch meets a session made by names or the reverse) are top-level, with session id
+  0 and no partitions, as Kafka answers.
+- Cost per partition: a consumer's partition with nothing to return (fetch offset at the
+  visible end) is answered from its offsets (``Partition.idle_offsets``) without reading the
+  log, and in an incremental fetch an idle partition whose offsets the session already
+  reported gets no answer object at all; answers are made per partition only when needed.
 - Descriptors: a response holds at most ``FETCH_RESPONSE_OPEN_FILES_MAX`` segment files open
   (for sendfile); the data of the other partitions is read into the response. A file that
   cannot be opened (no descriptor left) gives KAFKA_STORAGE_ERROR for that partition.
@@ -48,13 +61,21 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import trio
 
+from kafkawire.fetch_session import (
+    FINAL_EPOCH,
+    INVALID_SESSION_ID,
+    CachedPartition,
+    ContextKind,
+    FetchContext,
+    Outcome,
+    PartitionKey,
+)
 from kraft.acls import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, READ, TOPIC
 from log.replica import FetchIsolation, Partition
 from protocol._generated.fetch_request import FetchRequest
@@ -79,17 +100,38 @@ Part = FetchResponse.PartitionData
 Aborted = FetchResponse.AbortedTransaction
 
 
-@dataclass
-class _Slot:
-    topic: str | None
-    topic_id: uuid.UUID
-    partition: int
-    fetch_offset: int
-    partition_max_bytes: int
-    current_leader_epoch: int
-    last_fetched_epoch: int
-    log_start_offset: int
-    resp: Part
+class _Fetch:
+    """This fetch's partitions (the request's, or an incremental fetch's whole session) and
+    their answers, each made only when needed: an idle partition of an incremental fetch that
+    the session already knows about gets none."""
+
+    __slots__ = ("answers", "denied", "parts", "unknown")
+
+    def __init__(self, parts: list[CachedPartition], denied: dict[str, int], v: int) -> None:
+        self.parts = parts
+        self.answers: list[Part | None] = [None] * len(parts)
+        #: topics this client may not read, with their error
+        self.denied = denied
+        self.unknown = ErrorCode.UNKNOWN_TOPIC_ID if v >= 13 \
+            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    def answer(self, i: int) -> Part:
+        r = self.answers[i]
+        if r is None:
+            cp = self.parts[i]
+            error = self.unknown if cp.topic is None else self.denied.get(cp.topic, 0)
+            r = self.answers[i] = Part(
+                partition_index=cp.partition, error_code=error, high_watermark=-1,
+                last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
+                preferred_read_replica=-1, records=b"", diverging_epoch=_NO_DIVERGING,
+                current_leader=_NO_LEADER, snapshot_id=_NO_SNAPSHOT)
+        return r
+
+
+#: shared defaults of every answer (never mutated: a diverging epoch gets its own)
+_NO_DIVERGING = FetchResponse.EpochEndOffset()
+_NO_LEADER = FetchResponse.LeaderIdAndEpoch()
+_NO_SNAPSHOT = FetchResponse.SnapshotId()
 
 
 @dataclass
@@ -162,11 +204,11 @@ def _failed(r: Part, code: int) -> None:
     r.aborted_transactions = None
 
 
-def _read_one(p: Partition, s: _Slot, params: _Params, limit: int, first: bool) -> int:
+def _read_one(p: Partition, cp: CachedPartition, r: Part, params: _Params, limit: int,
+              first: bool) -> int:
     """One partition's part of the response; returns its record bytes."""
-    r = s.resp
     if params.rack_selector is not None:
-        preferred = preferred_read_replica(p, s.fetch_offset, *params.rack_selector)
+        preferred = preferred_read_replica(p, cp.fetch_offset, *params.rack_selector)
         if preferred >= 0:
             r.preferred_read_replica = preferred
             r.high_watermark = p.high_watermark
@@ -175,10 +217,12 @@ def _read_one(p: Partition, s: _Slot, params: _Params, limit: int, first: bool) 
             r.error_code = ErrorCode.NONE
             return 0
     read = p.read(
-        params.replica_id, s.fetch_offset, max(limit, 0), isolation=params.isolation,
-        now_ms=params.now_ms, current_leader_epoch=s.current_leader_epoch,
-        last_fetched_epoch=s.last_fetched_epoch, replica_log_start_offset=s.log_start_offset,
-        replica_epoch=params.replica_epoch, min_one_message=first, require_leader=params.require_leader,
+        params.replica_id, cp.fetch_offset, max(limit, 0), isolation=params.isolation,
+        now_ms=params.now_ms, current_leader_epoch=cp.current_leader_epoch,
+        last_fetched_epoch=cp.last_fetched_epoch,
+        replica_log_start_offset=cp.fetcher_log_start_offset,
+        replica_epoch=params.replica_epoch, min_one_message=first,
+        require_leader=params.require_leader,
     )
     r.high_watermark = read.high_watermark
     r.last_stable_offset = read.last_stable_offset
@@ -208,140 +252,234 @@ def _read_one(p: Partition, s: _Slot, params: _Params, limit: int, first: bool) 
         bound = p.log.fetch_upper_bound(res)
         r.aborted_transactions = [
             Aborted(producer_id=t.producer_id, first_offset=t.first_offset)
-            for t in p.log.aborted_transactions(s.fetch_offset, bound)
+            for t in p.log.aborted_transactions(cp.fetch_offset, bound)
         ]
     return res.size
 
 
-def _read_all(broker: Broker, slots: list[_Slot], max_bytes: int, params: _Params) -> int:
-    """Fill each slot's response; returns the number of record bytes gathered."""
-    assert broker.replicas is not None
+def _read_all(broker: Broker, f: _Fetch, max_bytes: int, params: _Params, lazy: bool) -> int:
+    """Fill each partition's answer; returns the number of record bytes gathered. ``lazy``:
+    an incremental fetch, where an unchanged idle partition gets no answer at all. A
+    consumer's partition with nothing to return is answered from its offsets
+    (``Partition.idle_offsets``) without reading the log: the cheap path, per partition."""
+    assert broker.replicas is not None and broker.logs is not None
     total = 0
-    img = broker.image
-    for s in slots:
-        r = s.resp
-        r.records = b""
-        if s.topic is None:
+    hosted = broker.replicas.partitions
+    fast = params.replica_id < 0 and params.rack_selector is None and not (
+        broker.replicas.offline_logs or broker.logs.any_offline)
+    isolation, require_leader = params.isolation, params.require_leader
+    committed = isolation is FetchIsolation.TXN_COMMITTED
+    denied = f.denied
+    answers = f.answers
+    for i, cp in enumerate(f.parts):
+        name = cp.topic
+        if name is None or (denied and name in denied):
+            f.answer(i)
             continue
-        if img.partition(s.topic, s.partition) is None:
-            r.error_code = (
-                ErrorCode.UNKNOWN_TOPIC_ID if s.topic_id != ZERO_UUID
-                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            )
+        key = (name, cp.partition)
+        p = hosted.get(key) if fast and cp.last_fetched_epoch < 0 else None
+        idle = p.idle_offsets(cp.fetch_offset, isolation, cp.current_leader_epoch,
+                              require_leader) if p is not None else None
+        if idle is not None and p is not None:
+            r = answers[i]
+            if r is None:
+                if lazy and cp.high_watermark == idle[0] \
+                        and cp.local_log_start_offset == idle[1]:
+                    continue  # the session knows all of it: not in the answer
+                r = f.answer(i)
+            r.records, r.error_code = b"", ErrorCode.NONE
+            r.high_watermark, r.log_start_offset = idle
+            r.last_stable_offset = p.log.last_stable_offset
+            r.aborted_transactions = [] if committed else None
             continue
-        if broker.is_offline(s.topic, s.partition):
-            _failed(r, ErrorCode.KAFKA_STORAGE_ERROR)
-            continue
-        limit = min(s.partition_max_bytes, max_bytes - total)
-        try:
-            p = broker.replicas.hosted(s.topic, s.partition)
-            total += _read_one(p, s, params, limit, total == 0)
-        except KafkaError as e:
-            _failed(r, e.code)
-        except OSError:  # e.g. no descriptor left to open the segment
-            r.records = b""
-            _failed(r, ErrorCode.KAFKA_STORAGE_ERROR)
+        total += _read_slow(broker, f, i, key, max_bytes - total, params, total == 0)
     return total
+
+
+def _read_slow(broker: Broker, f: _Fetch, i: int, key: tuple[str, int], room: int,
+               params: _Params, first: bool) -> int:
+    """One partition through ``Partition.read`` (or its error); returns its record bytes."""
+    assert broker.replicas is not None
+    cp = f.parts[i]
+    r = f.answer(i)
+    r.records = b""
+    if broker.image.partition(*key) is None:
+        r.error_code = (
+            ErrorCode.UNKNOWN_TOPIC_ID if cp.topic_id != ZERO_UUID
+            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        )
+        return 0
+    if broker.is_offline(*key):
+        _failed(r, ErrorCode.KAFKA_STORAGE_ERROR)
+        return 0
+    try:
+        p = broker.replicas.hosted(*key)
+        return _read_one(p, cp, r, params, min(cp.max_bytes, room), first)
+    except KafkaError as e:
+        _failed(r, e.code)
+    except OSError:  # e.g. no descriptor left to open the segment
+        r.records = b""
+        _failed(r, ErrorCode.KAFKA_STORAGE_ERROR)
+    return 0
+
+
+def _request_partitions(broker: Broker, req: FetchRequest, v: int) -> list[CachedPartition]:
+    """The partitions a request names (v13+: by topic id; a name of None for an unknown id)."""
+    by_id = broker.image.topics_by_id
+    out: list[CachedPartition] = []
+    for ft in req.topics:
+        if v >= 13:
+            ti = by_id.get(ft.topic_id)
+            name = ti.name if ti is not None else None
+        else:
+            name = ft.topic
+        tid = ft.topic_id
+        out.extend(
+            CachedPartition(name, tid, fp.partition, fp.fetch_offset, fp.partition_max_bytes,
+                            fp.current_leader_epoch, fp.last_fetched_epoch, fp.log_start_offset)
+            for fp in ft.partitions)
+    return out
+
+
+def _forgotten(req: FetchRequest, v: int) -> list[PartitionKey]:
+    if v < 7 or not req.forgotten_topics_data:
+        return []
+    return [(ft.topic_id if v >= 13 else ft.topic, p)
+            for ft in req.forgotten_topics_data for p in ft.partitions]
+
+
+def _new_context(broker: Broker, req: FetchRequest, v: int, replica: int,
+                 now_ms: int) -> FetchContext:
+    session_id, epoch = (req.session_id, req.session_epoch) if v >= 7 else (0, FINAL_EPOCH)
+    by_id = broker.image.topics_by_id
+
+    def resolve(topic_id: uuid.UUID) -> str | None:
+        ti = by_id.get(topic_id)
+        return ti.name if ti is not None else None
+
+    return broker.fetch_sessions.new_context(
+        v, session_id, epoch, replica >= 0, _request_partitions(broker, req, v),
+        _forgotten(req, v), now_ms, resolve)
+
+
+def _denied(ctx: RequestContext, parts: list[CachedPartition], replica: int
+            ) -> dict[str, int]:
+    """The topics this client may not read: TOPIC_AUTHORIZATION_FAILED for their partitions.
+    Kafka: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic."""
+    names = {cp.topic for cp in parts if cp.topic is not None}
+    if replica >= 0:
+        if ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
+            return {}
+        return dict.fromkeys(names, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    return {n: ErrorCode.TOPIC_AUTHORIZATION_FAILED for n in names
+            if not ctx.allowed(READ, TOPIC, n)}
 
 
 async def handle(broker: Broker, ctx: RequestContext, req: FetchRequest) -> FetchResponse:
     v = ctx.api_version
     if ctx.connection.listener_type == "controller":
         return await _raft_fetch(broker, req, v)
-    if v >= 7 and req.session_id != 0:
-        return FetchResponse(
-            error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[]
-        )
-    params = _params(req, v, int(time.time() * 1000))
+    now_ms = broker.clock_ms()
+    params = _params(req, v, now_ms)
     params.rack_selector = _rack_selector(broker, req, v, params.replica_id)
     params.quota = broker.leader_quota if params.replica_id >= 0 else None
+    fctx = _new_context(broker, req, v, params.replica_id, now_ms)
+    if fctx.kind is ContextKind.SESSION_ERROR:
+        return FetchResponse(throttle_time_ms=0, error_code=fctx.error,
+                             session_id=INVALID_SESSION_ID, responses=[])
+    f = _Fetch(fctx.partitions, _denied(ctx, fctx.partitions, params.replica_id), v)
+    lazy = fctx.kind is ContextKind.INCREMENTAL
     max_bytes = req.max_bytes if v >= 3 else 2**31 - 1
-    img = broker.image
-    slots: list[_Slot] = []
-    out: list[FetchResponse.FetchableTopicResponse] = []
-    replica = req.replica_state.replica_id if v >= 15 and req.replica_state else req.replica_id
-    # Kafka: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each topic
-    follower_ok = replica >= 0 and ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
-    for ft in req.topics:
-        if v >= 13:
-            topic_img = img.topics_by_id.get(ft.topic_id)
-            name = topic_img.name if topic_img is not None else None
-        else:
-            name = ft.topic
-        denied = name is not None and not (
-            follower_ok if replica >= 0 else ctx.allowed(READ, TOPIC, name))
-        if denied:
-            name = None
-        parts: list[Part] = []
-        out.append(
-            FetchResponse.FetchableTopicResponse(
-                topic=ft.topic if v < 13 else "", topic_id=ft.topic_id, partitions=parts
-            )
-        )
-        for fp in ft.partitions:
-            resp = Part(
-                partition_index=fp.partition,
-                error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is None else 0,
-                high_watermark=-1,
-                last_stable_offset=-1,
-                log_start_offset=-1,
-                aborted_transactions=None,
-                preferred_read_replica=-1,
-                records=b"",
-            )
-            if name is None and v >= 13:
-                resp.error_code = ErrorCode.UNKNOWN_TOPIC_ID
-            if denied:
-                resp.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            parts.append(resp)
-            slots.append(
-                _Slot(name, ft.topic_id, fp.partition, fp.fetch_offset, fp.partition_max_bytes,
-                      fp.current_leader_epoch, fp.last_fetched_epoch, fp.log_start_offset, resp)
-            )
     deadline = trio.current_time() + max(req.max_wait_ms, 0) / 1000.0
-    keys = [(s.topic, s.partition) for s in slots if s.topic is not None]
+    keys: list[tuple[str, int]] | None = None
     while True:
-        total = _read_all(broker, slots, max_bytes, params)
-        errors = any(s.resp.error_code or s.resp.preferred_read_replica >= 0 for s in slots)
-        if total >= req.min_bytes or errors or req.max_wait_ms <= 0 or not keys:
+        total = _read_all(broker, f, max_bytes, params, lazy)
+        if total >= req.min_bytes or req.max_wait_ms <= 0 or _stop_waiting(f):
             break
-        if trio.current_time() >= deadline:
+        if keys is None:
+            keys = [(cp.topic, cp.partition) for cp in f.parts
+                    if cp.topic is not None and cp.topic not in f.denied]
+        if not keys or trio.current_time() >= deadline:
             break
         waited = trio.current_time()
         await broker.notifier.wait_any(keys, deadline)
         ctx.remote_s += trio.current_time() - waited
-    _count(broker, slots)
-    _record_throttled(params.quota, slots, params.now_ms)
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=out)
+    outcomes = {i: _outcome(r) for i, r in enumerate(f.answers) if r is not None}
+    answer = broker.fetch_sessions.answer(fctx, broker.clock_ms(), outcomes)
+    _count(broker, f)
+    _record_throttled(params.quota, f, params.now_ms)
+    return FetchResponse(throttle_time_ms=0, error_code=answer.error,
+                         session_id=answer.session_id,
+                         responses=_responses(f, answer.include, v))
 
 
-def _record_throttled(quota: ReplicationQuota | None, slots: list[_Slot], now_ms: int) -> None:
+def _record_throttled(quota: ReplicationQuota | None, f: _Fetch, now_ms: int) -> None:
     """The record bytes sent to a follower for throttled partitions count against the
     leader's replication quota (Kafka's ``sizeOfThrottledPartitions``)."""
     if quota is None:
         return
     total = 0
-    for s in slots:
-        recs = s.resp.records
-        if s.topic is not None and recs and quota.is_throttled(s.topic, s.partition):
+    for i, r in enumerate(f.answers):
+        topic = f.parts[i].topic
+        if r is None or topic is None or not r.records:
+            continue
+        if quota.is_throttled(topic, f.parts[i].partition):
+            recs = r.records
             total += len(recs) if isinstance(recs, (bytes, bytearray)) else recs.size
     quota.record(total, now_ms)
 
 
-def _count(broker: Broker, slots: list[_Slot]) -> None:
+def _stop_waiting(f: _Fetch) -> bool:
+    """Errors and preferred read replicas are answered at once."""
+    for r in f.answers:
+        if r is not None and (r.error_code or r.preferred_read_replica >= 0):
+            return True
+    return False
+
+
+def _outcome(r: Part) -> Outcome:
+    rec = r.records
+    size = len(rec) if isinstance(rec, (bytes, bytearray)) else rec.size
+    return (size, r.high_watermark, r.log_start_offset, r.error_code,
+            r.preferred_read_replica >= 0, r.diverging_epoch.epoch >= 0)
+
+
+def _responses(f: _Fetch, include: set[int] | None, v: int
+               ) -> list[FetchResponse.FetchableTopicResponse]:
+    """The answered partitions, consecutive ones of a topic under one entry (as Kafka)."""
+    out: list[FetchResponse.FetchableTopicResponse] = []
+    prev: object = None
+    parts: list[Part] = []
+    indexes = range(len(f.parts)) if include is None else sorted(include)
+    for i in indexes:
+        cp = f.parts[i]
+        key = cp.topic_id if v >= 13 else cp.topic
+        if not out or key != prev:
+            parts = []
+            out.append(FetchResponse.FetchableTopicResponse(
+                topic=cp.topic or "" if v < 13 else "", topic_id=cp.topic_id, partitions=parts))
+            prev = key
+        parts.append(f.answer(i))
+    return out
+
+
+def _count(broker: Broker, f: _Fetch) -> None:
     """BytesOutPerSec, FailedFetchRequestsPerSec and TotalFetchRequestsPerSec per topic."""
     metrics = broker.metrics
     topics = broker.image.topics
-    seen: set[str] = set()
-    for s in slots:
-        c = metrics.topic(s.topic if s.topic in topics else None)
-        if s.topic is not None and s.topic not in seen:
-            seen.add(s.topic)
-            c.total_fetch += 1
-        if s.resp.error_code:
+    denied = f.denied
+    for name in {cp.topic for cp in f.parts if cp.topic is not None}:
+        if name not in denied:
+            metrics.topic(name if name in topics else None).total_fetch += 1
+    for i, r in enumerate(f.answers):
+        if r is None:
+            continue
+        topic = f.parts[i].topic
+        c = metrics.topic(topic if topic in topics and topic not in denied else None)
+        if r.error_code:
             c.failed_fetch += 1
-        elif not isinstance(s.resp.records, (bytes, bytearray)):
-            c.bytes_out += s.resp.records.size
+        elif not isinstance(r.records, (bytes, bytearray)):
+            c.bytes_out += r.records.size
 
 
 async def _raft_fetch(broker: Broker, req: FetchRequest, version: int) -> FetchResponse:
