@@ -95,7 +95,7 @@ DOCKER_TIMEOUT ?= 1500
 docker-image: $(STAMP)
 	$(PY) -m tests.docker_env
 docker-test: $(STAMP)
-	@KAFKAWIRE_DOCKER_TESTS=1 timeout -k 60 $(DOCKER_TIMEOUT) $(PY) -m pytest \
+	@KAFKAWIRE_DOCKER_TESTS=1 timeout -k 60 $(DOCKER_TIMEOUT) $(PY) -m pytest -s \
 	    tests/test_docker_cluster.py -m docker -v -rs $(PYTEST_ARGS); rc=$$?; \
 	  [ $$rc -ne 124 ] || echo "docker-test: stopped after DOCKER_TIMEOUT=$(DOCKER_TIMEOUT) s"; \
 	  $(PY) -m tests.docker_env cleanup; exit $$rc

@@ -149,6 +149,9 @@ def stop_started_engine() -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
     pidfile.unlink(missing_ok=True)
+    netns = Path("/run/docker/netns/default")  # dockerd leaves this bind mount behind
+    if netns.exists():
+        subprocess.run(["umount", str(netns)], capture_output=True, timeout=30)
 
 
 def _alive(pid: int) -> bool:
@@ -258,6 +261,18 @@ def base_image() -> str:
     _run("docker", "import", *(a for e in env for a in ("--change", f"ENV {e}")),
          str(base_tar()), BASE_IMAGE, timeout_s=300)
     return BASE_IMAGE
+
+
+def container_runs(image: str) -> str | None:
+    """None once a container of ``image`` runs (``true``, no network), else the engine's
+    answer: an engine that starts may still be refused containers (no overlay filesystem,
+    cgroups, namespaces in a sandbox)."""
+    try:
+        r = _run("docker", "run", "--rm", "--network", "none", image, "true", check=False,
+                 timeout_s=120)
+    except subprocess.TimeoutExpired:
+        return "`docker run ... true` did not finish within 120s"
+    return None if r.returncode == 0 else (r.stderr.strip()[-1500:] or f"exit {r.returncode}")
 
 
 def project_image() -> str:
