@@ -41,7 +41,7 @@ def main() -> int:
         cluster = LocalCluster(Path(tmp))
         started = time.monotonic()
         try:
-            cluster.up(1, args.controllers, overrides, defaults=False, timeout_s=240)
+            cluster.up(1, args.controllers, overrides=overrides, defaults=False, timeout_s=240)
             latency = create_latency_ms(cluster, args.latency) if args.latency else []
             result = run_failover(cluster, args.rounds)
             broker = cluster.node(cluster.broker_ids[0]).address

@@ -47,7 +47,7 @@ def describe_quorum(controller: str) -> Any:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with LocalCluster(tmp_path_factory.mktemp("cluster")) as c:
-        c.up(2, 1, {"broker.session.timeout.ms": str(SESSION_MS)}, defaults=False,
+        c.up(2, 1, overrides={"broker.session.timeout.ms": str(SESSION_MS)}, defaults=False,
              timeout_s=120)
         yield c
 
@@ -105,7 +105,7 @@ def test_dynamic_quorum_bootstrap_servers(tmp_path: Path) -> None:
     bootstrap servers (the leader's endpoint comes back in Fetch answers) and follows the new
     leader after the old one is killed."""
     with LocalCluster(tmp_path) as c:
-        c.up(1, 3, {"broker.session.timeout.ms": str(SESSION_MS)}, dynamic=True,
+        c.up(1, 3, overrides={"broker.session.timeout.ms": str(SESSION_MS)}, dynamic=True,
              defaults=False, timeout_s=180)
         leader = c.quorum_leader()
         ctrl = f"127.0.0.1:{c.controller_ports[leader]}"
