@@ -22,10 +22,17 @@ RUN python3 -m venv /opt/build && /opt/build/bin/pip wheel --no-cache-dir --no-d
 
 # ---- run: a virtual environment with the wheel and its dependencies, a non-root user --------
 FROM ${BASE_IMAGE}
-COPY --from=build /wheels /wheels
+# the dependencies first, from pyproject.toml alone: a layer that a change of the code keeps
+COPY pyproject.toml /tmp/pyproject.toml
 RUN python3 -m venv /opt/kafkawire \
+ && python3 -c "import tomllib; p = tomllib.load(open('/tmp/pyproject.toml', 'rb'))['project']; \
+print('\n'.join(p['dependencies'] + p['optional-dependencies']['cli']))" > /tmp/requirements.txt \
  && /opt/kafkawire/bin/pip install --no-cache-dir --disable-pip-version-check \
-      "$(ls /wheels/kafkawire-*.whl)[cli]" \
+      -r /tmp/requirements.txt \
+ && rm /tmp/pyproject.toml /tmp/requirements.txt
+COPY --from=build /wheels /wheels
+RUN /opt/kafkawire/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps \
+      /wheels/kafkawire-*.whl \
  && /opt/kafkawire/bin/python -m pip uninstall -y -q pip setuptools \
  && rm -rf /wheels \
  && useradd --system --uid 10001 --home-dir /data --shell /usr/sbin/nologin kafkawire \
