@@ -525,7 +525,10 @@ class LocalCluster:
             self._wait_gone(node_id, pid, STOP_TIMEOUT_S)
         self._event(f"stop {node_id}")
         proc = self._procs.get(pid)
-        return None if proc is None else proc.returncode
+        try:  # seen as a zombie before poll() reaped it: reap it now
+            return None if proc is None else proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return None
 
     def restart(self, node_id: int, hard: bool = False, wait: bool = True,
                 timeout_s: float = READY_TIMEOUT_S) -> None:
