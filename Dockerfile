@@ -8,34 +8,30 @@
 # with the venv module, e.g. Debian bookworm's python3 and python3-venv).
 ARG BASE_IMAGE=python:3.11-slim
 
-# ---- build: the wheel only (no compiler needed: every dependency ships binary wheels) --------
+# ---- build: the virtual environment (no compiler needed: every dependency ships binary wheels)
 FROM ${BASE_IMAGE} AS build
+# the dependencies first, from pyproject.toml alone: a layer that a change of the code keeps
+COPY pyproject.toml /src/pyproject.toml
+RUN python3 -m venv /opt/kafkawire \
+ && python3 -c "import tomllib; p = tomllib.load(open('/src/pyproject.toml', 'rb'))['project']; \
+print('\n'.join(p['dependencies'] + p['optional-dependencies']['cli']))" > /src/requirements.txt \
+ && /opt/kafkawire/bin/pip install --no-cache-dir --disable-pip-version-check \
+      -r /src/requirements.txt
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY README.md ./
 COPY kafkawire kafkawire
 COPY protocol protocol
 COPY log log
 COPY kraft kraft
 COPY groups groups
 COPY txn txn
-RUN python3 -m venv /opt/build && /opt/build/bin/pip wheel --no-cache-dir --no-deps -w /wheels .
+RUN /opt/kafkawire/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps . \
+ && /opt/kafkawire/bin/python -m pip uninstall -y -q pip setuptools
 
-# ---- run: a virtual environment with the wheel and its dependencies, a non-root user --------
+# ---- run: that environment (one layer, the same path), a non-root user ----------------------
 FROM ${BASE_IMAGE}
-# the dependencies first, from pyproject.toml alone: a layer that a change of the code keeps
-COPY pyproject.toml /tmp/pyproject.toml
-RUN python3 -m venv /opt/kafkawire \
- && python3 -c "import tomllib; p = tomllib.load(open('/tmp/pyproject.toml', 'rb'))['project']; \
-print('\n'.join(p['dependencies'] + p['optional-dependencies']['cli']))" > /tmp/requirements.txt \
- && /opt/kafkawire/bin/pip install --no-cache-dir --disable-pip-version-check \
-      -r /tmp/requirements.txt \
- && rm /tmp/pyproject.toml /tmp/requirements.txt
-COPY --from=build /wheels /wheels
-RUN /opt/kafkawire/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps \
-      /wheels/kafkawire-*.whl \
- && /opt/kafkawire/bin/python -m pip uninstall -y -q pip setuptools \
- && rm -rf /wheels \
- && useradd --system --uid 10001 --home-dir /data --shell /usr/sbin/nologin kafkawire \
+COPY --from=build /opt/kafkawire /opt/kafkawire
+RUN useradd --system --uid 10001 --home-dir /data --shell /usr/sbin/nologin kafkawire \
  && mkdir -p /data && chown kafkawire:kafkawire /data
 ENV PATH=/opt/kafkawire/bin:$PATH PYTHONUNBUFFERED=1
 USER kafkawire

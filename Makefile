@@ -33,8 +33,10 @@ run: $(RUN_STAMP)
 ## test: install the dev extras and system tools, fetch Apache Kafka's jars (cached in
 ## $$KAFKAWIRE_CACHE or ~/.cache/kafkawire), then run the whole suite: tests/ and, alongside it,
 ## the compat stage (every compat_tests scenario against a real Apache Kafka and against
-## kafkawire; its output is printed when both are done). TEST_SERIAL=1 runs them one after the
-## other. KAFKAWIRE_REQUIRE_KAFKA=1: a test needing Kafka's jars fails instead of skipping.
+## kafkawire) followed by the docker stage (docker-test below; DOCKER_STAGE=0 leaves it out);
+## their output is printed when all are done and each exit status counts. TEST_SERIAL=1 runs
+## them one after the other. KAFKAWIRE_REQUIRE_KAFKA=1: a test needing Kafka's jars fails
+## instead of skipping.
 COMPAT_LOG := .compat-stage.log
 DOCKER_LOG := .docker-stage.log
 DOCKER_STAGE ?= 1

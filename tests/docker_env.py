@@ -1,19 +1,27 @@
 """A Docker engine, a base image and kafkawire's image, made here without any image registry.
 
-- Engine: the one answering ``docker info``; else, as root with Debian's ``dockerd``
-  (package docker.io), one started as ``dockerd --iptables=false --bridge=none`` (no NAT and
-  no default bridge: compose's own network and published ports still work through
-  docker-proxy). ``engine()`` returns None or why it cannot be had.
+- Packages: as root with apt, Debian's ``docker.io``, ``docker-compose`` and ``debootstrap``
+  are installed where missing (``--no-install-recommends``; their init scripts start nothing).
+- Engine: the one answering ``docker info``; else, as root, one started as ``dockerd
+  --iptables=false --bridge=none`` (no NAT and no default bridge: compose's own network and
+  published ports still work through docker-proxy), its pid kept in
+  ``$KAFKAWIRE_CACHE/dockerd.started.pid``. ``engine()`` returns None or why it cannot be had;
+  ``container_runs()`` then checks that the engine may run a container at all.
 - Base image ``kafkawire-base:bookworm``: ``debootstrap --variant=minbase
-  --include=python3,python3-venv bookworm`` from the mirror apt already uses, packed as a tar
-  and ``docker import``-ed. The tar is cached in ``$KAFKAWIRE_CACHE`` (default
-  ``~/.cache/kafkawire``) as ``docker-base-bookworm.tar``: made once (a few minutes), imported
-  in seconds afterwards.
+  --include=python3,python3-venv bookworm`` from the mirror apt already uses, plus the host's
+  CA bundle, packed as a tar and ``docker import``-ed (no build step). The tar is cached in
+  ``$KAFKAWIRE_CACHE`` (default ``~/.cache/kafkawire``) as ``docker-base-bookworm.tar``: made
+  once (one to two minutes), imported in seconds afterwards.
 - Project image ``kafkawire:dev``: ``docker build --network host --build-arg
   BASE_IMAGE=kafkawire-base:bookworm`` (host network: with ``--bridge=none`` a build step has
   no other way to reach the package index that pip installs the dependencies from).
+- ``cleanup()``: removes the tests' compose projects (names starting ``kw``: containers,
+  networks, volumes) and stops the dockerd ``engine()`` started (SIGTERM, then SIGKILL of its
+  process group); images stay, a layer cache for the next run.
 
-``python -m tests.docker_env`` does all three (``make docker-image``).
+Every step is bounded (``_run``'s timeouts). ``python -m tests.docker_env`` does the first
+four (``make docker-image``; the engine stays up for ``docker compose``); ``python -m
+tests.docker_env cleanup`` the last (``make docker-test`` runs it after the tests).
 """
 
 from __future__ import annotations
