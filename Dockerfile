@@ -1,5 +1,5 @@
 # kafkawire: one broker node. Build: `docker build -t kafkawire .` (context: 3 MB, .dockerignore)
-# Size: 209 MB on a Debian bookworm minbase + python3 base built with debootstrap (124 MB with
+# Size: 208 MB on a Debian bookworm minbase + python3 base built with debootstrap (124 MB with
 # docs and locales removed: `python -m tests.docker_env`), so kafkawire and its dependencies are
 # 85 MB; on python:3.11-slim (about 130 MB) expect about 215 MB. Runs as user kafkawire (uid
 # 10001); data in the /data volume. A cluster: docker-compose.yml (docs/CLUSTER.md).

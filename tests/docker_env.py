@@ -183,7 +183,7 @@ def remove_test_projects() -> list[str]:
     if not engine_answers():
         return []
     gone: list[str] = []
-    ids = _run("docker", "ps", "-aq", "--filter", "label=com.docker.compose.project",
+    ids = _run("docker", "ps", "-a", "--filter", "label=com.docker.compose.project",
                "--format", "{{.ID}} {{.Label \"com.docker.compose.project\"}}",
                check=False, timeout_s=60).stdout.split("\n")
     cids = [line.split()[0] for line in ids if line.split()[1:2] and
