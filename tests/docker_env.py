@@ -131,10 +131,12 @@ def engine() -> str | None:
         if engine_answers():
             return None
         time.sleep(0.5)
+    rc = proc.poll()
     stop_started_engine()
     tail = log_path.read_text(errors="replace")[-1500:]
-    return f"dockerd did not answer within {ENGINE_START_S:g}s (this kernel or sandbox may " \
-           f"not allow containers):\n{tail}"
+    what = f"exited with {rc}" if rc is not None else \
+        f"did not answer within {ENGINE_START_S:g}s"
+    return f"dockerd {what} (this kernel or sandbox may not allow containers):\n{tail}"
 
 
 def stop_started_engine() -> None:
