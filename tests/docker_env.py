@@ -10,7 +10,7 @@
 - Base image ``kafkawire-base:bookworm``: ``debootstrap --variant=minbase
   --include=python3,python3-venv bookworm`` from the mirror apt already uses, plus the host's
   CA bundle, packed as a tar and ``docker import``-ed (no build step). The tar is cached in
-  ``$KAFKAWIRE_CACHE`` (default ``~/.cache/kafkawire``) as ``docker-base-bookworm.tar``: made
+  ``$KAFKAWIRE_CACHE`` (default ``~/.cache/kafkawire``) as ``docker-base-bookworm-ca.tar``: made
   once (one to two minutes), imported in seconds afterwards.
 - Project image ``kafkawire:dev``: ``docker build --network host --build-arg
   BASE_IMAGE=kafkawire-base:bookworm`` (host network: with ``--bridge=none`` a build step has
@@ -235,7 +235,8 @@ def _apt_mirror() -> str:
 def base_tar() -> Path:
     """The debootstrap base as a tar, made once and cached, with the host's CA bundle (so that
     pip in a build step trusts what the host trusts: a proxy's CA where the network has one)."""
-    tar = cache_dir() / "docker-base-bookworm.tar"
+    # "-ca": this tar holds the CA bundle (the older docker-base-bookworm.tar does not)
+    tar = cache_dir() / "docker-base-bookworm-ca.tar"
     if tar.exists():
         return tar
     if shutil.which("debootstrap") is None:
