@@ -11,7 +11,7 @@
   --include=python3,python3-venv bookworm`` from the mirror apt already uses, plus the host's
   CA bundle, packed as a tar and ``docker import``-ed (no build step). The tar is cached in
   ``$KAFKAWIRE_CACHE`` (default ``~/.cache/kafkawire``) as ``docker-base-bookworm-ca.tar``: made
-  once (one to two minutes), imported in seconds afterwards.
+  once (a few minutes), imported in seconds afterwards.
 - Project image ``kafkawire:dev``: ``docker build --network host --build-arg
   BASE_IMAGE=kafkawire-base:bookworm`` (host network: with ``--bridge=none`` a build step has
   no other way to reach the package index that pip installs the dependencies from).
