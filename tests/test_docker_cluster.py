@@ -133,8 +133,9 @@ def _ports_free(ports: list[int]) -> list[int]:
 @pytest.fixture(scope="module")
 def image() -> str:
     if os.environ.get("KAFKAWIRE_DOCKER_TESTS") != "1":
-        pytest.skip("the Docker cluster tests take minutes (base image, build, three clusters): "
-                    "`make docker-test` runs them (KAFKAWIRE_DOCKER_TESTS=1)")
+        pytest.skip("the Docker cluster tests take minutes (base image, build, two compose "
+                    "clusters): `make docker-test` runs them (KAFKAWIRE_DOCKER_TESTS=1), and "
+                    "`make test` in its docker stage")
     why = docker_env.engine()
     if why is not None:
         pytest.skip(f"no Docker engine: {why}")
