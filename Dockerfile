@@ -1,5 +1,5 @@
 # kafkawire: one broker node. Build: `docker build -t kafkawire .` (context: 3 MB, .dockerignore)
-# Size: 209 MB on a Debian bookworm minbase + python3 base built with debootstrap (124 MB with
+# Size: 208 MB on a Debian bookworm minbase + python3 base built with debootstrap (124 MB with
 # docs and locales removed: `python -m tests.docker_env`), so kafkawire and its dependencies are
 # 85 MB; on python:3.11-slim (about 130 MB) expect about 215 MB. Runs as user kafkawire (uid
 # 10001); data in the /data volume. A cluster: docker-compose.yml (docs/CLUSTER.md).
@@ -8,27 +8,30 @@
 # with the venv module, e.g. Debian bookworm's python3 and python3-venv).
 ARG BASE_IMAGE=python:3.11-slim
 
-# ---- build: the wheel only (no compiler needed: every dependency ships binary wheels) --------
+# ---- build: the virtual environment (no compiler needed: every dependency ships binary wheels)
 FROM ${BASE_IMAGE} AS build
+# the dependencies first, from pyproject.toml alone: a layer that a change of the code keeps
+COPY pyproject.toml /src/pyproject.toml
+RUN python3 -m venv /opt/kafkawire \
+ && python3 -c "import tomllib; p = tomllib.load(open('/src/pyproject.toml', 'rb'))['project']; \
+print('\n'.join(p['dependencies'] + p['optional-dependencies']['cli']))" > /src/requirements.txt \
+ && /opt/kafkawire/bin/pip install --no-cache-dir --disable-pip-version-check \
+      -r /src/requirements.txt
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY README.md ./
 COPY kafkawire kafkawire
 COPY protocol protocol
 COPY log log
 COPY kraft kraft
 COPY groups groups
 COPY txn txn
-RUN python3 -m venv /opt/build && /opt/build/bin/pip wheel --no-cache-dir --no-deps -w /wheels .
+RUN /opt/kafkawire/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps . \
+ && /opt/kafkawire/bin/python -m pip uninstall -y -q pip setuptools
 
-# ---- run: a virtual environment with the wheel and its dependencies, a non-root user --------
+# ---- run: that environment (one layer, the same path), a non-root user ----------------------
 FROM ${BASE_IMAGE}
-COPY --from=build /wheels /wheels
-RUN python3 -m venv /opt/kafkawire \
- && /opt/kafkawire/bin/pip install --no-cache-dir --disable-pip-version-check \
-      "$(ls /wheels/kafkawire-*.whl)[cli]" \
- && /opt/kafkawire/bin/python -m pip uninstall -y -q pip setuptools \
- && rm -rf /wheels \
- && useradd --system --uid 10001 --home-dir /data --shell /usr/sbin/nologin kafkawire \
+COPY --from=build /opt/kafkawire /opt/kafkawire
+RUN useradd --system --uid 10001 --home-dir /data --shell /usr/sbin/nologin kafkawire \
  && mkdir -p /data && chown kafkawire:kafkawire /data
 ENV PATH=/opt/kafkawire/bin:$PATH PYTHONUNBUFFERED=1
 USER kafkawire

@@ -33,9 +33,13 @@ run: $(RUN_STAMP)
 ## test: install the dev extras and system tools, fetch Apache Kafka's jars (cached in
 ## $$KAFKAWIRE_CACHE or ~/.cache/kafkawire), then run the whole suite: tests/ and, alongside it,
 ## the compat stage (every compat_tests scenario against a real Apache Kafka and against
-## kafkawire; its output is printed when both are done). TEST_SERIAL=1 runs them one after the
-## other. KAFKAWIRE_REQUIRE_KAFKA=1: a test needing Kafka's jars fails instead of skipping.
+## kafkawire) followed by the docker stage (docker-test below; DOCKER_STAGE=0 leaves it out);
+## their output is printed when all are done and each exit status counts. TEST_SERIAL=1 runs
+## them one after the other. KAFKAWIRE_REQUIRE_KAFKA=1: a test needing Kafka's jars fails
+## instead of skipping.
 COMPAT_LOG := .compat-stage.log
+DOCKER_LOG := .docker-stage.log
+DOCKER_STAGE ?= 1
 test: $(STAMP) deps-system deps-java
 	$(PY) -m ruff check .
 	$(PY) -m mypy
@@ -43,13 +47,20 @@ test: $(STAMP) deps-system deps-java
 ifeq ($(TEST_SERIAL),1)
 	KAFKAWIRE_REQUIRE_KAFKA=1 $(PY) -m pytest $(PYTEST_ARGS)
 	KAFKAWIRE_REQUIRE_KAFKA=1 $(PY) -m pytest compat_tests -m compat $(PYTEST_ARGS)
+	$(if $(filter 1,$(DOCKER_STAGE)),$(MAKE) --no-print-directory docker-test)
 else
-	KAFKAWIRE_REQUIRE_KAFKA=1 $(PY) -m pytest compat_tests -m compat $(PYTEST_ARGS) \
-	    > $(COMPAT_LOG) 2>&1 & compat=$$!; \
+	{ KAFKAWIRE_REQUIRE_KAFKA=1 $(PY) -m pytest compat_tests -m compat $(PYTEST_ARGS) \
+	    > $(COMPAT_LOG) 2>&1; echo $$? > $(COMPAT_LOG).rc; \
+	  if [ "$(DOCKER_STAGE)" = 1 ]; then \
+	    $(MAKE) --no-print-directory docker-test > $(DOCKER_LOG) 2>&1; \
+	    echo $$? > $(DOCKER_LOG).rc; fi; } & bg=$$!; \
 	KAFKAWIRE_REQUIRE_KAFKA=1 $(PY) -m pytest $(PYTEST_ARGS); tests=$$?; \
-	wait $$compat; stage=$$?; \
+	wait $$bg; stage=$$(cat $(COMPAT_LOG).rc); docker=0; \
 	echo "=== compat stage (ran alongside tests/), exit $$stage ==="; cat $(COMPAT_LOG); \
-	test $$tests -eq 0 -a $$stage -eq 0
+	if [ "$(DOCKER_STAGE)" = 1 ]; then docker=$$(cat $(DOCKER_LOG).rc); \
+	  echo "=== docker stage (ran alongside tests/, after the compat stage), exit $$docker ==="; \
+	  cat $(DOCKER_LOG); fi; \
+	test $$tests -eq 0 -a $$stage -eq 0 -a $$docker -eq 0
 endif
 
 ## pipeline: the Spark clickstream example end to end on its own kafkawire (needs Java 17 + Maven)
@@ -76,12 +87,20 @@ chaos: $(RUN_STAMP)
 	  --dir ./data/chaos-cluster --out ./data/chaos $(if $(NETNS),--netns)
 
 ## docker-image: the base image from Debian packages (debootstrap + docker import, cached in
-## ~/.cache/kafkawire) and kafkawire:dev on it, with a Docker engine started from Debian's
-## docker.io when none runs (root). docker-test: the compose cluster tests (tests/test_docker_cluster.py)
+## $$KAFKAWIRE_CACHE or ~/.cache/kafkawire) and kafkawire:dev on it; as root it installs Debian's
+## docker.io, docker-compose and debootstrap where missing and starts dockerd when no engine
+## answers. docker-test: the compose cluster tests (tests/test_docker_cluster.py), bounded by
+## DOCKER_TIMEOUT seconds, then the cleanup (the tests' containers, networks and volumes; the
+## dockerd it started). They skip, saying why, where no engine can run. `make test` runs
+## docker-test in the background after the compat stage (DOCKER_STAGE=0: not at all).
+DOCKER_TIMEOUT ?= 1500
 docker-image: $(STAMP)
 	$(PY) -m tests.docker_env
 docker-test: $(STAMP)
-	KAFKAWIRE_DOCKER_TESTS=1 $(PY) -m pytest tests/test_docker_cluster.py -m docker -v $(PYTEST_ARGS)
+	@KAFKAWIRE_DOCKER_TESTS=1 timeout -k 60 $(DOCKER_TIMEOUT) $(PY) -m pytest -s \
+	    tests/test_docker_cluster.py -m docker -v -rs $(PYTEST_ARGS); rc=$$?; \
+	  [ $$rc -ne 124 ] || echo "docker-test: stopped after DOCKER_TIMEOUT=$(DOCKER_TIMEOUT) s"; \
+	  $(PY) -m tests.docker_env cleanup; exit $$rc
 
 ## fuzz-soak: the structure-aware fuzzing of every API key and version against a live broker,
 ## long (FUZZ_EXAMPLES per API key, default 2000; the test run uses 6)

@@ -2,7 +2,7 @@
 created, and report the election time (``make quorum-failover ROUNDS=N``); first the metadata
 commit latency of CreateTopics on the active controller (``--latency N``).
 
-Starts ``ClusterProcesses(controllers=3, brokers=1)`` (dedicated controllers, Kafka's default
+Starts a ``kafkawire.cluster.LocalCluster`` of 3 controllers and 1 broker (dedicated controllers, Kafka's default
 ``controller.quorum.*`` timeouts unless given with ``--override``), runs
 ``tests/quorum_failover.run_failover`` for ``--rounds`` kills, checks that every acknowledged
 CreateTopics is on the broker, and prints p50/p99/max of the time from the kill until a
@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kafkawire.testing import ClusterProcesses  # noqa: E402
+from kafkawire.cluster import LocalCluster  # noqa: E402
 from tests.quorum_failover import (  # noqa: E402
     create_latency_ms,
     percentile,
@@ -38,21 +38,20 @@ def main() -> int:
     args = ap.parse_args()
     overrides = dict(o.split("=", 1) for o in args.override)
     with tempfile.TemporaryDirectory(prefix="kafkawire-failover-") as tmp:
-        cluster = ClusterProcesses(Path(tmp), controllers=args.controllers, brokers=1,
-                                   overrides=overrides)
+        cluster = LocalCluster(Path(tmp))
         started = time.monotonic()
         try:
-            cluster.start(timeout_s=240)
+            cluster.up(1, args.controllers, overrides=overrides, defaults=False, timeout_s=240)
             latency = create_latency_ms(cluster, args.latency) if args.latency else []
             result = run_failover(cluster, args.rounds)
-            broker = cluster.nodes[cluster.broker_ids[0]].bootstrap
+            broker = cluster.node(cluster.broker_ids[0]).address
             deadline = time.monotonic() + 60
             missing = set(result.acknowledged) - topics_on(broker)
             while missing and time.monotonic() < deadline:
                 time.sleep(0.2)
                 missing = set(result.acknowledged) - topics_on(broker)
         finally:
-            cluster.close()
+            cluster.down()
     for label, values in (("CreateTopics on the active controller", latency),
                           ("elected (kill -> a survivor leads)", result.elect_ms),
                           ("first write acknowledged after the kill", result.write_ms)):

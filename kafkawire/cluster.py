@@ -12,7 +12,10 @@ Layout under the cluster directory (default ``./data/cluster``)::
 Nodes: ``--nodes N`` broker nodes; with ``--controllers 0`` (the default) the first
 ``min(N, 3)`` of them are combined broker+controller nodes (Kafka's ``process.roles=broker,
 controller``) forming the quorum, with ``--controllers C`` there are C dedicated controllers
-(ids 1..C) and N brokers (ids C+1..). The quorum is static (``controller.quorum.voters``).
+(ids 1..C) and N brokers (ids C+1..); ``voters`` chooses how many combined nodes vote. The
+quorum is static (``controller.quorum.voters``), or with ``dynamic`` a KIP-853 quorum
+(``controller.quorum.bootstrap.servers``, the controllers formatted with
+``--initial-controllers``).
 Each node has a client listener (brokers), a controller listener (controllers) and the
 metrics/health port. With ``network = "loopback"`` every port is a free port on 127.0.0.1;
 with ``network = "netns"`` (root, ``ip netns``: see ``kafkawire.cluster_net``) each node runs
@@ -24,6 +27,10 @@ serves and the nodes keep running; the other commands find them through the stat
 pid is trusted only while ``/proc/<pid>/cmdline`` still names that node's properties file).
 "Serves" is: every node's ``/health/ready`` answers 200 (started, the quorum has a leader;
 a broker also registered and unfenced).
+
+Tests and scripts use the same class: ``with LocalCluster(tmp) as c: c.up(...)`` (``down()`` on
+exit), ``c.node(id).address``, ``controller_ids``, ``broker_ids``, ``controller_ports``,
+``controller_bootstrap``, ``kill``/``stop``/``start_node``/``restart``, ``quorum_leader()``.
 """
 
 from __future__ import annotations
@@ -97,6 +104,15 @@ class ClusterState:
     nodes: list[NodeSpec]
     overrides: dict[str, str] = field(default_factory=dict)
     net: dict[str, Any] = field(default_factory=dict)  # cluster_net's names (netns mode)
+    #: a KIP-853 quorum (controller.quorum.bootstrap.servers) instead of a static one
+    dynamic: bool = False
+    #: the directory id of each controller (dynamic quorum), by node id as a string
+    directory_ids: dict[str, str] = field(default_factory=dict)
+    #: properties for single nodes, by node id as a string (JSON keys are strings)
+    node_overrides: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: ``cluster_defaults()`` for the brokers (False: Kafka's own single-broker defaults)
+    defaults: bool = True
+    log_level: str = ""
 
     @property
     def brokers(self) -> list[NodeSpec]:
@@ -127,20 +143,24 @@ class ClusterState:
 
 
 def plan_nodes(nodes: int, controllers: int, network: str,
-               address_of: Callable[[int], str] | None = None) -> list[NodeSpec]:
-    """The nodes of a new cluster (see the module docstring for the roles)."""
-    if nodes < 1:
+               address_of: Callable[[int], str] | None = None,
+               voters: int | None = None) -> list[NodeSpec]:
+    """The nodes of a new cluster (see the module docstring for the roles); ``voters``: how
+    many of the combined nodes vote (default ``min(nodes, 3)``)."""
+    if nodes < (0 if controllers else 1):
         raise ClusterError("--nodes must be at least 1")
     if controllers < 0:
         raise ClusterError("--controllers must be 0 (combined nodes) or more")
+    combined = min(nodes, MAX_COMBINED_VOTERS) if voters is None else voters
+    if not controllers and not 1 <= combined <= nodes:
+        raise ClusterError(f"voters must be 1..{nodes}")
     out: list[NodeSpec] = []
     total = nodes + controllers
     for node_id in range(1, total + 1):
         if controllers:
             roles = ["controller"] if node_id <= controllers else ["broker"]
         else:
-            roles = ["broker", "controller"] if node_id <= min(nodes, MAX_COMBINED_VOTERS) \
-                else ["broker"]
+            roles = ["broker", "controller"] if node_id <= combined else ["broker"]
         if network == "netns":
             assert address_of is not None
             host = address_of(node_id)
@@ -169,7 +189,12 @@ def cluster_defaults(brokers: int) -> dict[str, str]:
 
 
 def node_properties(state: ClusterState, node: NodeSpec, data_dir: Path) -> dict[str, str]:
-    voters = ",".join(f"{c.node_id}@{c.host}:{c.controller_port}" for c in state.controllers)
+    if state.dynamic:
+        quorum = {"controller.quorum.bootstrap.servers": ",".join(
+            f"{c.host}:{c.controller_port}" for c in state.controllers)}
+    else:
+        quorum = {"controller.quorum.voters": ",".join(
+            f"{c.node_id}@{c.host}:{c.controller_port}" for c in state.controllers)}
     listeners, protocols = [], []
     if node.is_broker:
         bind = "0.0.0.0" if state.network == "netns" else node.host
@@ -185,7 +210,7 @@ def node_properties(state: ClusterState, node: NodeSpec, data_dir: Path) -> dict
         "listeners": ",".join(listeners),
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": ",".join(protocols),
-        "controller.quorum.voters": voters,
+        **quorum,
         "log.dirs": str(data_dir),
         "metrics.port": str(node.metrics_port),
         "metrics.host": "0.0.0.0" if state.network == "netns" else node.host,
@@ -193,8 +218,12 @@ def node_properties(state: ClusterState, node: NodeSpec, data_dir: Path) -> dict
     if node.is_broker:
         props["advertised.listeners"] = f"PLAINTEXT://{node.host}:{node.port}"
         props["inter.broker.listener.name"] = "PLAINTEXT"
-        props.update(cluster_defaults(len(state.brokers)))
-    props.update(state.overrides)
+        if state.defaults:
+            props.update(cluster_defaults(len(state.brokers)))
+    # an override may name the node's own client address: ``{host}`` and ``{port}`` (e.g.
+    # ``listeners=SECURE://{host}:{port}`` for a cluster whose broker listener is secured)
+    for k, v in {**state.overrides, **state.node_overrides.get(str(node.node_id), {})}.items():
+        props[k] = v.replace("{host}", node.host).replace("{port}", str(node.port))
     return props
 
 
@@ -290,13 +319,57 @@ class LocalCluster:
     def bootstrap(self) -> str:
         return self.state.bootstrap
 
+    # ---- the layout, for tests and scripts ------------------------------------------------
+    def node(self, node_id: int) -> NodeSpec:
+        """One node: ``address`` (its client listener, or its controller listener for a
+        controller-only node), ``port``, ``controller_port``, ``roles``."""
+        return self.state.node(node_id)
+
+    def data_dir(self, node_id: int) -> Path:
+        """The node's ``log.dirs``."""
+        return self.node_dir(node_id) / "data"
+
+    @property
+    def cluster_id(self) -> str:
+        return self.state.cluster_id
+
+    @property
+    def controller_ids(self) -> list[int]:
+        return [n.node_id for n in self.state.controllers]
+
+    @property
+    def broker_ids(self) -> list[int]:
+        return [n.node_id for n in self.state.brokers]
+
+    @property
+    def controller_ports(self) -> dict[int, int]:
+        return {n.node_id: n.controller_port for n in self.state.controllers}
+
+    @property
+    def controller_bootstrap(self) -> str:
+        """The controller listeners (``--bootstrap-controller``)."""
+        return ",".join(f"{n.host}:{n.controller_port}" for n in self.state.controllers)
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.state_path.exists():
+            self.down()
+
     def _event(self, text: str) -> None:
         self.events.append((time.monotonic(), text))
 
     # ---- create -------------------------------------------------------------------------
     def create(self, nodes: int, controllers: int = 0, network: str = "loopback",
-               overrides: dict[str, str] | None = None) -> ClusterState:
-        """Plan, write and format a new cluster (no process started)."""
+               overrides: dict[str, str] | None = None, *, voters: int | None = None,
+               dynamic: bool = False, node_overrides: dict[int, dict[str, str]] | None = None,
+               defaults: bool = True, cluster_id: str | None = None, log_level: str = ""
+               ) -> ClusterState:
+        """Plan, write and format a new cluster (no process started). ``voters``: how many
+        combined nodes vote; ``dynamic``: a KIP-853 quorum; ``node_overrides[id]``: properties
+        of one node; ``defaults``: ``cluster_defaults()``; ``log_level``: the nodes'
+        ``--log-level`` (default ``$KAFKAWIRE_LOG_LEVEL``)."""
         from kafkawire.storage import random_uuid
 
         if self.state_path.exists():
@@ -312,8 +385,14 @@ class LocalCluster:
 
             net = cluster_net.plan(self.dir)
             address_of = lambda node_id: cluster_net.node_address(net, node_id)  # noqa: E731
-        planned = plan_nodes(nodes, controllers, network, address_of)
-        state = ClusterState(random_uuid(), network, planned, dict(overrides or {}), net)
+        planned = plan_nodes(nodes, controllers, network, address_of, voters)
+        state = ClusterState(
+            cluster_id or random_uuid(), network, planned, dict(overrides or {}), net,
+            dynamic=dynamic, node_overrides={str(k): dict(v) for k, v in
+                                             (node_overrides or {}).items()},
+            defaults=defaults, log_level=log_level)
+        if dynamic:
+            state.directory_ids = {str(n.node_id): random_uuid() for n in state.controllers}
         self._state = state
         for node in planned:
             self._write_node(node)
@@ -327,8 +406,6 @@ class LocalCluster:
         return state
 
     def _write_node(self, node: NodeSpec) -> None:
-        from kafkawire.config import BrokerConfig
-        from kafkawire.storage import FormatOptions, format_storage
 
         nd = self.node_dir(node.node_id)
         nd.mkdir(parents=True, exist_ok=True)
@@ -336,9 +413,23 @@ class LocalCluster:
         write_properties(self.props_path(node.node_id), props,
                          f"kafkawire cluster {self.state.cluster_id}, node {node.node_id} "
                          f"({', '.join(node.roles)}); written by `kafkawire cluster up`")
-        cfg = BrokerConfig.load(self.props_path(node.node_id), [])
-        format_storage(cfg, FormatOptions(cluster_id=self.state.cluster_id), lambda _s: None,
-                       int(time.time() * 1000))
+        self.format_node(node.node_id)
+
+    def format_node(self, node_id: int) -> None:
+        """``kafkawire format`` of the node's log directory with the cluster id (after its disk
+        was lost, say); a dynamic quorum's controllers with ``--initial-controllers``."""
+        from kafkawire.config import BrokerConfig
+        from kafkawire.storage import FormatOptions, format_storage
+
+        state, node = self.state, self.state.node(node_id)
+        initial = None
+        if state.dynamic and node.is_controller:
+            initial = ",".join(
+                f"{c.node_id}@{c.host}:{c.controller_port}:{state.directory_ids[str(c.node_id)]}"
+                for c in state.controllers)
+        opts = FormatOptions(cluster_id=state.cluster_id, initial_controllers=initial)
+        cfg = BrokerConfig.load(self.props_path(node_id), [])
+        format_storage(cfg, opts, lambda _s: None, int(time.time() * 1000))
 
     # ---- processes ------------------------------------------------------------------------
     def pid_of(self, node_id: int) -> int:
@@ -360,13 +451,22 @@ class LocalCluster:
             return "stopped"
         return "paused" if _proc_state(pid) == "T" else "running"
 
-    def start_node(self, node_id: int) -> int:
-        """Start a stopped node (a no-op for a running one); returns its pid."""
+    def start_node(self, node_id: int, timeout_s: float | None = None) -> int:
+        """Start a stopped node (a no-op for a running one); returns its pid. With
+        ``timeout_s``, returns once it serves (``wait_ready``)."""
+        pid = self._launch(node_id)
+        if timeout_s is not None:
+            self.wait_ready([node_id], timeout_s)
+        return pid
+
+    def _launch(self, node_id: int) -> int:
         node = self.state.node(node_id)
         pid = self.pid_of(node_id)
         if pid:
             return pid
-        cmd = [sys.executable, "-m", "kafkawire", "serve", str(self.props_path(node_id))]
+        cmd = [sys.executable, "-m", "kafkawire", "serve"]
+        level = self.state.log_level or os.environ.get("KAFKAWIRE_LOG_LEVEL")
+        cmd += (["--log-level", level] if level else []) + [str(self.props_path(node_id))]
         if node.netns:
             cmd = ["ip", "netns", "exec", node.netns, *cmd]
         env = dict(os.environ)
@@ -413,18 +513,24 @@ class LocalCluster:
         self._wait_gone(node_id, pid, STOP_TIMEOUT_S)
         self._event(f"kill {node_id}")
 
-    def stop(self, node_id: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
+    def stop(self, node_id: int, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
         """SIGTERM (Kafka's controlled shutdown), SIGKILL if it is still there after
-        ``timeout_s``. A paused node is resumed first so that it can shut down."""
+        ``timeout_s``. A paused node is resumed first so that it can shut down. Returns the
+        exit code of a process this object started (0: a clean shutdown), else None."""
         pid = self.pid_of(node_id)
         if not pid:
-            return
+            return None
         os.kill(pid, signal.SIGCONT)
         os.kill(pid, signal.SIGTERM)
         if not self._wait_gone(node_id, pid, timeout_s):
             os.kill(pid, signal.SIGKILL)
             self._wait_gone(node_id, pid, STOP_TIMEOUT_S)
         self._event(f"stop {node_id}")
+        proc = self._procs.get(pid)
+        try:  # seen as a zombie before poll() reaped it: reap it now
+            return None if proc is None else proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return None
 
     def restart(self, node_id: int, hard: bool = False, wait: bool = True,
                 timeout_s: float = READY_TIMEOUT_S) -> None:
@@ -548,9 +654,10 @@ class LocalCluster:
         return "\n".join(text.splitlines()[-lines:])
 
     def up(self, nodes: int, controllers: int = 0, network: str = "loopback",
-           overrides: dict[str, str] | None = None, timeout_s: float = READY_TIMEOUT_S) -> str:
+           overrides: dict[str, str] | None = None, timeout_s: float = READY_TIMEOUT_S,
+           **layout: Any) -> str:
         """Create (or, for an existing stopped cluster, start again) and wait until it serves;
-        returns the bootstrap servers."""
+        returns the bootstrap servers. ``layout``: ``create``'s keyword arguments."""
         if self.state_path.exists():
             running = [n.node_id for n in self.state.nodes if self.pid_of(n.node_id)]
             if self.state.network == "netns":
@@ -558,7 +665,7 @@ class LocalCluster:
 
                 cluster_net.create(self.state.net, [n.node_id for n in self.state.nodes])
         else:
-            self.create(nodes, controllers, network, overrides)
+            self.create(nodes, controllers, network, overrides, **layout)
             running = []
         try:
             self.start_all()

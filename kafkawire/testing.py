@@ -9,7 +9,8 @@ Installed with kafkawire (entry point ``pytest11``), it offers:
 - ``InProcessBroker``: the same broker on a background thread of this process (no fork/exec),
   for quick unit-style tests.
 - ``kafkawire_cluster`` (function): a cluster of real kafkawire processes
-  (``kafkawire.cluster.LocalCluster``) with fault methods: ``kill(node)``, ``restart(node,
+  (``kafkawire.cluster.LocalCluster``, also for scripts and tests that build their own
+  layout: ``with LocalCluster(dir) as c: c.up(...)``) with fault methods: ``kill(node)``, ``restart(node,
   hard=False)``, ``stop``/``start_node``, ``pause``/``resume`` (SIGSTOP/SIGCONT),
   ``partition(*nodes)``/``heal()`` (network namespaces: root only, else the test is skipped),
   ``leader_of(topic, partition)``, ``bootstrap``. Size it with a marker:
@@ -26,7 +27,6 @@ Options: ``--kafkawire-in-process`` makes ``kafkawire_bootstrap`` use the in-pro
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
 import signal
 import socket
@@ -85,8 +85,6 @@ class BrokerProcess:
             self.data_dir.name + ".broker.log"
         )
         self.proc: subprocess.Popen[bytes] | None = None
-        #: the controller listener's port of a cluster node (``ClusterProcesses``)
-        self.controller_port: int | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -221,156 +219,6 @@ def describe_quorum_leader(host: str, port: int, timeout_s: float = 5.0) -> tupl
     """(leader id, epoch) from DescribeQuorum on a controller listener; (-1, -1) when the
     node does not answer or knows no leader."""
     return _quorum_leader([f"{host}:{port}"], timeout_s)
-
-class ClusterProcesses:
-    """A kafkawire cluster of real processes on free loopback ports, for tests and scripts.
-
-    ``ClusterProcesses(base_dir, controllers=1, brokers=2, combined=False)``: ``controllers``
-    voters of a static quorum (``controller.quorum.voters``), node ids 1..C, each
-    ``process.roles=controller`` (or ``broker,controller`` with ``combined=True``), plus
-    ``brokers`` broker-only nodes (``process.roles=broker``, Raft observers) with ids C+1...
-    Every node is formatted with one cluster id, then all start together (a quorum of several
-    voters needs a majority up before anything is ready).
-
-    - ``start(timeout_s)`` / ``close()`` (also a context manager); ``overrides`` go to every
-      node, ``node_overrides[id]`` to one.
-    - ``nodes[id]`` is each node's ``BrokerProcess`` (``port``: its broker listener, or its
-      controller listener for a controller-only node; ``controller_port``; ``log()``).
-    - ``bootstrap``: the broker listeners (``host:port,...``) for clients;
-      ``controller_bootstrap``: the controller listeners (``--bootstrap-controller``).
-    - ``kill(id)`` (kill -9), ``stop(id)`` (SIGTERM), ``start_node(id)``, ``restart(id,
-      kill=False)``.
-    - ``active_controller(timeout_s)``: the leader's node id, once some live controller names
-      one (DescribeQuorum on the controller listeners).
-    - ``dynamic=True``: a KIP-853 quorum instead: every node has
-      ``controller.quorum.bootstrap.servers`` (the controllers), the controllers are formatted
-      with ``--initial-controllers`` (their voters and endpoints go in the first snapshot).
-    """
-
-    def __init__(self, base_dir: str | Path | None = None, controllers: int = 1,
-                 brokers: int = 2, combined: bool = False,
-                 overrides: dict[str, str] | None = None,
-                 node_overrides: dict[int, dict[str, str]] | None = None,
-                 cluster_id: str | None = None, log_level: str | None = None,
-                 dynamic: bool = False) -> None:
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        if base_dir is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="kafkawire-cluster-")
-            base_dir = self._tmp.name
-        self.base_dir = Path(base_dir)
-        from kafkawire.storage import new_cluster_id
-
-        self.cluster_id = cluster_id or new_cluster_id()
-        self.controller_ids = list(range(1, controllers + 1))
-        self.broker_ids = (self.controller_ids if combined else []) + list(
-            range(controllers + 1, controllers + brokers + 1))
-        self.controller_ports = {i: free_port() for i in self.controller_ids}
-        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.controller_ports.items())
-        quorum = {"controller.quorum.voters": voters}
-        self.format_args: dict[int, list[str]] = {}
-        if dynamic:
-            from kafkawire.storage import random_uuid
-
-            quorum = {"controller.quorum.bootstrap.servers": ",".join(
-                f"127.0.0.1:{p}" for p in self.controller_ports.values())}
-            initial = ",".join(f"{i}@127.0.0.1:{p}:{random_uuid()}"
-                               for i, p in self.controller_ports.items())
-            self.format_args = {i: ["--initial-controllers", initial]
-                                for i in self.controller_ids}
-        self.nodes: dict[int, BrokerProcess] = {}
-        for node_id in self.controller_ids + [b for b in self.broker_ids
-                                              if b not in self.controller_ids]:
-            is_controller = node_id in self.controller_ids
-            is_broker = node_id in self.broker_ids
-            port = free_port() if is_broker else self.controller_ports[node_id]
-            listeners = [f"PLAINTEXT://127.0.0.1:{port}"] if is_broker else []
-            if is_controller:
-                listeners.append(f"CONTROLLER://127.0.0.1:{self.controller_ports[node_id]}")
-            roles = ",".join(r for r, on in (("broker", is_broker),
-                                             ("controller", is_controller)) if on)
-            props = {
-                "node.id": str(node_id), "process.roles": roles,
-                "listeners": ",".join(listeners),
-                "controller.listener.names": "CONTROLLER",
-                "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-                **quorum,
-                **(overrides or {}), **(node_overrides or {}).get(node_id, {}),
-            }
-            bp = BrokerProcess(self.base_dir / f"node-{node_id}", port=port, overrides=props,
-                               log_level=log_level, metrics_port=0)
-            bp.controller_port = self.controller_ports.get(node_id)
-            self.nodes[node_id] = bp
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(self.nodes[i].bootstrap for i in self.broker_ids)
-
-    @property
-    def controller_bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{p}" for p in self.controller_ports.values())
-
-    def start(self, timeout_s: float = 90.0) -> ClusterProcesses:
-        with concurrent.futures.ThreadPoolExecutor(len(self.nodes)) as pool:
-            for f in [pool.submit(bp.format, self.cluster_id, *self.format_args.get(i, []))
-                      for i, bp in self.nodes.items()
-                      if not (bp.data_dir / "meta.properties").exists()]:
-                f.result()
-        for bp in self.nodes.values():
-            bp.launch()
-        deadline = time.monotonic() + timeout_s
-        for bp in self.nodes.values():
-            bp.wait_ready(max(1.0, deadline - time.monotonic()))
-        return self
-
-    def start_node(self, node_id: int, timeout_s: float = 60.0) -> BrokerProcess:
-        return self.nodes[node_id].start(timeout_s)
-
-    def stop(self, node_id: int) -> int:
-        return self.nodes[node_id].stop()
-
-    def kill(self, node_id: int) -> None:
-        self.nodes[node_id].kill()
-
-    def restart(self, node_id: int, kill: bool = False, timeout_s: float = 60.0
-                ) -> BrokerProcess:
-        if kill:
-            self.kill(node_id)
-        else:
-            self.stop(node_id)
-        return self.start_node(node_id, timeout_s)
-
-    def active_controller(self, timeout_s: float = 30.0) -> int:
-        """The node id of the active controller, as the live controllers report it."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for node_id, port in self.controller_ports.items():
-                bp = self.nodes[node_id]
-                if bp.proc is None or bp.proc.poll() is not None:
-                    continue
-                leader, _epoch = describe_quorum_leader("127.0.0.1", port, 2.0)
-                if leader >= 0:
-                    return leader
-            time.sleep(0.05)
-        raise RuntimeError(f"no active controller within {timeout_s}s")
-
-    def close(self) -> None:
-        # brokers first: their controlled shutdown needs the active controller
-        order = sorted(self.nodes, key=lambda i: (i in self.controller_ids, i))
-        for bp in (self.nodes[i] for i in order):
-            try:
-                bp.stop(timeout_s=15)
-            except Exception:  # one node that will not stop must not keep the others up
-                bp.kill()
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
-
-    def __enter__(self) -> ClusterProcesses:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 class InProcessBroker:
     """A kafkawire broker on a background thread with its own trio loop."""

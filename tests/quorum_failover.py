@@ -1,4 +1,4 @@
-"""Failover of the active controller under writes, on a ClusterProcesses cluster (shared by
+"""Failover of the active controller under writes, on a ``kafkawire.cluster.LocalCluster`` (shared by
 tests/test_quorum_failover.py and ``bench/quorum_failover.py``).
 
 A writer thread creates topics one after the other through the controller listener of the
@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkawire.testing import ClusterProcesses, describe_quorum_leader
+from kafkawire.cluster import LocalCluster
+from kafkawire.testing import describe_quorum_leader
 from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.describe_quorum_request import DescribeQuorumRequest
 from protocol._generated.metadata_request import MetadataRequest
@@ -45,12 +46,11 @@ def _request(addr: str, req: Any, version: int, timeout_s: float = 10.0) -> Any:
         client.close()
 
 
-def _leader(cluster: ClusterProcesses, newer_than: int = -1,
+def _leader(cluster: LocalCluster, newer_than: int = -1,
             among: list[int] | None = None) -> tuple[int, int]:
     """(leader, epoch) as a live controller reports it, or (-1, -1)."""
     for node_id in among or cluster.controller_ids:
-        bp = cluster.nodes[node_id]
-        if bp.proc is None or bp.proc.poll() is not None:
+        if not cluster.pid_of(node_id):
             continue
         leader, epoch = describe_quorum_leader("127.0.0.1", cluster.controller_ports[node_id],
                                                1.0)
@@ -60,7 +60,7 @@ def _leader(cluster: ClusterProcesses, newer_than: int = -1,
 
 
 class Writer(threading.Thread):
-    def __init__(self, cluster: ClusterProcesses, prefix: str) -> None:
+    def __init__(self, cluster: LocalCluster, prefix: str) -> None:
         super().__init__(daemon=True)
         self.cluster = cluster
         self.prefix = prefix
@@ -107,7 +107,7 @@ class Writer(threading.Thread):
             return len(self.acked)
 
 
-def _caught_up(cluster: ClusterProcesses, leader: int) -> bool:
+def _caught_up(cluster: LocalCluster, leader: int) -> bool:
     """Every live voter has the leader's whole log."""
     req = DescribeQuorumRequest(topics=[DescribeQuorumRequest.TopicData(
         topic_name="__cluster_metadata",
@@ -117,8 +117,7 @@ def _caught_up(cluster: ClusterProcesses, leader: int) -> bool:
             .topics[0].partitions[0]
     except (OSError, ConnectionError):
         return False
-    live = {i for i in cluster.controller_ids
-            if (bp := cluster.nodes[i]).proc is not None and bp.proc.poll() is None}
+    live = {i for i in cluster.controller_ids if cluster.pid_of(i)}
     return part.error_code == 0 and len(part.current_voters) == len(cluster.controller_ids) \
         and all(v.log_end_offset >= part.high_watermark for v in part.current_voters
                 if v.replica_id in live)
@@ -134,7 +133,7 @@ def _wait(cond: Any, timeout_s: float, what: str) -> Any:
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
-def run_failover(cluster: ClusterProcesses, rounds: int, writes_per_round: int = 3,
+def run_failover(cluster: LocalCluster, rounds: int, writes_per_round: int = 3,
                  timeout_s: float = 60.0) -> FailoverResult:
     """``rounds`` kill -9's of the active controller while a writer creates topics."""
     result = FailoverResult()
@@ -151,7 +150,7 @@ def run_failover(cluster: ClusterProcesses, rounds: int, writes_per_round: int =
     return result
 
 
-def _kill_round(cluster: ClusterProcesses, writer: Writer, result: FailoverResult,
+def _kill_round(cluster: LocalCluster, writer: Writer, result: FailoverResult,
                 writes: int, timeout_s: float) -> None:
     leader, epoch = _wait(lambda: (r := _leader(cluster))[0] >= 0 and r, timeout_s, "a leader")
     _wait(lambda: _caught_up(cluster, leader), timeout_s, "every voter caught up")
@@ -167,7 +166,7 @@ def _kill_round(cluster: ClusterProcesses, writer: Writer, result: FailoverResul
     cluster.start_node(leader, timeout_s)
 
 
-def create_latency_ms(cluster: ClusterProcesses, count: int, prefix: str = "latency"
+def create_latency_ms(cluster: LocalCluster, count: int, prefix: str = "latency"
                       ) -> list[float]:
     """Milliseconds of ``count`` CreateTopics (one partition each) sent one after the other to
     the active controller's controller listener: each is answered once committed."""

@@ -1,6 +1,6 @@
 """The cluster the replication tests and ``make failover`` kill brokers of.
 
-``replication_cluster(brokers=3)`` is ``kafkawire.testing.ClusterProcesses`` with one combined
+``replication_cluster(brokers=3)`` is a ``kafkawire.cluster.LocalCluster`` with one combined
 node (id 1: the single controller voter, and a broker that answers admin requests) and
 ``brokers`` broker-only nodes (ids 2..N+1, Raft observers), all real processes on free loopback
 ports. Partitions under test are placed on the broker-only nodes (``broker_ids``), the ones that
@@ -13,12 +13,13 @@ leader is fenced and replaced within seconds.
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from kafkawire.testing import ClusterProcesses
+from kafkawire.cluster import LocalCluster
 
 CLUSTER_DEFAULTS = {
     "broker.session.timeout.ms": "4000",
@@ -27,40 +28,40 @@ CLUSTER_DEFAULTS = {
 
 
 class ReplicationCluster:
-    def __init__(self, procs: ClusterProcesses) -> None:
-        self.procs = procs
-        self.controller_id = procs.controller_ids[0]
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.controller_id = cluster.controller_ids[0]
         #: the nodes partitions are placed on and that get killed
-        self.broker_ids = [b for b in procs.broker_ids if b not in procs.controller_ids]
+        self.broker_ids = [b for b in cluster.broker_ids if b not in cluster.controller_ids]
 
     @property
     def bootstrap(self) -> str:
-        return self.procs.bootstrap
+        return self.cluster.bootstrap
 
     @property
     def admin_bootstrap(self) -> str:
         """The combined node alone: admin writes go there (broker-only nodes name themselves
         as controller in Metadata and do not forward admin writes yet)."""
-        return self.procs.nodes[self.controller_id].bootstrap
+        return self.cluster.node(self.controller_id).address
 
     def data_dir(self, node: int) -> Path:
-        return self.procs.nodes[node].data_dir
+        return self.cluster.data_dir(node)
 
     def kill(self, node: int) -> None:
-        self.procs.kill(node)
+        self.cluster.kill(node)
 
     def stop(self, node: int) -> None:
         """SIGTERM: a controlled shutdown (leadership moves first)."""
-        self.procs.stop(node)
+        self.cluster.stop(node)
 
     def start(self, node: int) -> None:
-        self.procs.start_node(node, timeout_s=120)
+        self.cluster.start_node(node, timeout_s=120)
 
     def wait_for_brokers(self, timeout_s: float = 120) -> None:
         """Until Metadata lists every broker as live."""
         from confluent_kafka.admin import AdminClient
 
-        want = set(self.procs.broker_ids)
+        want = set(self.cluster.broker_ids)
         deadline = time.monotonic() + timeout_s
         seen: set[int] = set()
         while time.monotonic() < deadline:
@@ -80,13 +81,13 @@ def replication_cluster(brokers: int = 3, base_dir: Path | None = None,
                         overrides: dict[str, str] | None = None,
                         node_overrides: dict[int, dict[str, str]] | None = None,
                         log_level: str | None = None) -> Iterator[ReplicationCluster]:
-    procs = ClusterProcesses(base_dir, controllers=1, brokers=brokers, combined=True,
-                             overrides={**CLUSTER_DEFAULTS, **(overrides or {})},
-                             node_overrides=node_overrides, log_level=log_level)
-    try:
-        procs.start(timeout_s=180)
-        c = ReplicationCluster(procs)
+    with ExitStack() as stack:
+        if base_dir is None:
+            base_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kw-repl-")))
+        cluster = stack.enter_context(LocalCluster(base_dir))
+        cluster.up(brokers + 1, voters=1, overrides={**CLUSTER_DEFAULTS, **(overrides or {})},
+                   node_overrides=node_overrides, log_level=log_level or "", defaults=False,
+                   timeout_s=180)
+        c = ReplicationCluster(cluster)
         c.wait_for_brokers()
         yield c
-    finally:
-        procs.close()

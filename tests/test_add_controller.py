@@ -17,7 +17,8 @@ from typing import TypeVar
 
 import pytest
 
-from kafkawire.testing import BrokerProcess, ClusterProcesses, free_port
+from kafkawire.cluster import LocalCluster
+from kafkawire.testing import BrokerProcess, free_port
 from tests.javatools import JavaTools, ToolResult, require_line, write_properties
 
 T = TypeVar("T")
@@ -36,18 +37,14 @@ def wait_for(fn: Callable[[], T | None], timeout_s: float, what: str) -> T:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     require_line("4.x")
-    c = ClusterProcesses(tmp_path_factory.mktemp("addctl"), controllers=3, brokers=0,
-                         dynamic=True)
-    try:
-        c.start(timeout_s=180)
+    with LocalCluster(tmp_path_factory.mktemp("addctl")) as c:
+        c.up(0, 3, dynamic=True, defaults=False, timeout_s=180)
         yield c
-    finally:
-        c.close()
 
 
-def controller_props(cluster: ClusterProcesses, port: int) -> dict[str, str]:
+def controller_props(cluster: LocalCluster, port: int) -> dict[str, str]:
     return {
         "node.id": str(NEW), "process.roles": "controller",
         "listeners": f"CONTROLLER://127.0.0.1:{port}",
@@ -81,7 +78,7 @@ class Quorum:
 
 
 def test_add_controller_survive_leader_kill_update_and_remove(
-        cluster: ClusterProcesses, tmp_path: Path) -> None:
+        cluster: LocalCluster, tmp_path: Path) -> None:
     tools = JavaTools("4.x")
     port = free_port()
     data = tmp_path / f"node-{NEW}"
@@ -113,7 +110,7 @@ def test_add_controller_survive_leader_kill_update_and_remove(
 
         # kill -9 of the leader: 3 of 4 voters are left, so the new leader needs node 4's vote
         # (the others found its controller listener in the VotersRecord)
-        old = cluster.active_controller(60)
+        old = cluster.quorum_leader(60)
         cluster.kill(old)
         live = ",".join(f"127.0.0.1:{p}" for i, p in cluster.controller_ports.items()
                         if i != old) + f",127.0.0.1:{port}"

@@ -5,19 +5,16 @@ acks=all and consume; healthchecks turn unhealthy (node frozen) and healthy agai
 process dies is restarted by the restart policy; ``docker kill`` of the leader's container and
 nothing acknowledged is lost.
 
-Where no engine can run (no dockerd, not root, a sandbox refusing containers) or no compose
-command exists, the tests skip saying why. Cost: the base tar is made once (a few minutes) and
-cached (``tests/docker_env.py``); the image rebuild is seconds on a warm layer cache. Marked
-``docker`` (and ``slow``); they run with ``KAFKAWIRE_DOCKER_TESTS=1``, which ``make
-docker-test`` sets (measured here: about 4 minutes with the base tar cached, plus about 2 to
-make it the first time).
+Where no engine can run (no dockerd and none installable, not root, a sandbox refusing
+containers) or no compose command exists, the tests skip saying why. Marked ``docker`` (and
+``slow``); they run with ``KAFKAWIRE_DOCKER_TESTS=1``, which ``make docker-test`` sets (and
+``make test``, in the background after the compat stage: docs/CLUSTER.md). ``make
+docker-test`` also removes what a run leaves (``python -m tests.docker_env cleanup``).
 
-``test_one_node_of_the_compose_file`` runs the file's first node alone (an override gives it a
-one-voter quorum): engine, image, listeners, clients, healthcheck and restart policy.
-``test_three_node_compose_quorum`` runs the file as shipped (three voters, a killed leader);
-``test_three_node_compose_nothing_acknowledged_is_lost`` creates an RF=3 topic through the
-bootstrap (brokers forward CreateTopics to the active controller), kills the partition leader's
-container and checks that nothing acknowledged at acks=all is lost.
+One cluster of ``docker-compose.yml`` as shipped (three voters) serves the first four tests,
+in order: clients on the host and in a container; healthcheck and restart policy; ``docker
+kill`` of the quorum leader; ``docker kill`` of an RF=3 partition's leader with nothing
+acknowledged lost. ``test_split_compose_file`` runs ``docker-compose.split.yml``.
 """
 
 from __future__ import annotations
@@ -36,7 +33,7 @@ import pytest
 
 from tests import docker_env
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1200)]
 ROOT = docker_env.ROOT
 HEALTH_TIMEOUT_S = 180.0
 
@@ -89,7 +86,7 @@ class Compose:
 
     def inspect(self, service: str) -> dict[str, Any]:
         out = subprocess.run(["docker", "inspect", self.container(service)],
-                             capture_output=True, text=True, check=True).stdout
+                             capture_output=True, text=True, check=True, timeout=60).stdout
         return dict(json.loads(out)[0])
 
     def health(self, service: str) -> str:
@@ -136,14 +133,25 @@ def _ports_free(ports: list[int]) -> list[int]:
 @pytest.fixture(scope="module")
 def image() -> str:
     if os.environ.get("KAFKAWIRE_DOCKER_TESTS") != "1":
-        pytest.skip("the Docker cluster tests take minutes (base image, build, three clusters): "
-                    "`make docker-test` runs them (KAFKAWIRE_DOCKER_TESTS=1)")
+        pytest.skip("the Docker cluster tests take minutes (base image, build, two compose "
+                    "clusters): `make docker-test` runs them (KAFKAWIRE_DOCKER_TESTS=1), and "
+                    "`make test` in its docker stage")
     why = docker_env.engine()
     if why is not None:
         pytest.skip(f"no Docker engine: {why}")
     if docker_env.compose_command() is None:
         pytest.skip("no compose command (docker compose plugin or Debian's docker-compose)")
-    return docker_env.project_image()
+    docker_env.remove_test_projects()  # what an interrupted run left (ports, containers)
+    t0 = time.monotonic()
+    base = docker_env.base_image()
+    why = docker_env.container_runs(base)
+    if why is not None:
+        pytest.skip(f"the Docker engine cannot run a container here: {why}")
+    t1 = time.monotonic()
+    name = docker_env.project_image()
+    print(f"\nbase image {base} in {t1 - t0:.0f}s, {name} built in {time.monotonic() - t1:.0f}s"
+          f" ({docker_env.image_size_mb(name):.0f} MB)")
+    return name
 
 
 @pytest.fixture
@@ -211,81 +219,74 @@ def freeze_and_thaw(compose: Compose, service: str) -> None:
     compose.wait_health([service], "healthy", timeout_s=90)
 
 
-def test_one_node_of_the_compose_file(image: str, compose_project: list[Compose],
-                                      tmp_path: Path) -> None:
-    busy = _ports_free([19091, 19401])
+HOST_BOOTSTRAP = "localhost:19091,localhost:19092,localhost:19093"
+NODES = ["kafkawire-1", "kafkawire-2", "kafkawire-3"]
+
+
+@pytest.fixture(scope="module")
+def three(image: str) -> Iterator[Compose]:
+    """docker-compose.yml as shipped, up and healthy, shared by the tests below (each leaves
+    every node healthy again, except the last, which kills one); ``down -v`` after them."""
+    busy = _ports_free([19091, 19092, 19093, 19401, 19402, 19403])
     assert not busy, f"host ports {busy} are taken (docker-compose.yml publishes them)"
-    props = (ROOT / "docker/combined-1.properties").read_text().replace(
-        "controller.quorum.voters=1@kafkawire-1:9093,2@kafkawire-2:9093,3@kafkawire-3:9093",
-        "controller.quorum.voters=1@kafkawire-1:9093")
-    props = props.replace("=3\n", "=1\n").replace("min.isr=2", "min.isr=1").replace(
-        "min.insync.replicas=2", "min.insync.replicas=1")
-    (tmp_path / "one.properties").write_text(props)
-    (tmp_path / "one.yml").write_text(
-        "services:\n  kafkawire-1:\n    volumes:\n"
-        f"      - {tmp_path / 'one.properties'}:/etc/kafkawire/server.properties:ro\n")
-    os.chmod(tmp_path, 0o755)
-    compose = Compose([ROOT / "docker-compose.yml", tmp_path / "one.yml"],
-                      f"kwone{os.getpid()}")
-    compose_project.append(compose)
-    compose("up", "-d", "--no-build", "kafkawire-1")
-    took = compose.wait_health(["kafkawire-1"], "healthy")
-    print(f"one node healthy in {took:.0f}s")
-    assert compose.inspect("kafkawire-1")["Config"]["User"] == "kafkawire"
-    create_topic("localhost:19091", "one", 3, 1)
-    acked = host_produce("localhost:19091", "one", [f"host-{i}" for i in range(500)])
+    compose = Compose([ROOT / "docker-compose.yml"], f"kwthree{os.getpid()}")
+    try:
+        compose("up", "-d", "--no-build")
+        took = compose.wait_health(NODES, "healthy", skip_on=(
+            "single-voter quorum", "this build runs a single-voter quorum only (multi-node "
+            "quorum not merged): the 3-node compose cluster cannot form"))
+        print(f"three nodes healthy in {took:.0f}s")
+        yield compose
+    finally:
+        compose("down", "-v", "--remove-orphans", check=False)
+
+
+def test_three_nodes_serve_clients_on_the_host_and_in_containers(three: Compose,
+                                                                 image: str) -> None:
+    """Non-root nodes; the brokers as the host sees them (localhost:1909N) and as a container
+    sees them (kafkawire-N:9092); a host client and a client in a container produce at
+    acks=all to an RF=3 topic and read everything back."""
+    from confluent_kafka.admin import AdminClient
+
+    assert {three.inspect(n)["Config"]["User"] for n in NODES} == {"kafkawire"}
+    md = AdminClient({"bootstrap.servers": HOST_BOOTSTRAP}).list_topics(timeout=30)
+    assert sorted(md.brokers) == [1, 2, 3]
+    assert {b.host for b in md.brokers.values()} == {"localhost"}
+    seen = container_brokers(three, image, "kafkawire-2:9092")
+    assert seen == "1 kafkawire-1:9092,2 kafkawire-2:9092,3 kafkawire-3:9092", seen
+    create_topic(HOST_BOOTSTRAP, "shared", 3, 3)  # any broker forwards it to the controller
+    acked = host_produce(HOST_BOOTSTRAP, "shared", [f"host-{i}" for i in range(500)])
     assert len(acked) == 500
-    out = container_client(compose, image, "kafkawire-1:9092", "one", 300)
+    out = container_client(three, image, "kafkawire-1:9092,kafkawire-3:9092", "shared", 300)
     assert out == "acked=300 seen=300", out
-    freeze_and_thaw(compose, "kafkawire-1")
-    # the process dies (not a `docker kill`): the restart policy brings the node back
-    pid = int(compose.inspect("kafkawire-1")["State"]["Pid"])
-    os.kill(pid, 9)
-    deadline = time.monotonic() + 60
-    while compose.inspect("kafkawire-1")["RestartCount"] < 1:
-        assert time.monotonic() < deadline, "not restarted"
-        time.sleep(0.5)
-    compose.wait_health(["kafkawire-1"], "healthy")
-    got = host_consume("localhost:19091", "one", 800)
+    got = host_consume(HOST_BOOTSTRAP, "shared", 800)
     assert sorted(g for g in got if g.startswith("host-")) == sorted(acked)
     assert len(got) == 800
 
 
-def up_three(compose: Compose) -> list[str]:
-    busy = _ports_free([19091, 19092, 19093, 19401, 19402, 19403])
-    assert not busy, f"host ports {busy} are taken (docker-compose.yml publishes them)"
-    nodes = ["kafkawire-1", "kafkawire-2", "kafkawire-3"]
-    compose("up", "-d", "--no-build")
-    took = compose.wait_health(nodes, "healthy", skip_on=(
-        "single-voter quorum", "this build runs a single-voter quorum only (multi-node quorum "
-        "not merged): the 3-node compose cluster cannot form"))
-    print(f"three nodes healthy in {took:.0f}s")
-    return nodes
+def test_healthcheck_and_restart_policy(three: Compose) -> None:
+    """SIGSTOP of a node's process turns its healthcheck unhealthy and SIGCONT healthy again;
+    a node whose process dies (not a `docker kill`) is restarted by the restart policy."""
+    freeze_and_thaw(three, "kafkawire-3")
+    before = three.inspect("kafkawire-3")["RestartCount"]
+    os.kill(int(three.inspect("kafkawire-3")["State"]["Pid"]), 9)
+    deadline = time.monotonic() + 60
+    while three.inspect("kafkawire-3")["RestartCount"] <= before:
+        assert time.monotonic() < deadline, "not restarted"
+        time.sleep(0.5)
+    three.wait_health(NODES, "healthy")
 
 
-HOST_BOOTSTRAP = "localhost:19091,localhost:19092,localhost:19093"
-
-
-def test_three_node_compose_quorum(image: str, compose_project: list[Compose]) -> None:
-    """The file as shipped: three voters in containers, seen from the host and from a
-    container; the quorum leader's container `docker kill`ed, a new leader, the others stay
-    healthy; started again, it rejoins and turns healthy."""
-    from confluent_kafka.admin import AdminClient
-
+def test_docker_kill_of_the_quorum_leader(three: Compose) -> None:
+    """`docker kill` of the quorum leader's container: a new leader with a higher epoch, the
+    other two stay healthy, the killed one stays exited (a kill by hand is not restarted);
+    `start` brings it back healthy."""
     from kafkawire.cluster import describe_quorum_leader
 
-    compose = Compose([ROOT / "docker-compose.yml"], f"kwthree{os.getpid()}")
-    compose_project.append(compose)
-    nodes = up_three(compose)
-    md = AdminClient({"bootstrap.servers": HOST_BOOTSTRAP}).list_topics(timeout=30)
-    assert sorted(md.brokers) == [1, 2, 3]
-    assert {b.host for b in md.brokers.values()} == {"localhost"}
-    seen = container_brokers(compose, image, "kafkawire-2:9092")
-    assert seen == "1 kafkawire-1:9092,2 kafkawire-2:9092,3 kafkawire-3:9092", seen
     leader, epoch = describe_quorum_leader(HOST_BOOTSTRAP.split(","))
     assert leader in (1, 2, 3)
-    subprocess.run(["docker", "kill", compose.container(f"kafkawire-{leader}")], check=True,
-                   capture_output=True)
+    subprocess.run(["docker", "kill", three.container(f"kafkawire-{leader}")], check=True,
+                   capture_output=True, timeout=60)
     rest = [f"localhost:1909{n}" for n in (1, 2, 3) if n != leader]
     deadline = time.monotonic() + 60
     while True:
@@ -295,12 +296,10 @@ def test_three_node_compose_quorum(image: str, compose_project: list[Compose]) -
         assert time.monotonic() < deadline, "no new quorum leader"
         time.sleep(0.5)
     assert new_epoch > epoch
-    state = compose.inspect(f"kafkawire-{leader}")["State"]
-    assert state["Status"] == "exited"  # docker kill is a stop by hand: no restart
-    compose.wait_health([n for n in nodes if n != f"kafkawire-{leader}"], "healthy")
-    compose("start", f"kafkawire-{leader}")
-    compose.wait_health(nodes, "healthy")
-    freeze_and_thaw(compose, "kafkawire-3")
+    assert three.inspect(f"kafkawire-{leader}")["State"]["Status"] == "exited"
+    three.wait_health([n for n in NODES if n != f"kafkawire-{leader}"], "healthy")
+    three("start", f"kafkawire-{leader}")
+    three.wait_health(NODES, "healthy")
 
 
 CONTAINER_BROKERS = r"""
@@ -319,23 +318,21 @@ def container_brokers(compose: Compose, image: str, bootstrap: str) -> str:
     return r.stdout.strip()
 
 
-def test_three_node_compose_nothing_acknowledged_is_lost(image: str,
-                                                        compose_project: list[Compose]) -> None:
+def test_docker_kill_of_the_partition_leader_loses_nothing_acknowledged(
+        three: Compose, image: str) -> None:
     """Host and container clients at acks=all on RF=3, `docker kill` of the partition
-    leader's container, nothing acknowledged lost, no duplicates."""
+    leader's container, nothing acknowledged lost, no duplicates. (Last: it leaves a node
+    killed.)"""
     from kafkawire.cluster import partition_leaders
 
-    compose = Compose([ROOT / "docker-compose.yml"], f"kwloss{os.getpid()}")
-    compose_project.append(compose)
-    up_three(compose)
-    create_topic(HOST_BOOTSTRAP, "orders", 1, 3)  # any broker forwards it to the controller
+    create_topic(HOST_BOOTSTRAP, "orders", 1, 3)
     acked = host_produce(HOST_BOOTSTRAP, "orders", [f"host-{i}" for i in range(1000)])
     assert len(acked) == 1000
-    out = container_client(compose, image, "kafkawire-1:9092,kafkawire-2:9092", "orders", 300)
+    out = container_client(three, image, "kafkawire-1:9092,kafkawire-2:9092", "orders", 300)
     assert out.startswith("acked=300 "), out
     leader = partition_leaders(HOST_BOOTSTRAP, "orders")[0]
-    subprocess.run(["docker", "kill", compose.container(f"kafkawire-{leader}")], check=True,
-                   capture_output=True)
+    subprocess.run(["docker", "kill", three.container(f"kafkawire-{leader}")], check=True,
+                   capture_output=True, timeout=60)
     rest = ",".join(f"localhost:1909{n}" for n in (1, 2, 3) if n != leader)
     more = host_produce(rest, "orders", [f"after-{i}" for i in range(500)])
     assert len(more) == 500

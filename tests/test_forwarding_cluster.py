@@ -1,5 +1,5 @@
 """Admin writes sent to broker-only nodes reach the active controller (Envelope), with stock
-clients, in clusters of real processes (kafkawire.testing.ClusterProcesses), and survive a
+clients, in clusters of real processes (kafkawire.cluster.LocalCluster), and survive a
 kill -9 of the active controller."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from kafkawire.testing import ClusterProcesses
+from kafkawire.cluster import LocalCluster
 from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.metadata_request import MetadataRequest
 from tests.cluster_helpers import request, wait_for
@@ -36,10 +36,10 @@ def create(address: str, name: str, count: int = 1) -> int:
 
 
 def test_admin_writes_from_broker_only_nodes(tmp_path: Path) -> None:
-    c = ClusterProcesses(tmp_path, controllers=1, brokers=2)
-    c.start(timeout_s=120)
+    c = LocalCluster(tmp_path)
     try:
-        b2, b3 = (c.nodes[i].bootstrap for i in c.broker_ids)
+        c.up(2, 1, defaults=False, timeout_s=120)
+        b2, b3 = (c.node(i).address for i in c.broker_ids)
         admin = AdminClient({"bootstrap.servers": b2})  # only broker 2: writes go through it
         for f in admin.create_topics([NewTopic("fwd-t", 2, 1)], request_timeout=60).values():
             f.result()
@@ -63,7 +63,7 @@ def test_admin_writes_from_broker_only_nodes(tmp_path: Path) -> None:
             f.result()
         wait_for(lambda: partitions(b3, "fwd-t") == -3, what="fwd-t gone")  # UNKNOWN_TOPIC
     finally:
-        c.close()
+        c.down()
 
 
 def test_auto_created_and_internal_topics_from_broker_only_nodes(tmp_path: Path) -> None:
@@ -72,10 +72,10 @@ def test_auto_created_and_internal_topics_from_broker_only_nodes(tmp_path: Path)
     AutoTopicCreationManager); found by an Apache Kafka controller refusing them."""
     from confluent_kafka import Consumer, Producer
 
-    c = ClusterProcesses(tmp_path, controllers=1, brokers=2)
-    c.start(timeout_s=120)
+    c = LocalCluster(tmp_path)
     try:
-        b2, b3 = (c.nodes[i].bootstrap for i in c.broker_ids)
+        c.up(2, 1, defaults=False, timeout_s=120)
+        b2, b3 = (c.node(i).address for i in c.broker_ids)
         p = Producer({"bootstrap.servers": b2, "message.timeout.ms": 60_000})
         p.produce("auto-t", value=b"v1")
         assert p.flush(60) == 0
@@ -93,18 +93,18 @@ def test_auto_created_and_internal_topics_from_broker_only_nodes(tmp_path: Path)
             cons.close()
         assert partitions(b2, "__consumer_offsets") > 0
     finally:
-        c.close()
+        c.down()
 
 
 def test_forwarded_writes_survive_controller_failover(tmp_path: Path) -> None:
-    c = ClusterProcesses(tmp_path, controllers=3, brokers=1)
-    c.start(timeout_s=180)
+    c = LocalCluster(tmp_path)
     try:
-        broker = c.nodes[c.broker_ids[0]].bootstrap
+        c.up(1, 3, defaults=False, timeout_s=180)
+        broker = c.node(c.broker_ids[0]).address
         assert create(broker, "before-kill") == 0
         acked = ["before-kill"]
         for round_no in range(2):
-            leader = c.active_controller(timeout_s=60)
+            leader = c.quorum_leader(timeout_s=60)
             c.kill(leader)
             t0 = time.monotonic()
             name = f"after-kill-{round_no}"
@@ -113,14 +113,14 @@ def test_forwarded_writes_survive_controller_failover(tmp_path: Path) -> None:
             acked.append(name)
             elapsed = time.monotonic() - t0
             assert elapsed < 60, elapsed
-            new = c.active_controller(timeout_s=60)
+            new = c.quorum_leader(timeout_s=60)
             assert new != leader
-            c.start_node(leader)
+            c.start_node(leader, timeout_s=60)
         for name in acked:
             wait_for(lambda n=name: partitions(broker, n) == 1,  # type: ignore[misc]
                      what=f"{name} kept")
     finally:
-        c.close()
+        c.down()
 
 
 def test_broker_config_resources_are_checked_by_the_receiving_broker(tmp_path: Path) -> None:
@@ -134,10 +134,10 @@ def test_broker_config_resources_are_checked_by_the_receiving_broker(tmp_path: P
         IncrementalAlterConfigsRequest as IAC,
     )
 
-    c = ClusterProcesses(tmp_path, controllers=1, brokers=2)
-    c.start(timeout_s=120)
+    c = LocalCluster(tmp_path)
     try:
-        b2, b3 = (c.nodes[i].bootstrap for i in c.broker_ids)
+        c.up(2, 1, defaults=False, timeout_s=120)
+        b2, b3 = (c.node(i).address for i in c.broker_ids)
         n2, n3 = c.broker_ids
 
         def res(name: str) -> IAC.AlterConfigsResource:
@@ -160,4 +160,4 @@ def test_broker_config_resources_are_checked_by_the_receiving_broker(tmp_path: P
                               .values())[0].result()["log.cleaner.threads"].value == "3",
                  what="log.cleaner.threads on broker 3")
     finally:
-        c.close()
+        c.down()

@@ -1,4 +1,4 @@
-"""A KRaft cluster of real processes (kafkawire.testing.ClusterProcesses): controllers run the
+"""A KRaft cluster of real processes (kafkawire.cluster.LocalCluster): controllers run the
 metadata quorum over the wire (kafkawire/raft_driver.py), broker-only nodes follow the
 metadata log as Raft observers, register with the active controller and are unfenced, and
 every broker serves Metadata / DescribeCluster listing every live broker. kill -9 of a broker
@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from kafkawire.testing import ClusterProcesses, describe_quorum_leader
+from kafkawire.cluster import LocalCluster
+from kafkawire.testing import describe_quorum_leader
 from protocol._generated.describe_cluster_request import DescribeClusterRequest
 from protocol._generated.describe_quorum_request import DescribeQuorumRequest
 from protocol._generated.metadata_request import MetadataRequest
@@ -44,20 +45,17 @@ def describe_quorum(controller: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
-    c = ClusterProcesses(tmp_path_factory.mktemp("cluster"), controllers=1, brokers=2,
-                         overrides={"broker.session.timeout.ms": str(SESSION_MS)})
-    try:
-        c.start(timeout_s=120)
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path_factory.mktemp("cluster")) as c:
+        c.up(2, 1, overrides={"broker.session.timeout.ms": str(SESSION_MS)}, defaults=False,
+             timeout_s=120)
         yield c
-    finally:
-        c.close()
 
 
-def test_brokers_follow_the_quorum_and_are_listed_everywhere(cluster: ClusterProcesses) -> None:
-    assert cluster.active_controller() == 1
+def test_brokers_follow_the_quorum_and_are_listed_everywhere(cluster: LocalCluster) -> None:
+    assert cluster.quorum_leader() == 1
     for b in cluster.broker_ids:
-        addr = cluster.nodes[b].bootstrap
+        addr = cluster.node(b).address
         wait_for(lambda a=addr: metadata_brokers(a) == {2, 3}, what=f"Metadata from {addr}")
         wait_for(lambda a=addr: cluster_brokers(a) == {2, 3}, what=f"DescribeCluster {addr}")
     # the controller's view: one voter leading, the two brokers fetching as observers
@@ -69,27 +67,27 @@ def test_brokers_follow_the_quorum_and_are_listed_everywhere(cluster: ClusterPro
     assert sorted(o.replica_id for o in part.observers) == [2, 3]
     assert all(o.log_end_offset > 0 for o in part.observers)
     # a broker forwards DescribeQuorum to the active controller (as Kafka's brokers do)
-    fwd = describe_quorum(cluster.nodes[2].bootstrap)
+    fwd = describe_quorum(cluster.node(2).address)
     assert fwd.error_code == 0 and fwd.leader_id == 1 and fwd.leader_epoch == part.leader_epoch
 
 
-def test_killed_broker_is_fenced_then_rejoins(cluster: ClusterProcesses) -> None:
-    first = cluster.nodes[2].bootstrap
+def test_killed_broker_is_fenced_then_rejoins(cluster: LocalCluster) -> None:
+    first = cluster.node(2).address
     wait_for(lambda: metadata_brokers(first) == {2, 3}, what="both brokers")
     cluster.kill(3)
     wait_for(lambda: metadata_brokers(first) == {2}, timeout_s=SESSION_MS / 1000 + 30,
              what="broker 3 fenced after the session timeout")
-    cluster.start_node(3)
+    cluster.start_node(3, timeout_s=60)
     wait_for(lambda: metadata_brokers(first) == {2, 3}, what="broker 3 back")
-    wait_for(lambda: metadata_brokers(cluster.nodes[3].bootstrap) == {2, 3},
+    wait_for(lambda: metadata_brokers(cluster.node(3).address) == {2, 3},
              what="the restarted broker's own view")
 
 
-def test_controller_restart_new_epoch_brokers_keep_following(cluster: ClusterProcesses) -> None:
+def test_controller_restart_new_epoch_brokers_keep_following(cluster: LocalCluster) -> None:
     ctrl = ("127.0.0.1", cluster.controller_ports[1])
     _leader, epoch = describe_quorum_leader(*ctrl)
     assert epoch > 0
-    cluster.restart(1, kill=True)
+    cluster.restart(1, hard=True)
     leader, new_epoch = wait_for(lambda: (r := describe_quorum_leader(*ctrl))[0] == 1 and r,
                                  what="the controller leading again")
     assert leader == 1 and new_epoch > epoch
@@ -97,7 +95,7 @@ def test_controller_restart_new_epoch_brokers_keep_following(cluster: ClusterPro
                     len(p.observers) == 2 and p, what="the brokers fetching again")
     assert part.leader_epoch == new_epoch
     for b in cluster.broker_ids:
-        addr = cluster.nodes[b].bootstrap
+        addr = cluster.node(b).address
         wait_for(lambda a=addr: metadata_brokers(a) == {2, 3}, what=f"Metadata from {addr}")
 
 
@@ -106,16 +104,17 @@ def test_dynamic_quorum_bootstrap_servers(tmp_path: Path) -> None:
     controller.quorum.bootstrap.servers only. The broker reaches the leader through the
     bootstrap servers (the leader's endpoint comes back in Fetch answers) and follows the new
     leader after the old one is killed."""
-    with ClusterProcesses(tmp_path, controllers=3, brokers=1, dynamic=True,
-                          overrides={"broker.session.timeout.ms": str(SESSION_MS)}) as c:
-        leader = c.active_controller()
+    with LocalCluster(tmp_path) as c:
+        c.up(1, 3, overrides={"broker.session.timeout.ms": str(SESSION_MS)}, dynamic=True,
+             defaults=False, timeout_s=180)
+        leader = c.quorum_leader()
         ctrl = f"127.0.0.1:{c.controller_ports[leader]}"
         part = wait_for(lambda: (p := describe_quorum(ctrl)) and len(p.observers) == 1 and p,
                         what="the broker observing")
         assert sorted(v.replica_id for v in part.current_voters) == [1, 2, 3]
         assert all(v.replica_directory_id.int != 0 for v in part.current_voters)
         assert [o.replica_id for o in part.observers] == [4]
-        broker = c.nodes[4].bootstrap
+        broker = c.node(4).address
         assert metadata_brokers(broker) == {4}
         c.kill(leader)
         survivors = [i for i in c.controller_ids if i != leader]

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkawire.testing import ClusterProcesses, describe_quorum_leader
+from kafkawire.cluster import LocalCluster
+from kafkawire.testing import describe_quorum_leader
 from tests.javatools import JavaTools
 from tests.quorum_failover import percentile, run_failover, topics_on
 from tests.test_quorum_cluster import describe_quorum, wait_for
@@ -23,17 +24,14 @@ ROUNDS = 5
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
-    c = ClusterProcesses(tmp_path_factory.mktemp("failover"), controllers=3, brokers=1)
-    try:
-        c.start(timeout_s=180)
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path_factory.mktemp("failover")) as c:
+        c.up(1, 3, defaults=False, timeout_s=180)
         yield c
-    finally:
-        c.close()
 
 
 def test_kill_the_active_controller_repeatedly_while_creating_topics(
-        cluster: ClusterProcesses) -> None:
+        cluster: LocalCluster) -> None:
     result = run_failover(cluster, ROUNDS)
     assert len(result.elect_ms) == ROUNDS and len(result.write_ms) == ROUNDS
     print(f"election ms p50 {percentile(result.elect_ms, 50):.0f} "
@@ -41,15 +39,15 @@ def test_kill_the_active_controller_repeatedly_while_creating_topics(
           f"{percentile(result.write_ms, 50):.0f} p99 {percentile(result.write_ms, 99):.0f}; "
           f"{len(result.acknowledged)} acknowledged, other answers {result.errors}")
     assert len(result.acknowledged) >= ROUNDS * 3
-    broker = cluster.nodes[cluster.broker_ids[0]].bootstrap
+    broker = cluster.node(cluster.broker_ids[0]).address
     wanted = set(result.acknowledged)
     wait_for(lambda: wanted <= topics_on(broker), timeout_s=60,
              what="every acknowledged topic on the broker")
 
 
-def test_kafka_metadata_quorum_tool_shows_the_quorum(cluster: ClusterProcesses) -> None:
+def test_kafka_metadata_quorum_tool_shows_the_quorum(cluster: LocalCluster) -> None:
     tools = JavaTools("4.x")
-    leader = cluster.active_controller()
+    leader = cluster.quorum_leader()
     out = wait_for(lambda: (o := tools.run(
         "metadata-quorum", "--bootstrap-controller", cluster.controller_bootstrap,
         "describe", "--status").output) and "CurrentObservers:       [{\"id\": 4" in o and o,
@@ -67,10 +65,9 @@ def test_kafka_metadata_quorum_tool_shows_the_quorum(cluster: ClusterProcesses) 
     assert status.get(4) == "Observer", rep
 
 
-def test_sigterm_of_the_leader_hands_over_by_end_quorum_epoch(cluster: ClusterProcesses) -> None:
-    leader = cluster.active_controller()
+def test_sigterm_of_the_leader_hands_over_by_end_quorum_epoch(cluster: LocalCluster) -> None:
+    leader = cluster.quorum_leader()
     _l, epoch = describe_quorum_leader("127.0.0.1", cluster.controller_ports[leader])
-    old = cluster.nodes[leader]
     survivors = [i for i in cluster.controller_ids if i != leader]
     t0 = time.monotonic()
     assert cluster.stop(leader) == 0
@@ -79,25 +76,26 @@ def test_sigterm_of_the_leader_hands_over_by_end_quorum_epoch(cluster: ClusterPr
         timeout_s=60, what="a new leader")
     print(f"leader {leader} stopped: {new} leads {(time.monotonic() - t0) * 1000:.0f} ms after "
           "the SIGTERM")
-    assert "resigned the leadership of epoch" in old.log_path.read_text()
+    assert "resigned the leadership of epoch" in cluster.log_path(leader).read_text()
     cluster.start_node(leader, timeout_s=120)
 
 
 def test_five_controllers_keep_going_with_two_killed(tmp_path: Path) -> None:
     """Five voters (majority three): the active controller and one more killed, a survivor
     leads and commits; the two come back and catch up."""
-    with ClusterProcesses(tmp_path, controllers=5, brokers=1) as c:
+    with LocalCluster(tmp_path) as c:
+        c.up(1, 5, defaults=False, timeout_s=180)
         result = run_failover(c, 1)
         assert len(result.elect_ms) == 1
-        leader = c.active_controller()
+        leader = c.quorum_leader()
         victim = next(i for i in c.controller_ids if i != leader)
         c.kill(victim)
         more = run_failover(c, 1)
-        broker = c.nodes[c.broker_ids[0]].bootstrap
+        broker = c.node(c.broker_ids[0]).address
         wanted = set(result.acknowledged) | set(more.acknowledged)
         wait_for(lambda: wanted <= topics_on(broker), what="every acknowledged topic")
         c.start_node(victim, timeout_s=120)
-        ctrl = f"127.0.0.1:{c.controller_ports[c.active_controller()]}"
+        ctrl = f"127.0.0.1:{c.controller_ports[c.quorum_leader()]}"
         wait_for(lambda: (p := describe_quorum(ctrl)).error_code == 0 and len(
             p.current_voters) == 5 and all(v.log_end_offset >= p.high_watermark
                                            for v in p.current_voters),

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from kafkawire.testing import ClusterProcesses, describe_quorum_leader
+from kafkawire.cluster import ClusterError, LocalCluster
+from kafkawire.testing import describe_quorum_leader
 from kraft.raft import messages as m
 from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.metadata_request import MetadataRequest
@@ -37,29 +38,26 @@ def topics(bootstrap: str) -> set[str]:
     return {t.name for t in md.topics if t.error_code == 0}
 
 
-def leader_broker(c: ClusterProcesses) -> str:
-    return c.nodes[c.active_controller()].bootstrap
+def leader_broker(c: LocalCluster) -> str:
+    return c.node(c.quorum_leader()).address
 
 
 @pytest.fixture(scope="module")
-def combined(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
-    c = ClusterProcesses(tmp_path_factory.mktemp("combined"), controllers=3, brokers=1,
-                         combined=True, overrides={
-                             "broker.session.timeout.ms": str(SESSION_MS),
-                             # a snapshot every few records and a log cleaned behind two of
-                             # them: a voter down for a while must catch up by FetchSnapshot
-                             "metadata.log.max.record.bytes.between.snapshots": "2000",
-                             "metadata.max.retention.bytes": "1",
-                             "internal.metadata.log.segment.bytes": "4096"})
-    try:
-        c.start(timeout_s=180)
+def combined(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path_factory.mktemp("combined")) as c:
+        # three combined voters and a broker-only node
+        c.up(4, voters=3, defaults=False, timeout_s=180, overrides={
+            "broker.session.timeout.ms": str(SESSION_MS),
+            # a snapshot every few records and a log cleaned behind two of them: a voter
+            # down for a while must catch up by FetchSnapshot
+            "metadata.log.max.record.bytes.between.snapshots": "2000",
+            "metadata.max.retention.bytes": "1",
+            "internal.metadata.log.segment.bytes": "4096"})
         yield c
-    finally:
-        c.close()
 
 
-def test_three_voters_elect_one_leader_and_replicate(combined: ClusterProcesses) -> None:
-    leader = combined.active_controller()
+def test_three_voters_elect_one_leader_and_replicate(combined: LocalCluster) -> None:
+    leader = combined.quorum_leader()
     ctrl = f"127.0.0.1:{combined.controller_ports[leader]}"
     part = wait_for(lambda: (p := describe_quorum(ctrl)) and len(p.observers) == 1 and all(
         v.log_end_offset == p.high_watermark for v in p.current_voters) and p,
@@ -71,38 +69,38 @@ def test_three_voters_elect_one_leader_and_replicate(combined: ClusterProcesses)
     views = {describe_quorum_leader("127.0.0.1", p) for p in combined.controller_ports.values()}
     assert views == {(leader, part.leader_epoch)}
     for b in combined.broker_ids:
-        addr = combined.nodes[b].bootstrap
+        addr = combined.node(b).address
         wait_for(lambda a=addr: metadata_brokers(a) == {1, 2, 3, 4}, what=f"brokers via {addr}")
 
 
-def test_writes_only_on_the_active_controller(combined: ClusterProcesses) -> None:
-    leader = combined.active_controller()
-    assert create_topic(combined.nodes[leader].bootstrap, "on-leader", 3) == ErrorCode.NONE
+def test_writes_only_on_the_active_controller(combined: LocalCluster) -> None:
+    leader = combined.quorum_leader()
+    assert create_topic(combined.node(leader).address, "on-leader", 3) == ErrorCode.NONE
     # answered once committed: every node's image gets it
     for b in combined.broker_ids:
-        addr = combined.nodes[b].bootstrap
+        addr = combined.node(b).address
         wait_for(lambda a=addr: "on-leader" in topics(a), what=f"topic via {addr}")
     other = next(i for i in combined.controller_ids if i != leader)
     # a non-active controller refuses writes on its controller listener ...
     code = create_topic(f"127.0.0.1:{combined.controller_ports[other]}", "on-follower")
     assert code == ErrorCode.NOT_CONTROLLER
-    assert "on-follower" not in topics(combined.nodes[leader].bootstrap)
+    assert "on-follower" not in topics(combined.node(leader).address)
     # ... while its broker side forwards a client's write to the active controller (Envelope,
     # as a Kafka 4 combined node does)
-    code = create_topic(combined.nodes[other].bootstrap, "via-follower")
+    code = create_topic(combined.node(other).address, "via-follower")
     assert code == ErrorCode.NONE
-    assert "via-follower" in topics(combined.nodes[leader].bootstrap)
+    assert "via-follower" in topics(combined.node(leader).address)
 
 
 def test_kill_the_active_controller_a_new_one_keeps_every_topic(
-        combined: ClusterProcesses) -> None:
+        combined: LocalCluster) -> None:
     made: list[str] = []
     for round_ in range(2):
-        old = combined.active_controller()
+        old = combined.quorum_leader()
         _l, old_epoch = describe_quorum_leader("127.0.0.1", combined.controller_ports[old])
         for i in range(3):
             name = f"kill-{round_}-{i}"
-            assert create_topic(combined.nodes[old].bootstrap, name) == ErrorCode.NONE
+            assert create_topic(combined.node(old).address, name) == ErrorCode.NONE
             made.append(name)
         combined.kill(old)
         survivors = [i for i in combined.controller_ids if i != old]
@@ -115,32 +113,34 @@ def test_kill_the_active_controller_a_new_one_keeps_every_topic(
             return None
 
         leader = wait_for(new_leader, timeout_s=60, what="a new leader among the survivors")
-        addr = combined.nodes[leader].bootstrap
+        addr = combined.node(leader).address
         wait_for(lambda a=addr: set(made) <= topics(a), what="every acknowledged topic")
         combined.start_node(old, timeout_s=120)
     for b in combined.broker_ids:
-        addr = combined.nodes[b].bootstrap
+        addr = combined.node(b).address
         wait_for(lambda a=addr: set(made) <= topics(a), what=f"every topic via {addr}")
 
 
-def test_lagging_voter_catches_up_by_fetch_snapshot(combined: ClusterProcesses) -> None:
-    leader = combined.active_controller()
+def test_lagging_voter_catches_up_by_fetch_snapshot(combined: LocalCluster) -> None:
+    leader = combined.quorum_leader()
     lagging = next(i for i in combined.controller_ids if i != leader)
     combined.kill(lagging)
     names = [f"while-down-{i}" for i in range(30)]
     for name in names:
         code = create_topic(leader_broker(combined), name)
         assert code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS), code
-    node = combined.nodes[lagging]
-    before = node.log_path.read_text().count("installed metadata snapshot")
+    log = combined.log_path(lagging)
+    before = log.read_text().count("installed metadata snapshot")
     combined.start_node(lagging, timeout_s=120)
-    wait_for(lambda: set(names) <= topics(node.bootstrap), what="the restarted voter's topics")
-    assert node.log_path.read_text().count("installed metadata snapshot") > before, node.log()
+    address = combined.node(lagging).address
+    wait_for(lambda: set(names) <= topics(address), what="the restarted voter's topics")
+    assert log.read_text().count("installed metadata snapshot") > before, \
+        combined.log_tail(lagging, 40)
 
 
 def test_bad_raft_requests_get_kafka_errors_and_change_nothing(
-        combined: ClusterProcesses) -> None:
-    leader = combined.active_controller()
+        combined: LocalCluster) -> None:
+    leader = combined.quorum_leader()
     addr = f"127.0.0.1:{combined.controller_ports[leader]}"
     _l, epoch = describe_quorum_leader("127.0.0.1", combined.controller_ports[leader])
     cid = combined.cluster_id
@@ -167,22 +167,22 @@ def test_bad_raft_requests_get_kafka_errors_and_change_nothing(
 
 
 def test_voter_with_a_wiped_disk_is_reformatted_and_catches_up(
-        combined: ClusterProcesses) -> None:
+        combined: LocalCluster) -> None:
     """A follower's disk is lost (kill -9, directory removed): it refuses to start until
     formatted again with the cluster id (as Kafka), then rejoins with the same id and gets
     the whole metadata back from the leader (a snapshot when the log was cleaned)."""
-    leader = combined.active_controller()
-    assert create_topic(combined.nodes[leader].bootstrap, "before-wipe") == ErrorCode.NONE
+    leader = combined.quorum_leader()
+    assert create_topic(combined.node(leader).address, "before-wipe") == ErrorCode.NONE
     victim = next(i for i in combined.controller_ids if i != leader)
-    node = combined.nodes[victim]
     combined.kill(victim)
-    shutil.rmtree(node.data_dir)
-    with pytest.raises(RuntimeError, match="meta.properties"):
-        node.start(timeout_s=60)
-    node.format(combined.cluster_id)
-    node.start(timeout_s=120)
-    wait_for(lambda: "before-wipe" in topics(node.bootstrap), what="the wiped voter's topics")
-    ctrl = f"127.0.0.1:{combined.controller_ports[combined.active_controller()]}"
+    shutil.rmtree(combined.data_dir(victim))
+    with pytest.raises(ClusterError, match="meta.properties"):
+        combined.start_node(victim, timeout_s=60)
+    combined.format_node(victim)
+    combined.start_node(victim, timeout_s=120)
+    address = combined.node(victim).address
+    wait_for(lambda: "before-wipe" in topics(address), what="the wiped voter's topics")
+    ctrl = f"127.0.0.1:{combined.controller_ports[combined.quorum_leader()]}"
     wait_for(lambda: (p := describe_quorum(ctrl)).error_code == 0 and all(
         v.log_end_offset >= p.high_watermark for v in p.current_voters),
         what="every voter caught up")

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import trio
 
+from kafkawire.cluster import LocalCluster
 from kafkawire.node_client import NodeClient
-from kafkawire.testing import ClusterProcesses
 from protocol._generated.add_raft_voter_request import AddRaftVoterRequest
 from protocol._generated.remove_raft_voter_request import RemoveRaftVoterRequest
 from protocol.errors import ErrorCode
@@ -47,19 +47,16 @@ def remove(cluster_id: str | None, voter: int, directory: uuid.UUID) -> RemoveRa
 
 
 @pytest.fixture(scope="module")
-def static(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
-    c = ClusterProcesses(tmp_path_factory.mktemp("voters"), controllers=1, brokers=1)
-    c.start(timeout_s=120)
-    try:
+def static(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path_factory.mktemp("voters")) as c:
+        c.up(1, 1, defaults=False, timeout_s=120)
         yield c
-    finally:
-        c.close()
 
 
-def test_static_quorum_refuses_voter_changes(static: ClusterProcesses) -> None:
+def test_static_quorum_refuses_voter_changes(static: LocalCluster) -> None:
     cid, some = static.cluster_id, uuid.uuid4()
     cport = static.controller_ports[1]
-    broker = static.nodes[static.broker_ids[0]].port
+    broker = static.node(static.broker_ids[0]).port
     for port in (cport, broker):  # the broker-only node forwards to the controller
         r = ask(port, add(cid, 7, some))
         assert (r.error_code, r.error_message) == (ErrorCode.UNSUPPORTED_VERSION,
@@ -81,7 +78,7 @@ def test_static_quorum_refuses_voter_changes(static: ClusterProcesses) -> None:
     assert ask(cport, empty).error_code == ErrorCode.INVALID_REQUEST
 
 
-def test_kafka_tool_remove_controller_on_a_static_quorum(static: ClusterProcesses) -> None:
+def test_kafka_tool_remove_controller_on_a_static_quorum(static: LocalCluster) -> None:
     require_line("4.x")
     tools = JavaTools("4.x")
     for flag, address in (("--bootstrap-controller", static.controller_bootstrap),

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kafkawire.testing import ClusterProcesses
+from kafkawire.cluster import LocalCluster
 from tests.security_helpers import make_pki
 
 pytestmark = pytest.mark.slow
@@ -59,21 +59,19 @@ def wait_until(cond: Any, timeout_s: float, what: str) -> Any:
 
 
 @pytest.fixture
-def secure_cluster(tmp_path: Path) -> Iterator[tuple[ClusterProcesses, Any]]:
+def secure_cluster(tmp_path: Path) -> Iterator[tuple[LocalCluster, Any]]:
     pki = make_pki(tmp_path / "pki")
-    procs = ClusterProcesses(tmp_path / "cluster", controllers=1, brokers=3,
-                             overrides=secure_overrides(pki))
+    procs = LocalCluster(tmp_path / "cluster")
+    # the only broker listener: SASL_SSL ({host}/{port}: each broker's own client address)
+    secure = {"listeners": "SECURE://{host}:{port}", "advertised.listeners": "SECURE://{host}:{port}"}
     try:
-        for i in procs.broker_ids:  # the only broker listener: SASL_SSL
-            procs.nodes[i].overrides["listeners"] = f"SECURE://127.0.0.1:{procs.nodes[i].port}"
-        for bp in procs.nodes.values():
-            bp.format(procs.cluster_id)
-            bp.launch()
-        for c in procs.controller_ids:
-            procs.nodes[c].wait_ready(120)
+        procs.create(3, 1, overrides=secure_overrides(pki), defaults=False,
+                     node_overrides={i: secure for i in (2, 3, 4)})
+        procs.start_all()
+        procs.wait_ready(procs.controller_ids, timeout_s=120)
         yield procs, pki
     finally:
-        procs.close()
+        procs.down()
 
 
 def isr_of(admin: Any, topic: str) -> tuple[int, list[int]] | None:
@@ -85,7 +83,7 @@ def isr_of(admin: Any, topic: str) -> tuple[int, list[int]] | None:
 
 
 def test_sasl_ssl_only_cluster_replicates_and_survives_a_leader_kill(
-        secure_cluster: tuple[ClusterProcesses, Any]) -> None:
+        secure_cluster: tuple[LocalCluster, Any]) -> None:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
