@@ -36,7 +36,11 @@ class LogRecovery(LogCore):
         recovery_point: int | None,
         log_start_offset: int | None,
         high_watermark: int | None,
+        defer_sync: bool = False,
     ) -> None:
+        """``defer_sync``: what recovery rewrote is not fsynced here; the caller makes it
+        durable before serving (:meth:`sync_recovered`, or one ``syncfs`` for many logs) when
+        :attr:`recovered_unsynced` is set."""
         swapped = self._complete_swaps()
         bases = self._scan_dir()
         segments, recovered_from = self._open_segments(bases, clean, recovery_point, swapped)
@@ -57,13 +61,41 @@ class LogRecovery(LogCore):
         self._load_epochs(recovered_from)
         self._load_producer_state(self._txn_index_rebuild_from(recovered_from))
         if recovered_from is not None:
-            self._sync_recovered(recovered_from)
+            self._recovered_from = recovered_from
+            self._mark_recovered_synced()
+            if not defer_sync:
+                self.sync_recovered()
         for seg in self._segments[:-1]:
             seg.release()
         self._dir_synced_version = self._dir_version
         self._flushed = (self._leo, self._generation)
         hw = self._leo if high_watermark is None else high_watermark
         self._hw = max(self.log_start_offset, min(hw, self._leo))
+        self._flush_epochs_lazily()  # after the line above: fsynced by the next flush
+
+    @property
+    def recovered_unsynced(self) -> bool:
+        """Recovery rewrote files that were not fsynced yet (``defer_sync``)."""
+        return self._recovered_from is not None
+
+    def sync_recovered(self, *, fsync: bool = True) -> None:
+        """Make the recovered state (cut files, rebuilt indexes) durable before trusting it
+        (``fsync=False``: the caller did, with a ``syncfs``)."""
+        recovered_from = self._recovered_from
+        if recovered_from is None or not fsync:
+            self._recovered_from = None
+            return
+        for seg in self._segments:
+            if seg.base_offset >= recovered_from:
+                os.fsync(seg.file().fd)
+                seg.fsync_indexes()
+        fsync_dir(self.dir)
+        self._recovered_from = None
+
+    def _mark_recovered_synced(self) -> None:
+        for seg in self._segments:
+            if self._recovered_from is not None and seg.base_offset >= self._recovered_from:
+                seg.mark_synced(seg.version)
 
     def _scan_dir(self) -> list[int]:
         """The base offsets of the segments in the directory (sorted); deletes leftovers
@@ -143,7 +175,8 @@ class LogRecovery(LogCore):
                 if h.partition_leader_epoch >= 0 and (latest is None or h.partition_leader_epoch > latest):
                     epochs.assign(h.partition_leader_epoch, h.base_offset, persist=False)
         epochs.truncate_from_start(self.log_start_offset, persist=False)
-        epochs.flush()
+        # written (without an fsync) at the end of _load: the entries dropped or rebuilt
+        # here are dropped or rebuilt the same way at the next open
 
     def _txn_index_rebuild_from(self, recovered_from: int | None) -> int | None:
         """The aborted-transaction index needs the producer state as of each segment's start,
@@ -158,15 +191,6 @@ class LogRecovery(LogCore):
             except CorruptTxnIndexError:
                 txn_from = seg.base_offset
         return txn_from
-
-    def _sync_recovered(self, recovered_from: int) -> None:
-        """Make the recovered state (cut files, rebuilt indexes) durable before trusting it."""
-        for seg in self._segments:
-            if seg.base_offset >= recovered_from:
-                os.fsync(seg.file().fd)
-                seg.fsync_indexes()
-                seg.synced_version = seg.version
-        fsync_dir(self.dir)
 
     def _complete_swaps(self) -> list[int]:
         """Finish a segment replacement (log cleaner) interrupted by a crash.
