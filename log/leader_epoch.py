@@ -35,14 +35,17 @@ class LeaderEpochCache:
         #: what the file holds (None: unknown or missing), so that flush() skips a rewrite
         #: (and its fsyncs) when nothing changed: every start flushes every partition's cache
         self._saved: list[tuple[int, int]] | None = None
+        #: the file could not be parsed (a torn write): the owner rebuilds it from the log
+        self.corrupt = False
 
     @classmethod
     def load(cls, dir: Path) -> LeaderEpochCache:
         path = dir / LEADER_EPOCH_CHECKPOINT
+        corrupt = False
         try:
             raw = read_epoch_checkpoint(path)
         except CorruptCheckpointError:
-            raw = None
+            raw, corrupt = None, True
         entries = raw or []
         # keep only a strictly increasing chain (defensive against a hand-edited file)
         clean: list[tuple[int, int]] = []
@@ -51,6 +54,7 @@ class LeaderEpochCache:
                 clean.append((e, o))
         cache = cls(path, clean)
         cache._saved = raw
+        cache.corrupt = corrupt
         return cache
 
     def _save(self, sync: bool = True) -> None:

@@ -71,7 +71,6 @@ class LogRecovery(LogCore):
         self._flushed = (self._leo, self._generation)
         hw = self._leo if high_watermark is None else high_watermark
         self._hw = max(self.log_start_offset, min(hw, self._leo))
-        self._flush_epochs_lazily()  # after the line above: fsynced by the next flush
 
     @property
     def recovered_unsynced(self) -> bool:
@@ -169,14 +168,18 @@ class LogRecovery(LogCore):
         self.leader_epochs = LeaderEpochCache.load(self.dir)
         epochs = self.leader_epochs
         epochs.truncate_from_end(self._leo, persist=False)
+        if epochs.corrupt:  # torn by a crash (written in place, see assign_leader_epoch)
+            logger.warning("%s: leader-epoch-checkpoint is corrupt; rebuilding it from the "
+                           "batches", self.dir.name)
+            recovered_from = self.log_start_offset
         if recovered_from is not None:
             for _, h in self._headers_from(recovered_from):
                 latest = epochs.latest_epoch()
                 if h.partition_leader_epoch >= 0 and (latest is None or h.partition_leader_epoch > latest):
                     epochs.assign(h.partition_leader_epoch, h.base_offset, persist=False)
         epochs.truncate_from_start(self.log_start_offset, persist=False)
-        # written (without an fsync) at the end of _load: the entries dropped or rebuilt
-        # here are dropped or rebuilt the same way at the next open
+        # not written here: what was dropped or rebuilt is dropped or rebuilt the same way at
+        # the next open; the next leadership or the close writes the file
 
     def _txn_index_rebuild_from(self, recovered_from: int | None) -> int | None:
         """The aborted-transaction index needs the producer state as of each segment's start,
