@@ -41,8 +41,9 @@ class LogRecovery(LogCore):
         """``defer_sync``: what recovery rewrote is not fsynced here; the caller makes it
         durable before serving (:meth:`sync_recovered`, or one ``syncfs`` for many logs) when
         :attr:`recovered_unsynced` is set."""
-        swapped = self._complete_swaps()
-        bases = self._scan_dir()
+        listing = list(os.scandir(self.dir))  # one listing for both, unless a swap changes it
+        swapped = self._complete_swaps(listing)
+        bases = self._scan_dir(None if swapped else listing)
         segments, recovered_from = self._open_segments(bases, clean, recovery_point, swapped)
         if not segments:
             first = max(log_start_offset or 0, 0)
@@ -96,12 +97,12 @@ class LogRecovery(LogCore):
             if self._recovered_from is not None and seg.base_offset >= self._recovered_from:
                 seg.mark_synced(seg.version)
 
-    def _scan_dir(self) -> list[int]:
+    def _scan_dir(self, listing: list[os.DirEntry[str]] | None = None) -> list[int]:
         """The base offsets of the segments in the directory (sorted); deletes leftovers
         (stray temporary files, indexes without a log file) and notes the snapshots."""
         bases: list[int] = []
         index_files: list[tuple[int, Path]] = []
-        for entry in os.scandir(self.dir):
+        for entry in listing if listing is not None else os.scandir(self.dir):
             name = entry.name
             if name.endswith(_STRAY_SUFFIXES):
                 _unlink(Path(entry.path))
@@ -195,7 +196,7 @@ class LogRecovery(LogCore):
                 txn_from = seg.base_offset
         return txn_from
 
-    def _complete_swaps(self) -> list[int]:
+    def _complete_swaps(self, listing: list[os.DirEntry[str]]) -> list[int]:
         """Finish a segment replacement (log cleaner) interrupted by a crash.
 
         ``<base>.log.swap`` exists only once the cleaned segment is complete and fsynced (its
@@ -206,7 +207,7 @@ class LogRecovery(LogCore):
         the caller. Returns the base offsets of the swapped-in segments.
         """
         swaps: list[int] = []
-        for entry in os.scandir(self.dir):
+        for entry in listing:
             name = entry.name
             if name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
                 stem = name[: -len(LOG_SUFFIX + SWAP_SUFFIX)]
