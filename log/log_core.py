@@ -198,6 +198,8 @@ class LogCore:
         self._flushed = (0, 0)  # (offset made durable, generation it was made in)
         self._rp_floor = 0  # recovery point right after the last truncation
         self._unsynced_paths: deque[Path] = deque()
+        #: the epoch cache holds an entry not written to its file yet (assign_leader_epoch)
+        self._epochs_unwritten = False
         #: first offset recovery rewrote, while that is not fsynced yet (``_load``)
         self._recovered_from: int | None = None
         self._dir_version = 0
@@ -431,16 +433,18 @@ class LogCore:
 
     def assign_leader_epoch(self, epoch: int, start_offset: int) -> bool:
         """A new leader epoch starts at ``start_offset`` (becoming leader). The checkpoint is
-        written now and fsynced by the next flush (Kafka fsyncs it at once; here a crash
-        before that flush loses at most an epoch that no batch carries yet, which the next
-        leadership assigns again, and a torn file reads as empty and is rebuilt from the
-        batches). True when the cache changed."""
+        written at the first append after it (in place) and fsynced by the next flush, or
+        written by the close. Kafka writes and fsyncs it at once, but an entry that starts at
+        the log end is dropped again by every open (``truncate_from_end``, Kafka's too), so
+        until a batch follows it there is nothing worth a write; a torn file reads as corrupt
+        and is rebuilt from the batches. True when the cache changed."""
         changed = self.leader_epochs.assign(epoch, start_offset, persist=False)
         if changed:
-            self._flush_epochs_lazily()
+            self._epochs_unwritten = True
         return changed
 
     def _flush_epochs_lazily(self) -> None:
+        self._epochs_unwritten = False
         if self.leader_epochs.flush(sync=False) and self.leader_epochs.path is not None:
             self._unsynced_paths.append(self.leader_epochs.path)
             self._dir_version += 1
