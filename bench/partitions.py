@@ -130,8 +130,8 @@ def _timed_start(bp: Any, kill: bool = False, stops: list[float] | None = None) 
 def create_topics(bootstrap: str, topics: list[str], parts: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    # a CreateTopics of thousands of partitions may take minutes on a busy disk (an fsync of
-    # each new partition's leader-epoch checkpoint): wait for it (librdkafka: 60 s by default, 300 s at most)
+    # a CreateTopics of thousands of partitions may take a minute on a busy disk (a directory
+    # and four files per partition): wait for it (librdkafka: 60 s by default, 300 s at most)
     admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300000})
     for t in topics:  # one request per topic: at most 10,000 records per request
         admin.create_topics([NewTopic(t, parts, 1)], request_timeout=600)[t].result(600)

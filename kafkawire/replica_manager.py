@@ -98,11 +98,15 @@ class ReplicaManager:
             for pimg in topic.partitions.values():
                 if self.node_id in pimg.replicas:
                     wanted[(topic.name, pimg.partition)] = pimg
+        configs: dict[str, LogConfig] = {}  # one per topic, not one per partition
         for tp in sorted(wanted):
             p = self.partitions.get(tp)
             if p is None:
                 try:
-                    plog = self.logs.get_or_create(tp[0], tp[1], now_ms, config_for(tp[0]))
+                    cfg = configs.get(tp[0])
+                    if cfg is None:
+                        cfg = configs[tp[0]] = config_for(tp[0])
+                    plog = self.logs.get_or_create(tp[0], tp[1], now_ms, cfg)
                 except (OSError, KafkaError) as exc:  # tried again at the next image
                     if tp not in self.offline_logs:
                         log.error("cannot create the log of %s-%d, the partition is offline: %s",

@@ -140,6 +140,10 @@ class _Builder:
         self.scram: dict[str, dict[int, ScramCredential]] | None = None
         self.acls: dict[uuid.UUID, Acl] | None = None
         self.tokens: dict[str, TokenInfo] | None = None
+        #: topics whose partition dict is this builder's own copy (changed in place: a
+        #: PartitionRecord per partition must not copy the topic's whole dict, which made
+        #: creating a topic of n partitions cost n*n/2)
+        self.owned: set[uuid.UUID] = set()
 
     def tk(self) -> dict[str, TokenInfo]:
         if self.tokens is None:
@@ -187,14 +191,23 @@ class _Builder:
         topics[topic.name] = topic
         by_id[topic.topic_id] = topic
 
+    def parts(self, topic_id: uuid.UUID) -> dict[int, PartitionImage]:
+        """The partitions of a topic, copied once per batch and then changed in place."""
+        _topics, by_id = self.t()
+        topic = by_id[topic_id]
+        if topic_id not in self.owned:
+            topic = replace(topic, partitions=dict(topic.partitions))
+            self.put_topic(topic)
+            self.owned.add(topic_id)
+        return topic.partitions
+
     def replay(self, rec: Any) -> None:
         name = type(rec).__name__
         if name == "TopicRecord":
             self.put_topic(TopicImage(rec.name, rec.topic_id, {}))
+            self.owned.add(rec.topic_id)
         elif name == "PartitionRecord":
-            topics, by_id = self.t()
-            topic = by_id[rec.topic_id]
-            parts = dict(topic.partitions)
+            parts = self.parts(rec.topic_id)
             parts[rec.partition_id] = PartitionImage(
                 rec.partition_id,
                 tuple(rec.replicas),
@@ -208,11 +221,9 @@ class _Builder:
                 tuple(rec.adding_replicas or ()),
                 tuple(rec.removing_replicas or ()),
             )
-            self.put_topic(replace(topic, partitions=parts))
         elif name == "PartitionChangeRecord":
-            topics, by_id = self.t()
-            topic = by_id[rec.topic_id]
-            old = topic.partitions[rec.partition_id]
+            parts = self.parts(rec.topic_id)
+            old = parts[rec.partition_id]
             new = old
             if rec.isr is not None:
                 new = replace(new, isr=tuple(rec.isr))
@@ -232,11 +243,10 @@ class _Builder:
             if rec.leader != -2:
                 new = replace(new, leader=rec.leader, leader_epoch=old.leader_epoch + 1)
             new = replace(new, partition_epoch=old.partition_epoch + 1)
-            parts = dict(topic.partitions)
             parts[rec.partition_id] = new
-            self.put_topic(replace(topic, partitions=parts))
         elif name == "RemoveTopicRecord":
             topics, by_id = self.t()
+            self.owned.discard(rec.topic_id)
             gone = by_id.pop(rec.topic_id) if rec.topic_id in by_id else None
             if gone is not None:
                 topics.pop(gone.name, None)

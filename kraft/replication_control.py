@@ -148,14 +148,17 @@ def isolate_broker(
     """Records taking ``broker_id`` out of every ISR and leadership."""
     out: list[PartitionChangeRecord] = []
     for topic in image.topics.values():
+        unclean: bool | None = None  # asked once per topic (a config lookup), not per partition
         for part in topic.partitions.values():
             if broker_id not in part.isr and part.leader != broker_id:
                 continue
             isr = tuple(b for b in part.isr if b != broker_id) or part.isr
             leader, recovering = part.leader, False
             if part.leader == broker_id or part.leader == NO_LEADER:
+                if unclean is None:
+                    unclean = unclean_for(topic.name)
                 leader, isr, recovering = _choose_leader(
-                    part, isr, lambda b: b != broker_id and usable(b), unclean_for(topic.name))
+                    part, isr, lambda b: b != broker_id and usable(b), unclean)
                 if leader == NO_LEADER:
                     isr = tuple(b for b in part.isr if b != broker_id) or part.isr
             rec = change_record(topic, part, Change(leader, isr, recovering))

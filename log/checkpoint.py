@@ -8,10 +8,18 @@ one entry per line with space-separated fields. Used for the log-dir level
 
 Writes go to ``<name>.tmp``, are fsynced, renamed over the target, and the directory is fsynced,
 so a crash leaves either the old or the new file, never a torn one (Kafka does the same).
+``sync=False`` overwrites the file in place, without a temporary file, a rename or an fsync:
+for files whose loss or a torn copy is recovered from elsewhere (a leader epoch checkpoint is
+rebuilt from the batches), made durable later by the log's next flush or by one
+:func:`syncfs` for many files. On ext4 a rename over an existing file forces the new file's
+blocks out at once (``auto_da_alloc``): 1.5-2 ms per file on a busy disk, against 0.05 ms for
+the write in place. A torn file fails the entry-count check and reads as corrupt.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -19,6 +27,7 @@ from pathlib import Path
 __all__ = [
     "CorruptCheckpointError",
     "fsync_dir",
+    "syncfs",
     "read_checkpoint",
     "write_checkpoint",
     "read_offsets_checkpoint",
@@ -38,6 +47,29 @@ def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_libc: ctypes.CDLL | None = None
+
+
+def syncfs(path: Path) -> None:
+    """Make everything written to the file system holding ``path`` durable: one
+    ``syncfs(2)`` instead of an fsync per file and directory, when thousands of logs change at
+    once (creation, a clean shutdown, recovery). Falls back to ``sync(2)``."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    fn = getattr(_libc, "syncfs", None)
+    if fn is None:
+        os.sync()
+        return
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if fn(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs {path}: {os.strerror(err)}")
     finally:
         os.close(fd)
 
@@ -70,20 +102,39 @@ def read_checkpoint(path: Path, fields: int) -> list[list[str]] | None:
     return out
 
 
-def write_checkpoint(path: Path, entries: Iterable[Iterable[object]]) -> None:
+def write_checkpoint(
+    path: Path, entries: Iterable[Iterable[object]], *, sync: bool = True
+) -> None:
     rows = [" ".join(str(f) for f in e) for e in entries]
     data = "\n".join([str(CHECKPOINT_VERSION), str(len(rows)), *rows]) + "\n"
+    if not sync:
+        _write_in_place(path, data.encode("utf-8"))
+        return
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data.encode("utf-8"))
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
+
+
+def _write_in_place(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        pos = 0
+        while pos < len(data):
+            pos += os.pwrite(fd, view[pos:], pos)
+        os.ftruncate(fd, len(data))
+    finally:
+        os.close(fd)
 
 
 def read_offsets_checkpoint(path: Path) -> dict[tuple[str, int], int] | None:
@@ -115,5 +166,7 @@ def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]] | None:
         raise CorruptCheckpointError(f"{path}: malformed entry") from None
 
 
-def write_epoch_checkpoint(path: Path, entries: Iterable[tuple[int, int]]) -> None:
-    write_checkpoint(path, entries)
+def write_epoch_checkpoint(
+    path: Path, entries: Iterable[tuple[int, int]], *, sync: bool = True
+) -> None:
+    write_checkpoint(path, entries, sync=sync)

@@ -146,6 +146,10 @@ class _Index:
         FILE_CACHE.touch(self)
         return f
 
+    def mark_synced(self) -> None:
+        """The file was made durable by other means (``syncfs``)."""
+        self._synced_changes = self._changes
+
     def fsync(self) -> None:
         """fsync the file if it changed since the last fsync (an index opened from disk, or
         rebuilt identical by recovery, is not: a lost index write only loses entries of a

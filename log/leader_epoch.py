@@ -6,6 +6,8 @@ OffsetsForLeaderEpoch (the end offset of an epoch, used by followers and by cons
 log truncation, KIP-320). Persisted as ``leader-epoch-checkpoint`` in the partition directory
 (Kafka's checkpoint text format), rewritten whenever an epoch is added or entries are dropped,
 which is rare. Recovery rebuilds missing entries from the batches' partitionLeaderEpoch.
+``sync=False`` writes leave the fsync to the owning log's next flush (``LogCore``): becoming
+leader of thousands of partitions at once must not cost two fsyncs each.
 """
 
 from __future__ import annotations
@@ -33,14 +35,17 @@ class LeaderEpochCache:
         #: what the file holds (None: unknown or missing), so that flush() skips a rewrite
         #: (and its fsyncs) when nothing changed: every start flushes every partition's cache
         self._saved: list[tuple[int, int]] | None = None
+        #: the file could not be parsed (a torn write): the owner rebuilds it from the log
+        self.corrupt = False
 
     @classmethod
     def load(cls, dir: Path) -> LeaderEpochCache:
         path = dir / LEADER_EPOCH_CHECKPOINT
+        corrupt = False
         try:
             raw = read_epoch_checkpoint(path)
         except CorruptCheckpointError:
-            raw = None
+            raw, corrupt = None, True
         entries = raw or []
         # keep only a strictly increasing chain (defensive against a hand-edited file)
         clean: list[tuple[int, int]] = []
@@ -49,12 +54,13 @@ class LeaderEpochCache:
                 clean.append((e, o))
         cache = cls(path, clean)
         cache._saved = raw
+        cache.corrupt = corrupt
         return cache
 
-    def _save(self) -> None:
+    def _save(self, sync: bool = True) -> None:
         if self.path is not None:
             entries = self.entries()
-            write_epoch_checkpoint(self.path, entries)
+            write_epoch_checkpoint(self.path, entries, sync=sync)
             self._saved = entries
 
     def entries(self) -> list[tuple[int, int]]:
@@ -125,11 +131,13 @@ class LeaderEpochCache:
         if persist:
             self._save()
 
-    def flush(self) -> None:
-        """Write the checkpoint unless it already holds these entries."""
+    def flush(self, *, sync: bool = True) -> bool:
+        """Write the checkpoint unless it already holds these entries (True: written; with
+        ``sync=False`` not fsynced, the caller's job)."""
         entries = self.entries()
         if self._saved == entries:
-            return
+            return False
         if self._saved is None and not entries and (self.path is None or not self.path.exists()):
-            return  # a new partition: nothing to persist yet
-        self._save()
+            return False  # a new partition: nothing to persist yet
+        self._save(sync)
+        return True

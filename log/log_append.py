@@ -267,6 +267,8 @@ class LogAppend(LogCore):
                     active.txn_index.append(_aborted(txn, ps))
         else:
             ps.map_end_offset = next_offset
+        if self._epochs_unwritten:  # the first batch after becoming leader
+            self._flush_epochs_lazily()
 
     def _should_roll(
         self,

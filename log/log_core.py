@@ -198,6 +198,10 @@ class LogCore:
         self._flushed = (0, 0)  # (offset made durable, generation it was made in)
         self._rp_floor = 0  # recovery point right after the last truncation
         self._unsynced_paths: deque[Path] = deque()
+        #: the epoch cache holds an entry not written to its file yet (assign_leader_epoch)
+        self._epochs_unwritten = False
+        #: first offset recovery rewrote, while that is not fsynced yet (``_load``)
+        self._recovered_from: int | None = None
         self._dir_version = 0
         self._dir_synced_version = 0
         self._snapshots: set[int] = set()
@@ -397,6 +401,11 @@ class LogCore:
             job.dir_version = dir_version
         return job
 
+    def mark_dir_synced(self, dir_version: int) -> None:
+        """The directory's entries up to ``dir_version`` were made durable (``syncfs``)."""
+        if dir_version > self._dir_synced_version:
+            self._dir_synced_version = dir_version
+
     def complete_flush(self, job: FlushJob) -> None:
         """Record a finished FlushJob: advance ``recovery_point``."""
         if job.generation != self._generation:
@@ -422,22 +431,53 @@ class LogCore:
         """Forget producers idle longer than ``producer.id.expiration.ms``."""
         return self.producer_state.remove_expired(now_ms)
 
+    def assign_leader_epoch(self, epoch: int, start_offset: int) -> bool:
+        """A new leader epoch starts at ``start_offset`` (becoming leader). The checkpoint is
+        written at the first append after it (in place) and fsynced by the next flush, or
+        written by the close. Kafka writes and fsyncs it at once, but an entry that starts at
+        the log end is dropped again by every open (``truncate_from_end``, Kafka's too), so
+        until a batch follows it there is nothing worth a write; a torn file reads as corrupt
+        and is rebuilt from the batches. True when the cache changed."""
+        changed = self.leader_epochs.assign(epoch, start_offset, persist=False)
+        if changed:
+            self._epochs_unwritten = True
+        return changed
+
+    def _flush_epochs_lazily(self) -> None:
+        self._epochs_unwritten = False
+        if self.leader_epochs.flush(sync=False) and self.leader_epochs.path is not None:
+            self._unsynced_paths.append(self.leader_epochs.path)
+            self._dir_version += 1
+
     def close(self) -> None:
         """Write clean state: final time index entry, producer snapshot, fsync everything."""
+        job = self.close_unsynced()
+        if job is not None:
+            job.run()
+            self.complete_flush(job)
+            self.release_files()
+
+    def close_unsynced(self) -> FlushJob | None:
+        """:meth:`close` without the fsyncs: everything is written and the returned job
+        names what must be made durable. The caller runs it, or makes the whole file system
+        durable at once (``syncfs``: one call for thousands of logs), then passes it to
+        :meth:`complete_flush` and calls :meth:`release_files`. None when already closed."""
         if self._closed:
-            return
+            return None
         active = self._segments[-1]
         active.finalize()
-        self._take_snapshot(self._leo, sync=True)
+        self._take_snapshot(self._leo, sync=False)
+        self._flush_epochs_lazily()
         job = self.prepare_flush()
         job.dir = self.dir
-        job.run()
-        self.complete_flush(job)
-        self.leader_epochs.flush()
-        for seg in self._segments:
-            seg.release()
         self._lru.clear()
         self._closed = True
+        return job
+
+    def release_files(self) -> None:
+        """Drop the handles and indexes a closed log still holds (after its last flush)."""
+        for seg in self._segments:
+            seg.release()
 
     def delete(self) -> None:
         """Remove the partition directory and everything in it."""

@@ -36,9 +36,14 @@ class LogRecovery(LogCore):
         recovery_point: int | None,
         log_start_offset: int | None,
         high_watermark: int | None,
+        defer_sync: bool = False,
     ) -> None:
-        swapped = self._complete_swaps()
-        bases = self._scan_dir()
+        """``defer_sync``: what recovery rewrote is not fsynced here; the caller makes it
+        durable before serving (:meth:`sync_recovered`, or one ``syncfs`` for many logs) when
+        :attr:`recovered_unsynced` is set."""
+        listing = list(os.scandir(self.dir))  # one listing for both, unless a swap changes it
+        swapped = self._complete_swaps(listing)
+        bases = self._scan_dir(None if swapped else listing)
         segments, recovered_from = self._open_segments(bases, clean, recovery_point, swapped)
         if not segments:
             first = max(log_start_offset or 0, 0)
@@ -57,7 +62,10 @@ class LogRecovery(LogCore):
         self._load_epochs(recovered_from)
         self._load_producer_state(self._txn_index_rebuild_from(recovered_from))
         if recovered_from is not None:
-            self._sync_recovered(recovered_from)
+            self._recovered_from = recovered_from
+            self._mark_recovered_synced()
+            if not defer_sync:
+                self.sync_recovered()
         for seg in self._segments[:-1]:
             seg.release()
         self._dir_synced_version = self._dir_version
@@ -65,12 +73,36 @@ class LogRecovery(LogCore):
         hw = self._leo if high_watermark is None else high_watermark
         self._hw = max(self.log_start_offset, min(hw, self._leo))
 
-    def _scan_dir(self) -> list[int]:
+    @property
+    def recovered_unsynced(self) -> bool:
+        """Recovery rewrote files that were not fsynced yet (``defer_sync``)."""
+        return self._recovered_from is not None
+
+    def sync_recovered(self, *, fsync: bool = True) -> None:
+        """Make the recovered state (cut files, rebuilt indexes) durable before trusting it
+        (``fsync=False``: the caller did, with a ``syncfs``)."""
+        recovered_from = self._recovered_from
+        if recovered_from is None or not fsync:
+            self._recovered_from = None
+            return
+        for seg in self._segments:
+            if seg.base_offset >= recovered_from:
+                os.fsync(seg.file().fd)
+                seg.fsync_indexes()
+        fsync_dir(self.dir)
+        self._recovered_from = None
+
+    def _mark_recovered_synced(self) -> None:
+        for seg in self._segments:
+            if self._recovered_from is not None and seg.base_offset >= self._recovered_from:
+                seg.mark_synced(seg.version)
+
+    def _scan_dir(self, listing: list[os.DirEntry[str]] | None = None) -> list[int]:
         """The base offsets of the segments in the directory (sorted); deletes leftovers
         (stray temporary files, indexes without a log file) and notes the snapshots."""
         bases: list[int] = []
         index_files: list[tuple[int, Path]] = []
-        for entry in os.scandir(self.dir):
+        for entry in listing if listing is not None else os.scandir(self.dir):
             name = entry.name
             if name.endswith(_STRAY_SUFFIXES):
                 _unlink(Path(entry.path))
@@ -137,13 +169,18 @@ class LogRecovery(LogCore):
         self.leader_epochs = LeaderEpochCache.load(self.dir)
         epochs = self.leader_epochs
         epochs.truncate_from_end(self._leo, persist=False)
+        if epochs.corrupt:  # torn by a crash (written in place, see assign_leader_epoch)
+            logger.warning("%s: leader-epoch-checkpoint is corrupt; rebuilding it from the "
+                           "batches", self.dir.name)
+            recovered_from = self.log_start_offset
         if recovered_from is not None:
             for _, h in self._headers_from(recovered_from):
                 latest = epochs.latest_epoch()
                 if h.partition_leader_epoch >= 0 and (latest is None or h.partition_leader_epoch > latest):
                     epochs.assign(h.partition_leader_epoch, h.base_offset, persist=False)
         epochs.truncate_from_start(self.log_start_offset, persist=False)
-        epochs.flush()
+        # not written here: what was dropped or rebuilt is dropped or rebuilt the same way at
+        # the next open; the next leadership or the close writes the file
 
     def _txn_index_rebuild_from(self, recovered_from: int | None) -> int | None:
         """The aborted-transaction index needs the producer state as of each segment's start,
@@ -159,16 +196,7 @@ class LogRecovery(LogCore):
                 txn_from = seg.base_offset
         return txn_from
 
-    def _sync_recovered(self, recovered_from: int) -> None:
-        """Make the recovered state (cut files, rebuilt indexes) durable before trusting it."""
-        for seg in self._segments:
-            if seg.base_offset >= recovered_from:
-                os.fsync(seg.file().fd)
-                seg.fsync_indexes()
-                seg.synced_version = seg.version
-        fsync_dir(self.dir)
-
-    def _complete_swaps(self) -> list[int]:
+    def _complete_swaps(self, listing: list[os.DirEntry[str]]) -> list[int]:
         """Finish a segment replacement (log cleaner) interrupted by a crash.
 
         ``<base>.log.swap`` exists only once the cleaned segment is complete and fsynced (its
@@ -179,7 +207,7 @@ class LogRecovery(LogCore):
         the caller. Returns the base offsets of the swapped-in segments.
         """
         swaps: list[int] = []
-        for entry in os.scandir(self.dir):
+        for entry in listing:
             name = entry.name
             if name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
                 stem = name[: -len(LOG_SUFFIX + SWAP_SUFFIX)]

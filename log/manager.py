@@ -31,9 +31,11 @@ from log.checkpoint import (
     CorruptCheckpointError,
     fsync_dir,
     read_offsets_checkpoint,
+    syncfs,
     write_offsets_checkpoint,
 )
 from log.config import LogConfig
+from log.log_core import FlushJob
 from log.partition_log import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
@@ -125,8 +127,10 @@ class LogManager:
                 recovery_point=recovery.get(tp, 0),
                 log_start_offset=starts.get(tp),
                 high_watermark=hws.get(tp),
+                defer_sync=True,
             )
             mgr.logs[tp] = log
+        mgr._sync_recovered()
         cleaned = mgr._read_checkpoint(CLEANER_OFFSET_CHECKPOINT)
         mgr._cleaner_offsets = {tp: o for tp, o in cleaned.items() if tp in mgr.logs}
         if len(mgr._cleaner_offsets) != len(cleaned):  # entries of partitions no longer here
@@ -135,6 +139,16 @@ class LogManager:
             marker.unlink()
             fsync_dir(path)
         return mgr
+
+    def _sync_recovered(self) -> None:
+        """Make what recovery rewrote durable before serving: one ``syncfs`` when many logs
+        were recovered (after a kill -9 every log is), else an fsync per file."""
+        recovered = [log for log in self.logs.values() if log.recovered_unsynced]
+        many = len(recovered) >= SYNCFS_MIN_LOGS
+        if many:
+            syncfs(self.log_dir)
+        for log in recovered:
+            log.sync_recovered(fsync=not many)
 
     def _read_checkpoint(self, name: str) -> dict[TopicPartition, int]:
         try:
@@ -316,8 +330,7 @@ class LogManager:
         if self.offline:
             self._closed = True
             return
-        for _, log in self:
-            log.close()
+        close_logs([log for _, log in self], self.log_dir)
         self.checkpoint()
         self.write_cleaner_checkpoints()
         marker = self.log_dir / CLEAN_SHUTDOWN_FILE
@@ -331,6 +344,42 @@ class LogManager:
             os.close(fd)
         fsync_dir(self.log_dir)
         self._closed = True
+
+
+#: From this many logs with something to fsync on, one ``syncfs`` of the file system is cheaper
+#: than their fsyncs (two to four each; ~1-5 ms apiece on a busy disk). Below it, syncfs would
+#: also write back whatever other processes left dirty on the file system.
+SYNCFS_MIN_LOGS = 32
+
+
+def sync_jobs(jobs: list[tuple[PartitionLog, FlushJob]], log_dir: Path) -> None:
+    """Run the fsync jobs of many logs: one by one, or as one ``syncfs`` of ``log_dir``'s file
+    system when there are many; then record them as done."""
+    busy = [(log, job) for log, job in jobs if job.segments or job.paths or job.dir is not None]
+    if len(busy) >= SYNCFS_MIN_LOGS:
+        syncfs(log_dir)
+        for seg_log, job in busy:
+            for seg, version in job.segments:
+                seg.mark_synced(version)
+            if job.dir is not None:
+                seg_log.mark_dir_synced(job.dir_version)
+    else:
+        for _, job in busy:
+            job.run()
+    for log, job in jobs:
+        log.complete_flush(job)
+
+
+def close_logs(logs: list[PartitionLog], log_dir: Path) -> None:
+    """Close ``logs`` (all in ``log_dir``) with their fsyncs batched (:func:`sync_jobs`)."""
+    jobs: list[tuple[PartitionLog, FlushJob]] = []
+    for log in logs:
+        job = log.close_unsynced()
+        if job is not None:
+            jobs.append((log, job))
+    sync_jobs(jobs, log_dir)
+    for log, _job in jobs:
+        log.release_files()
 
 
 def read_clean_shutdown_epoch(marker: Path) -> int:

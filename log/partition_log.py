@@ -129,8 +129,12 @@ class PartitionLog(LogRecovery, LogAppend, LogRead, LogRetention, LogSwap):
         recovery_point: int | None = None,
         log_start_offset: int | None = None,
         high_watermark: int | None = None,
+        defer_sync: bool = False,
     ) -> PartitionLog:
         """Open (creating if needed) the partition directory ``dir``.
+
+        ``defer_sync``: after a recovery the caller makes the rewritten files durable
+        (``recovered_unsynced``, ``sync_recovered``), one ``syncfs`` for many logs.
 
         Unspecified ``clean_shutdown`` / ``recovery_point`` / ``log_start_offset`` /
         ``high_watermark`` are read from the parent log dir like Kafka does (the
@@ -155,5 +159,6 @@ class PartitionLog(LogRecovery, LogAppend, LogRead, LogRetention, LogSwap):
             recovery_point if recovery_point is not None else (None if clean_shutdown else 0),
             log_start_offset,
             high_watermark,
+            defer_sync,
         )
         return log

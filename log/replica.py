@@ -206,7 +206,7 @@ class Partition:
         if new_epoch:
             latest = self.log.leader_epochs.latest_epoch()
             if leader_epoch >= 0 and (latest is None or latest < leader_epoch):
-                self.log.leader_epochs.assign(leader_epoch, self.log.log_end_offset)
+                self.log.assign_leader_epoch(leader_epoch, self.log.log_end_offset)
             self.followers = {}
         known = self.followers
         self.followers = {  # as Kafka: ISR members count as caught up when the epoch starts

@@ -542,6 +542,14 @@ class LogSegment:
             self.rolling_base_timestamp = first.max_timestamp if first else None
 
     # -- durability -----------------------------------------------------------------------------
+    def mark_synced(self, version: int) -> None:
+        """Everything written up to ``version`` was made durable by other means (a
+        ``syncfs`` of the file system): what :meth:`fsync_indexes` and an fsync record."""
+        self.offset_index.mark_synced()
+        self.time_index.mark_synced()
+        if version > self.synced_version:
+            self.synced_version = version
+
     def fsync_indexes(self) -> None:
         for idx in (self.offset_index, self.time_index):
             try:

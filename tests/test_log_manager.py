@@ -141,3 +141,42 @@ def test_per_topic_config(tmp_path: Path) -> None:
         append(big, 3)
     assert len(s.segments) > 1 and len(big.segments) == 1
     mgr.close()
+
+
+def test_many_logs_close_and_recover_with_one_syncfs(tmp_path: Path) -> None:
+    """Closing (and recovering after a crash) more logs than SYNCFS_MIN_LOGS makes them
+    durable with one syncfs: the recovery points, the data and the clean marker are all there."""
+    from log import manager as manager_mod
+
+    calls: list[Path] = []
+    real = manager_mod.syncfs
+
+    def counting(path: Path) -> None:
+        calls.append(path)
+        real(path)
+
+    manager_mod.syncfs = counting
+    try:
+        n = manager_mod.SYNCFS_MIN_LOGS + 8
+        mgr = LogManager.open(tmp_path, NOW)
+        for p in range(n):
+            log = mgr.create("t", p, NOW)
+            log.assign_leader_epoch(2, 0)
+            append(log, 1 + p % 3)
+        mgr.close()
+        assert calls == [tmp_path]
+        rps = read_offsets_checkpoint(tmp_path / "recovery-point-offset-checkpoint")
+        assert rps == {("t", p): 1 + p % 3 for p in range(n)}
+        assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+        mgr = LogManager.open(tmp_path, NOW)
+        for p in range(n):
+            assert mgr.get("t", p).leader_epochs.entries() == [(2, 0)]
+        # a crash: no marker, recovery points at 0, every log is recovered, then one syncfs
+        calls.clear()
+        os.unlink(tmp_path / "recovery-point-offset-checkpoint")
+        mgr2 = LogManager.open(tmp_path, NOW)
+        assert calls == [tmp_path]
+        assert all(mgr2.get("t", p).log_end_offset == 1 + p % 3 for p in range(n))
+        assert not any(log.recovered_unsynced for _, log in mgr2)
+    finally:
+        manager_mod.syncfs = real

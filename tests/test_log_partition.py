@@ -405,3 +405,28 @@ def test_leader_epochs(tmp_path: Path) -> None:
     log.truncate_to(5)
     assert log.leader_epochs.entries() == [(1, 0)]
     log.close()
+
+
+def test_becoming_leader_writes_the_epoch_checkpoint_for_the_next_flush(tmp_path: Path) -> None:
+    """assign_leader_epoch writes the file at the first append after it (in place, no
+    fsync) and the next flush fsyncs it; a torn copy found by an unclean open is rebuilt from
+    every batch, also below the recovery point (which alone is otherwise trusted)."""
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig(), NOW)
+    assert log.assign_leader_epoch(1, 0)
+    path = tmp_path / "t-0" / "leader-epoch-checkpoint"
+    assert not path.exists()  # an entry at the log end: every open drops it again
+    append(log, 3, epoch=1)
+    assert path.read_text() == "0\n1\n1 0\n"
+    assert path in log.prepare_flush().paths  # the flush fsyncs it
+    assert log.assign_leader_epoch(4, log.log_end_offset)
+    assert not log.assign_leader_epoch(4, log.log_end_offset)  # the same epoch: unchanged
+    append(log, 2, epoch=4)
+    leo = log.log_end_offset
+    log.flush()
+    log.close()
+    path.write_text("0\n2\n1 0\n4")  # torn: the last entry half written
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig(), NOW, clean_shutdown=False,
+                            recovery_point=leo)
+    assert log.leader_epochs.entries() == [(1, 0), (4, 3)]
+    log.close()
+    assert path.read_text() == "0\n2\n1 0\n4 3\n"
