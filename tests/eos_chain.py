@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -296,7 +296,10 @@ def read_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[str]
 def run_chain(bootstrap: str, records: int, partitions: int = 3, members: int = 2,
               churn_s: float = 4.0, kill: bool = False, batch: int = 500,
               timeout_s: float = 900, seed: int | None = None,
-              clients: tuple[str, ...] = CLIENTS, abort_ratio: float = 0.1) -> ChainResult:
+              clients: tuple[str, ...] = CLIENTS, abort_ratio: float = 0.1,
+              before_check: Callable[[], None] | None = None) -> ChainResult:
+    """``before_check``: called once every stage stopped, before the topics are read back
+    (bench/eos_failover.py stops killing brokers there)."""
     rnd_seed = seed if seed is not None else random.randrange(1 << 30)
     random.seed(rnd_seed)
     run = f"chain-{uuid.uuid4().hex[:6]}"
@@ -335,6 +338,8 @@ def run_chain(bootstrap: str, records: int, partitions: int = 3, members: int = 
                     tails = [p.read_text(errors="replace")[-500:] for p in logs]
                     res.problems.append(f"stage {s.k} members exited {bad}: {tails[:2]}")
     res.seconds = time.monotonic() - start
+    if before_check is not None:
+        before_check()
     want = read_all(bootstrap, topics[0], partitions)
     for topic in topics[1:]:
         got = read_all(bootstrap, topic, partitions)
