@@ -94,7 +94,7 @@ def main() -> int:
             killer.join(600)
         try:
             res = run_chain(cluster.bootstrap, args.records, churn_s=args.churn_s,
-                            before_check=stop_killing)
+                            before_check=stop_killing, replication=3)
         finally:
             stop_killing()
     print(f"{system}: leader kills={killer.kills} " + res.line(), flush=True)
