@@ -1,4 +1,4 @@
-"""Replication figures on a cluster of real processes (1 combined controller + 3 brokers).
+"""Replication figures on a cluster of real processes (kafkawire or Apache Kafka 4.3.1).
 
     .venv/bin/python bench/replication.py [--records 50000] [--seconds 10] [--rate-mb 1]
         [--perf-test] [--kafka | --combined]
@@ -111,7 +111,7 @@ def measure(cluster: Cluster, args: argparse.Namespace) -> list[tuple[str, str]]
     ]
     if args.perf_test:
         rows.append(("kafka-producer-perf-test, acks=all, idempotent, RF=3, 1 KiB",
-                     perf_test(cluster.bootstrap, "rf3-perf", args.records)))
+                     perf_test(cluster.bootstrap, "rf3-perf", args.perf_records or args.records)))
     return rows
 
 
@@ -122,6 +122,8 @@ def main() -> int:
     ap.add_argument("--rate-mb", type=float, default=1.0)
     ap.add_argument("--perf-test", action="store_true",
                     help="also Kafka's kafka-producer-perf-test (needs Java and the jars)")
+    ap.add_argument("--perf-records", type=int, default=0,
+                    help="records for kafka-producer-perf-test (default: --records)")
     add_cluster_args(ap)
     args = ap.parse_args()
     with cluster_for(args) as cluster:
