@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 STAMP     := $(VENV)/.installed
 
-.PHONY: run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak crash-soak raft-sim quorum-failover failover cluster-up cluster-down chaos docker-image docker-test
+.PHONY: failover-java run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak crash-soak raft-sim quorum-failover failover cluster-up cluster-down chaos docker-image docker-test
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -159,6 +159,14 @@ eos-chain: $(STAMP)
 KILLS ?= 100
 failover: $(STAMP)
 	$(PY) bench/failover.py --kills $(KILLS)
+
+## failover-java: the same kill loop with Kafka 4.3.1's Java VerifiableProducer (acks=all,
+## idempotent) and VerifiableConsumer on 3 combined kafkawire nodes (KAFKA=1: on 3 combined
+## Apache Kafka 4.3.1 nodes), 3 partitions, RF=3, min.insync.replicas=2; the checker reads their
+## JSON events: 0 lost, 0 duplicates, no reordering (bench/failover_java.py)
+failover-java: $(STAMP)
+	$(PY) -m compat_tests.kafka_dist fetch
+	$(PY) bench/failover_java.py --kills $(KILLS) $(if $(KAFKA),--kafka,--combined)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

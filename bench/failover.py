@@ -3,6 +3,8 @@ duplicates, order kept (the checker used by tests/test_replication_cluster.py an
 ``make failover``).
 
     .venv/bin/python bench/failover.py --kills 100       # 1 controller + 3 brokers, RF=3
+    .venv/bin/python bench/failover.py --kills 20 --kafka     # 3 combined Apache Kafka nodes
+    .venv/bin/python bench/failover.py --kills 20 --combined  # 3 combined kafkawire nodes
 
 One confluent-kafka (librdkafka) producer with ``enable.idempotence=true`` and ``acks=all``
 writes sequence numbers ``0, 1, 2, ...`` as values to one partition of a topic with
@@ -27,7 +29,8 @@ import bisect
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,16 +101,21 @@ def wait_until(cond: Callable[[], bool], timeout_s: float, what: str) -> None:
     raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}")
 
 
-def create_topic(bootstrap: str, topic: str, replicas: list[int], min_isr: int = 2) -> None:
-    """One partition on ``replicas`` (the brokers the checker may kill)."""
+def create_topic(bootstrap: str, topic: str, replicas: list[int], min_isr: int = 2,
+                 partitions: int = 1) -> None:
+    """``partitions`` partitions on ``replicas`` (the brokers the checker may kill), the
+    preferred leader rotating over them."""
     rf = len(replicas)
+    assignment = [replicas[i % rf:] + replicas[:i % rf] for i in range(partitions)]
     client = admin(bootstrap)  # kept alive until the answer
     futs = client.create_topics([NewTopic(
-        topic, num_partitions=1, replica_assignment=[replicas],
+        topic, num_partitions=partitions, replica_assignment=assignment,
         config={"min.insync.replicas": str(min_isr)})], request_timeout=30)
     futs[topic].result(60)
-    wait_until(lambda: (s := partition_state(bootstrap, topic)) is not None
-               and len(s[2]) == rf and s[0] >= 0, 60, f"{topic} to have {rf} in-sync replicas")
+    for p in range(partitions):
+        wait_until(lambda p=p: (s := partition_state(bootstrap, topic, p)) is not None
+                   and len(s[2]) == rf and s[0] >= 0, 60,
+                   f"{topic}-{p} to have {rf} in-sync replicas")
 
 
 class SequenceProducer:
@@ -268,6 +276,30 @@ def run(cluster: Cluster, topic: str, kills: int, interval_s: float = 3.0, rate:
     return figures
 
 
+@contextmanager
+def cluster_for(args: argparse.Namespace) -> Iterator[Cluster]:
+    """``--kafka``: 3 combined Apache Kafka 4.3.1 nodes; ``--combined``: 3 combined kafkawire
+    nodes (bench/clusters.py); default: 1 controller + 3 brokers of kafkawire."""
+    if args.kafka or args.combined:
+        from bench.clusters import three_nodes
+
+        with three_nodes("kafka" if args.kafka else "kafkawire") as three:
+            yield three
+        return
+    from tests.replication_cluster import replication_cluster
+
+    with replication_cluster(brokers=3) as cluster:
+        yield cluster
+
+
+def add_cluster_args(ap: argparse.ArgumentParser) -> None:
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument("--kafka", action="store_true",
+                       help="3 combined Apache Kafka 4.3.1 nodes (bench/clusters.py)")
+    where.add_argument("--combined", action="store_true",
+                       help="3 combined kafkawire nodes, the shape of --kafka")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kills", type=int, default=100)
@@ -275,15 +307,15 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=500, help="records per second at most")
     ap.add_argument("--clean", action="store_true",
                     help="stop leaders with SIGTERM (controlled shutdown) instead of kill -9")
+    add_cluster_args(ap)
     args = ap.parse_args()
-    from tests.replication_cluster import replication_cluster
-
-    with replication_cluster(brokers=3) as cluster:
+    with cluster_for(args) as cluster:
         create_topic(cluster.admin_bootstrap, "failover", cluster.broker_ids)
         started = time.monotonic()
         figures = run(cluster, "failover", args.kills, args.interval, args.rate,
                       clean=args.clean)
         took = time.monotonic() - started
+    print("Apache Kafka 4.3.1" if args.kafka else "kafkawire")
     print(figures.markdown())
     print(f"\n{took:.0f} s; failed deliveries by error: {figures.errors or 'none'}")
     if figures.lost:

@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -220,11 +220,13 @@ def _admin(bootstrap: str) -> Any:
     return AdminClient({"bootstrap.servers": bootstrap})
 
 
-def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
+def create_topics(bootstrap: str, names: list[str], partitions: int,
+                  replication: int = 1) -> None:
+    """``replication`` -1: the brokers' ``default.replication.factor``."""
     from confluent_kafka.admin import NewTopic
 
     admin = _admin(bootstrap)  # kept alive until the futures are done
-    fs = admin.create_topics([NewTopic(n, partitions, 1) for n in names])
+    fs = admin.create_topics([NewTopic(n, partitions, replication) for n in names])
     for f in fs.values():
         f.result(60)
 
@@ -296,12 +298,17 @@ def read_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[str]
 def run_chain(bootstrap: str, records: int, partitions: int = 3, members: int = 2,
               churn_s: float = 4.0, kill: bool = False, batch: int = 500,
               timeout_s: float = 900, seed: int | None = None,
-              clients: tuple[str, ...] = CLIENTS, abort_ratio: float = 0.1) -> ChainResult:
+              clients: tuple[str, ...] = CLIENTS, abort_ratio: float = 0.1,
+              before_check: Callable[[], None] | None = None,
+              replication: int = 1) -> ChainResult:
+    """``before_check``: called once every stage stopped, before the topics are read back
+    (bench/eos_failover.py stops killing brokers there); ``replication``: the topics'
+    replication factor (-1: the cluster's default)."""
     rnd_seed = seed if seed is not None else random.randrange(1 << 30)
     random.seed(rnd_seed)
     run = f"chain-{uuid.uuid4().hex[:6]}"
     topics = [f"{run}-src"] + [f"{run}-s{k}" for k in range(1, STAGES + 1)]
-    create_topics(bootstrap, topics, partitions)
+    create_topics(bootstrap, topics, partitions, replication)
     write_source(bootstrap, topics[0], records, partitions)
     res = ChainResult(records, partitions)
     start = time.monotonic()
@@ -335,6 +342,8 @@ def run_chain(bootstrap: str, records: int, partitions: int = 3, members: int = 
                     tails = [p.read_text(errors="replace")[-500:] for p in logs]
                     res.problems.append(f"stage {s.k} members exited {bad}: {tails[:2]}")
     res.seconds = time.monotonic() - start
+    if before_check is not None:
+        before_check()
     want = read_all(bootstrap, topics[0], partitions)
     for topic in topics[1:]:
         got = read_all(bootstrap, topic, partitions)
