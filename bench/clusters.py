@@ -5,8 +5,8 @@ as three combined ``broker,controller`` nodes (KRaft, a static quorum of the thr
 ``controller.quorum.voters``), real processes on free loopback ports, with the same
 properties (``SHARED``). Both yield an object with what bench/failover.py's ``Cluster`` needs:
 ``bootstrap``, ``admin_bootstrap``, ``broker_ids`` and ``kill`` / ``stop`` / ``start`` by node
-id. Kafka's JVMs get small heaps (``KAFKA_HEAP``, serial GC: compat_tests/kafka_dist.py's
-options) and are started through bench/quorum.py's ``Node``.
+id. Kafka's JVMs get small heaps (``KAFKA_HEAP``) and are compat_tests/kafka_cluster.py's
+cluster; kafkawire's nodes are ``kafkawire.cluster.LocalCluster``'s.
 
 Killing a combined node kills a broker and a controller voter: two of three voters stay, so the
 quorum keeps a leader, as with Kafka's recommended combined 3-node layout.
@@ -25,9 +25,7 @@ from typing import Protocol
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.quorum import MAP, Node, live_brokers, wait_until  # noqa: E402
-from compat_tests.kafka_dist import random_cluster_id  # noqa: E402
-from kafkawire.testing import free_port  # noqa: E402
+from bench.quorum import live_brokers  # noqa: E402
 
 KAFKA_HEAP = "512m"
 #: the same on both systems. A dead broker is fenced after 4 s (Kafka's default 9 s) so that a
@@ -65,76 +63,61 @@ class ThreeNodes(Protocol):
 
 
 class KafkaCluster:
-    """Three combined Apache Kafka 4.3.1 nodes (ids 1..3)."""
+    """Three combined Apache Kafka 4.3.1 nodes (ids 1..3): compat_tests/kafka_cluster.py's
+    cluster (the one the 3-node compat scenarios run on) with ``SHARED``."""
 
     system = "kafka"
 
     def __init__(self, workdir: Path, overrides: dict[str, str] | None = None) -> None:
-        self.workdir = workdir
-        ports = {i: (free_port(), free_port()) for i in (1, 2, 3)}
-        voters = ",".join(f"{i}@127.0.0.1:{c}" for i, (_p, c) in ports.items())
-        self.nodes: dict[int, Node] = {}
-        for i, (port, cport) in ports.items():
-            node = Node("kafka", i, "broker,controller", workdir, {
-                "process.roles": "broker,controller", "node.id": str(i),
-                "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}",
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
-                "controller.listener.names": "CONTROLLER",
-                "inter.broker.listener.name": "PLAINTEXT",
-                "listener.security.protocol.map": MAP, "controller.quorum.voters": voters,
-                "log.dirs": str(workdir / f"node{i}" / "data"), **SHARED, **(overrides or {})})
-            node.heap = KAFKA_HEAP
-            self.nodes[i] = node
-        self.broker_ids = list(self.nodes)
-        self.bootstrap = ",".join(f"127.0.0.1:{ports[i][0]}" for i in self.broker_ids)
+        from compat_tests.kafka_cluster import KafkaCluster as Nodes
+
+        self.nodes = Nodes(3, overrides={**SHARED, **(overrides or {})}, workdir=workdir,
+                           heap=KAFKA_HEAP)
+        self.broker_ids = self.nodes.node_ids
+        self.bootstrap = self.nodes.bootstrap
         self.admin_bootstrap = self.bootstrap
-        self.cluster_id = random_cluster_id()
 
     def start_all(self) -> None:
-        for n in self.nodes.values():
-            n.format(self.cluster_id)
-        for n in self.nodes.values():
-            n.start()
-        wait_until(lambda: live_brokers(self.bootstrap.split(",")[0]) >= 3,
-                   time.monotonic() + START_TIMEOUT_S, list(self.nodes.values()),
-                   "three live brokers")
+        self.nodes.start(timeout=START_TIMEOUT_S)
 
     def kill(self, node_id: int) -> None:
-        self.nodes[node_id].kill9()
+        self.nodes.kill_node(node_id)
 
     def stop(self, node_id: int) -> None:
-        self.nodes[node_id].stop()
+        self.nodes.stop_node(node_id)
 
     def start(self, node_id: int) -> None:
-        self.nodes[node_id].start()
+        self.nodes.start_node(node_id, timeout=START_TIMEOUT_S)
 
     def pid(self, node_id: int) -> int | None:
-        proc = self.nodes[node_id].proc
+        proc = self.nodes.node(node_id).proc
         return None if proc is None else proc.pid
 
     def close(self) -> None:
-        for n in self.nodes.values():
-            n.stop()
+        self.nodes.stop()
 
 
 class KafkawireCluster:
-    """Three combined kafkawire nodes (ids 1..3), ``kafkawire.testing.ClusterProcesses``."""
+    """Three combined kafkawire nodes (ids 1..3): ``kafkawire.cluster.LocalCluster``."""
 
     system = "kafkawire"
 
     def __init__(self, workdir: Path, overrides: dict[str, str] | None = None) -> None:
-        from kafkawire.testing import ClusterProcesses
+        from kafkawire.cluster import LocalCluster
 
-        self.procs = ClusterProcesses(workdir, controllers=3, brokers=0, combined=True,
-                                      overrides={**SHARED, **(overrides or {})})
-        self.broker_ids = list(self.procs.broker_ids)
-        self.bootstrap = self.procs.bootstrap
-        self.admin_bootstrap = self.bootstrap
+        self.procs = LocalCluster(workdir)
+        self.overrides = {**SHARED, **(overrides or {})}
+        self.broker_ids = [1, 2, 3]
+        self.bootstrap = ""
+        self.admin_bootstrap = ""
 
     def start_all(self) -> None:
-        self.procs.start(timeout_s=START_TIMEOUT_S)
+        self.bootstrap = self.procs.up(3, 0, overrides=self.overrides, defaults=False,
+                                       timeout_s=START_TIMEOUT_S)
+        self.admin_bootstrap = self.bootstrap
+        self.broker_ids = list(self.procs.broker_ids)
         deadline = time.monotonic() + START_TIMEOUT_S
-        while live_brokers(self.procs.nodes[1].bootstrap) < 3:
+        while live_brokers(self.procs.node(1).address) < 3:
             if time.monotonic() > deadline:
                 raise TimeoutError("three live kafkawire brokers")
             time.sleep(0.2)
@@ -149,11 +132,10 @@ class KafkawireCluster:
         self.procs.start_node(node_id, timeout_s=120)
 
     def pid(self, node_id: int) -> int | None:
-        proc = self.procs.nodes[node_id].proc
-        return None if proc is None else proc.pid
+        return self.procs.pid_of(node_id) or None
 
     def close(self) -> None:
-        self.procs.close()
+        self.procs.down()
 
 
 @contextmanager

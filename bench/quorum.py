@@ -78,8 +78,6 @@ class Node:
         self.proc: subprocess.Popen[bytes] | None = None
         #: extra arguments of the format command (e.g. ``--feature streams.version=0``)
         self.format_args: list[str] = []
-        #: Kafka's -Xmx (default: by role, ``CONTROLLER_HEAP`` / ``BROKER_HEAP``)
-        self.heap: str | None = None
 
     @property
     def port(self) -> int:
@@ -111,7 +109,7 @@ class Node:
 
     def start(self) -> None:
         if self.system == "kafka":
-            heap = self.heap or (CONTROLLER_HEAP if self.role == "controller" else BROKER_HEAP)
+            heap = CONTROLLER_HEAP if self.role == "controller" else BROKER_HEAP
             cmd = java_command("kafka.Kafka", [str(self.write_config())], heap=heap,
                                role="server", log_file=self.dir / "server.log",
                                jvm_opts=["-Xms64m"])
