@@ -33,11 +33,7 @@ KILLS = 5
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[ReplicationCluster]:
-    from kafkawire.testing import free_port
-
-    # /metrics on every node (off by default in clusters): the fetch-session gauges
-    metrics = {n: {"metrics.port": str(free_port())} for n in range(5)}
-    with replication_cluster(brokers=3, base_dir=tmp_path, node_overrides=metrics) as c:
+    with replication_cluster(brokers=3, base_dir=tmp_path) as c:  # /metrics on every node
         yield c
 
 
@@ -82,7 +78,8 @@ def test_followers_hold_the_leaders_bytes_and_the_isr_is_shown(cluster: Replicat
 def fetch_sessions(c: ReplicationCluster, node: int) -> float:
     import urllib.request
 
-    url = c.procs.nodes[node].metrics_url + "/metrics"
+    n = c.cluster.node(node)
+    url = f"http://{n.host}:{n.metrics_port}/metrics"
     with urllib.request.urlopen(url, timeout=10) as r:
         text = r.read().decode()
     name = "kafka_server_fetchsessioncache_numincrementalfetchsessions "
@@ -597,7 +594,7 @@ def registered_epochs(c: ReplicationCluster, node: int) -> list[int]:
     """The broker epochs ``node`` registered with, in order (its log says each one)."""
     import re
 
-    text = c.procs.nodes[node].log_path.read_text(errors="replace")
+    text = c.cluster.log_path(node).read_text(errors="replace")
     return [int(m) for m in re.findall(rf"broker {node} registered with broker epoch (\d+)", text)]
 
 
@@ -628,7 +625,6 @@ def test_a_fetch_from_a_previous_incarnation_does_not_rejoin_the_isr(tmp_path: P
     caught-up Fetch naming it with its PREVIOUS broker epoch (a request of the old incarnation)
     does not bring it back; the same Fetch with its current epoch does (the control)."""
     import base64
-    import signal
 
     from confluent_kafka import Producer, TopicCollection
     from confluent_kafka.admin import AdminClient
@@ -652,9 +648,7 @@ def test_a_fetch_from_a_previous_incarnation_does_not_rejoin_the_isr(tmp_path: P
         admin = AdminClient({"bootstrap.servers": boot})
         md = admin.describe_topics(TopicCollection([topic]))[topic].result()
         topic_id = uuid.UUID(bytes=base64.urlsafe_b64decode(str(md.topic_id) + "=="))
-        proc = c.procs.nodes[node].proc
-        assert proc is not None
-        proc.send_signal(signal.SIGSTOP)
+        c.cluster.pause(node)
         try:
             failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
                                 and node not in s[2], 60, f"{node} to leave the ISR")
@@ -665,7 +659,7 @@ def test_a_fetch_from_a_previous_incarnation_does_not_rejoin_the_isr(tmp_path: P
                     m.offset()) if e is None else None)
             assert p.flush(30) == 0 and len(acked) == 10
             end = max(acked) + 1
-            address = c.procs.nodes[leader].bootstrap
+            address = c.cluster.node(leader).address
             deadline = time.monotonic() + 8
             while time.monotonic() < deadline:  # the leader would act at once; give it time
                 assert replica_fetch(address, topic, topic_id, node, old_epoch, end) == 0
@@ -676,7 +670,7 @@ def test_a_fetch_from_a_previous_incarnation_does_not_rejoin_the_isr(tmp_path: P
             failover.wait_until(lambda: (s := failover.partition_state(boot, topic)) is not None
                                 and node in s[2], 30, f"{node} to join with its current epoch")
         finally:
-            proc.send_signal(signal.SIGCONT)
+            c.cluster.resume(node)
 
 
 def _fill(bootstrap: str, topic: str, mb: int) -> None:
