@@ -170,8 +170,8 @@ def test_kafka_python_group_rebalance_moves_partitions_between_sessions(tmp_path
 
         seen: list[int] = []
 
-        def poll(c: Any) -> bool:
-            for records in c.poll(timeout_ms=100).values():
+        def poll(c: Any, timeout_ms: int = 100) -> bool:
+            for records in c.poll(timeout_ms=timeout_ms).values():
                 seen.extend(int(r.value) for r in records)
             return True
 
@@ -189,7 +189,11 @@ def test_kafka_python_group_rebalance_moves_partitions_between_sessions(tmp_path
             assert _session_id(a) > 0
             b = member()
             try:
-                wait_until(lambda: poll(a) and poll(b) and len(a.assignment()) == 3
+                # a poll of 1 s, not 100 ms: kafka-python 3 gives its pre-rebalance commit, the
+                # JoinGroup and the SyncGroup the poll's timeout, and with two members polled in
+                # turn from one thread on a loaded machine 100 ms polls time out mid-rebalance
+                # and rejoin again and again (seen in CI: no split in 120 s).
+                wait_until(lambda: poll(a, 1000) and poll(b, 1000) and len(a.assignment()) == 3
                            and len(b.assignment()) == 3, 120, "the rebalance to split them")
                 produce(60, 60)
                 drain([a, b], 120)
