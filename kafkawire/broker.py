@@ -35,7 +35,12 @@ from kafkawire.envelope import FORWARDABLE_KEYS
 from kafkawire.fetch_session import FetchSessionCache
 from kafkawire.forwarding import Candidate, ForwardingManager
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
-from kafkawire.inter_broker import ClientSecurity, inter_broker_listener, inter_broker_security
+from kafkawire.inter_broker import (
+    ClientSecurity,
+    controller_security,
+    inter_broker_listener,
+    inter_broker_security,
+)
 from kafkawire.isr_manager import IsrManager
 from kafkawire.listener_security import ListenerSecurity
 from kafkawire.log_cleaner import LogCleanerService
@@ -261,7 +266,8 @@ class Broker:
                                     self.controller if self.is_controller else None,
                                     self.active_controller, now_ms,
                                     heartbeat_timeout_ms=int(
-                                        config["broker.session.timeout.ms"]) // 2),
+                                        config["broker.session.timeout.ms"]) // 2,
+                                    security=self.controller_security),
             self.registration,
             lambda: self.image.offset, int(config["broker.heartbeat.interval.ms"]),
             int(config["initial.broker.registration.timeout.ms"]))
@@ -271,7 +277,8 @@ class Broker:
         self.forwarding: ForwardingManager | None = None
         if config.names_a_quorum:
             self.forwarding = ForwardingManager(
-                self.controller_candidates, f"broker-{self.node_id}-forwarding", now_ms)
+                self.controller_candidates, f"broker-{self.node_id}-forwarding", now_ms,
+                security=self.controller_security)
 
     # ---- state --------------------------------------------------------------------------
     @property
@@ -679,6 +686,7 @@ class Broker:
             voter_addresses=addresses, raft_config=raft_config(cfg),
             cluster_id=self.cluster_id,
             controller_listener_names=frozenset(cfg.controller_listener_names),
+            controller_security=self.controller_security,
         )
         self.quorum.load()
         if self.quorum.is_active:  # a lone voter: it leads at once, start-up stays synchronous
@@ -736,6 +744,12 @@ class Broker:
         settings (this broker's dynamic ones included) at the time of the connection."""
         return inter_broker_security(self.config, self.dynamic_broker_config(),
                                      self.inter_broker_listener())
+
+    def controller_security(self) -> ClientSecurity:
+        """TLS / SASL of this node's connections to the controllers (Raft, registration,
+        heartbeats, AlterPartition, forwarding): the controller listener's settings with
+        ``sasl.mechanism.controller.protocol``, at the time of the connection."""
+        return controller_security(self.config, self.dynamic_broker_config())
 
     async def run_controller_activation(
         self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -844,7 +858,7 @@ class Broker:
 
     async def run(self, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
         assert self.server.security is not None
-        self.server.security.check([lst.name for lst in self.config.broker_listeners])
+        self.server.security.check([lst.name for lst in self.config.listeners])
         self.metrics.idle.start()
         bound = await self.bind_listeners()
         try:
