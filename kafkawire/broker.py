@@ -32,7 +32,7 @@ from kafkawire.config_resources import group_consumer_settings
 from kafkawire.controller_service import ControllerService
 from kafkawire.coordinator_runtime import GROUP_TOPIC, SHARE_TOPIC, TXN_TOPIC, CoordinatorRuntime
 from kafkawire.envelope import FORWARDABLE_KEYS
-from kafkawire.fetch_session import FetchSessionCache
+from kafkawire.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, FetchSessionCache
 from kafkawire.forwarding import Candidate, ForwardingManager
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
 from kafkawire.inter_broker import (
@@ -164,6 +164,15 @@ PRODUCE_KEY, FETCH_KEY = 0, 1
 MUTATION_KEYS = frozenset({19, 20, 37})
 #: requests that wait in purgatory: their wall time is not handler time (request_percentage)
 LONG_POLL_KEYS = frozenset({1, 11, 14, 68})
+
+
+def _from_follower(ctx: RequestContext, request: Any) -> bool:
+    """A Fetch from a replica (v15+ ``replica_state.replica_id``, before ``replica_id``)."""
+    if request is None:
+        return False
+    if ctx.api_version >= 15:
+        return bool(request.replica_state is not None and request.replica_state.replica_id >= 0)
+    return bool(request.replica_id >= 0)
 
 
 def fetch_response_bytes(response: Any) -> int:
@@ -596,7 +605,7 @@ class Broker:
             return await handler.handle(self, ctx, request)
         started = time.perf_counter()
         response = await handler.handle(self, ctx, request)
-        return self.enforce_quotas(ctx, response, time.perf_counter() - started)
+        return self.enforce_quotas(ctx, response, time.perf_counter() - started, request)
 
     def _mutation_bucket(self, ctx: RequestContext) -> TokenBucket | None:
         if not self.image.client_quotas:
@@ -615,7 +624,8 @@ class Broker:
         if bucket is not None:
             bucket.tokens -= partitions
 
-    def enforce_quotas(self, ctx: RequestContext, response: Any, elapsed_s: float) -> Any:
+    def enforce_quotas(self, ctx: RequestContext, response: Any, elapsed_s: float,
+                       request: Any = None) -> Any:
         """Record the request against the client's quotas (kafkawire.quota_manager); set
         throttle_time_ms and mute the connection for it. A throttled Fetch answers empty."""
         q = self.quotas
@@ -625,17 +635,13 @@ class Broker:
         throttle = 0
         if ctx.api_key == PRODUCE_KEY:
             throttle = q.record(PRODUCE, user, client, ctx.size_bytes, now)
-        elif ctx.api_key == FETCH_KEY and response is not None:
+        elif ctx.api_key == FETCH_KEY and response is not None \
+                and not _from_follower(ctx, request):  # Kafka: followers are exempt
             size = fetch_response_bytes(response)
             throttle = q.record(FETCH, user, client, size, now)
             if throttle > 0:  # as Kafka: unrecord, answer an empty response
                 q.record(FETCH, user, client, -size, now)
-                if response.session_id:  # ... and its session sends those partitions again
-                    v13 = ctx.api_version >= 13
-                    self.fetch_sessions.unanswered(response.session_id, [
-                        (t.topic_id if v13 else t.topic, p.partition_index)
-                        for t in response.responses for p in t.partitions])
-                response.responses = []
+                self._throttled_fetch(ctx, request, response)
         if ctx.api_key not in LONG_POLL_KEYS:
             throttle = max(throttle, q.record(REQUEST, user, client, elapsed_s * 100, now))
         if ctx.api_key in MUTATION_KEYS:
@@ -647,6 +653,22 @@ class Broker:
                 response.throttle_time_ms = max(response.throttle_time_ms, throttle)
             ctx.connection.throttle_ms = max(ctx.connection.throttle_ms, throttle)
         return response
+
+    def _throttled_fetch(self, ctx: RequestContext, request: Any, response: Any) -> None:
+        """Kafka's ``FetchContext.getThrottledResponse``: no partitions; a full fetch (epoch 0)
+        creates no session (session id 0: the client sends a full fetch again); an
+        incremental one keeps its session, whose partitions are sent again next time."""
+        full = ctx.api_version >= 7 and request is not None \
+            and request.session_epoch == INITIAL_EPOCH
+        if response.session_id and full:
+            self.fetch_sessions.close(response.session_id)
+            response.session_id = INVALID_SESSION_ID
+        elif response.session_id:
+            v13 = ctx.api_version >= 13
+            self.fetch_sessions.unanswered(response.session_id, [
+                (t.topic_id if v13 else t.topic, p.partition_index)
+                for t in response.responses for p in t.partitions])
+        response.responses = []
 
     def on_disconnect(self, conn: Connection) -> None:
         for hook in self.disconnect_hooks:
