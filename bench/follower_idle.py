@@ -78,7 +78,7 @@ def leaders(bootstrap: str, names: list[str]) -> dict[int, int]:
     md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=60).topics
     out: dict[int, int] = {}
     for n in names:
-        for p in md[n].partitions.values():
+        for p in (md[n].partitions.values() if n in md else ()):
             out[p.leader] = out.get(p.leader, 0) + 1
     return out
 

@@ -28,8 +28,13 @@
   0 and no partitions, as Kafka answers.
 - Cost per partition: a consumer's partition with nothing to return (fetch offset at the
   visible end) is answered from its offsets (``Partition.idle_offsets``) without reading the
-  log, and in an incremental fetch an idle partition whose offsets the session already
-  reported gets no answer object at all; answers are made per partition only when needed.
+  log; so is a follower's when it is in the ISR and fetches again at the log end offset it
+  already reported, with the same log start offset, broker epoch and last fetched epoch
+  (``Partition.idle_follower_offsets``: its last fetch and caught-up times move, which keeps
+  it in the ISR; the high watermark, which only a new follower offset could move, and the
+  ISR expansion and divergence checks are left to ``read``, which every other fetch takes).
+  In an incremental fetch an idle partition whose offsets the session already reported gets
+  no answer object at all; answers are made per partition only when needed.
 - Descriptors: a response holds at most ``FETCH_RESPONSE_OPEN_FILES_MAX`` segment files open
   (for sendfile); the data of the other partitions is read into the response. A file that
   cannot be opened (no descriptor left) gives KAFKA_STORAGE_ERROR for that partition.
