@@ -32,10 +32,15 @@ from kafkawire.config_resources import group_consumer_settings
 from kafkawire.controller_service import ControllerService
 from kafkawire.coordinator_runtime import GROUP_TOPIC, SHARE_TOPIC, TXN_TOPIC, CoordinatorRuntime
 from kafkawire.envelope import FORWARDABLE_KEYS
-from kafkawire.fetch_session import FetchSessionCache
+from kafkawire.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, FetchSessionCache
 from kafkawire.forwarding import Candidate, ForwardingManager
 from kafkawire.group_coordinator import group_version_records, make_shard_factory
-from kafkawire.inter_broker import ClientSecurity, inter_broker_listener, inter_broker_security
+from kafkawire.inter_broker import (
+    ClientSecurity,
+    controller_security,
+    inter_broker_listener,
+    inter_broker_security,
+)
 from kafkawire.isr_manager import IsrManager
 from kafkawire.listener_security import ListenerSecurity
 from kafkawire.log_cleaner import LogCleanerService
@@ -161,6 +166,15 @@ MUTATION_KEYS = frozenset({19, 20, 37})
 LONG_POLL_KEYS = frozenset({1, 11, 14, 68})
 
 
+def _from_follower(ctx: RequestContext, request: Any) -> bool:
+    """A Fetch from a replica (v15+ ``replica_state.replica_id``, before ``replica_id``)."""
+    if request is None:
+        return False
+    if ctx.api_version >= 15:
+        return bool(request.replica_state is not None and request.replica_state.replica_id >= 0)
+    return bool(request.replica_id >= 0)
+
+
 def fetch_response_bytes(response: Any) -> int:
     total = 0
     for t in response.responses:
@@ -261,7 +275,8 @@ class Broker:
                                     self.controller if self.is_controller else None,
                                     self.active_controller, now_ms,
                                     heartbeat_timeout_ms=int(
-                                        config["broker.session.timeout.ms"]) // 2),
+                                        config["broker.session.timeout.ms"]) // 2,
+                                    security=self.controller_security),
             self.registration,
             lambda: self.image.offset, int(config["broker.heartbeat.interval.ms"]),
             int(config["initial.broker.registration.timeout.ms"]))
@@ -271,7 +286,8 @@ class Broker:
         self.forwarding: ForwardingManager | None = None
         if config.names_a_quorum:
             self.forwarding = ForwardingManager(
-                self.controller_candidates, f"broker-{self.node_id}-forwarding", now_ms)
+                self.controller_candidates, f"broker-{self.node_id}-forwarding", now_ms,
+                security=self.controller_security)
 
     # ---- state --------------------------------------------------------------------------
     @property
@@ -589,7 +605,7 @@ class Broker:
             return await handler.handle(self, ctx, request)
         started = time.perf_counter()
         response = await handler.handle(self, ctx, request)
-        return self.enforce_quotas(ctx, response, time.perf_counter() - started)
+        return self.enforce_quotas(ctx, response, time.perf_counter() - started, request)
 
     def _mutation_bucket(self, ctx: RequestContext) -> TokenBucket | None:
         if not self.image.client_quotas:
@@ -608,7 +624,8 @@ class Broker:
         if bucket is not None:
             bucket.tokens -= partitions
 
-    def enforce_quotas(self, ctx: RequestContext, response: Any, elapsed_s: float) -> Any:
+    def enforce_quotas(self, ctx: RequestContext, response: Any, elapsed_s: float,
+                       request: Any = None) -> Any:
         """Record the request against the client's quotas (kafkawire.quota_manager); set
         throttle_time_ms and mute the connection for it. A throttled Fetch answers empty."""
         q = self.quotas
@@ -618,17 +635,13 @@ class Broker:
         throttle = 0
         if ctx.api_key == PRODUCE_KEY:
             throttle = q.record(PRODUCE, user, client, ctx.size_bytes, now)
-        elif ctx.api_key == FETCH_KEY and response is not None:
+        elif ctx.api_key == FETCH_KEY and response is not None \
+                and not _from_follower(ctx, request):  # Kafka: followers are exempt
             size = fetch_response_bytes(response)
             throttle = q.record(FETCH, user, client, size, now)
             if throttle > 0:  # as Kafka: unrecord, answer an empty response
                 q.record(FETCH, user, client, -size, now)
-                if response.session_id:  # ... and its session sends those partitions again
-                    v13 = ctx.api_version >= 13
-                    self.fetch_sessions.unanswered(response.session_id, [
-                        (t.topic_id if v13 else t.topic, p.partition_index)
-                        for t in response.responses for p in t.partitions])
-                response.responses = []
+                self._throttled_fetch(ctx, request, response)
         if ctx.api_key not in LONG_POLL_KEYS:
             throttle = max(throttle, q.record(REQUEST, user, client, elapsed_s * 100, now))
         if ctx.api_key in MUTATION_KEYS:
@@ -640,6 +653,22 @@ class Broker:
                 response.throttle_time_ms = max(response.throttle_time_ms, throttle)
             ctx.connection.throttle_ms = max(ctx.connection.throttle_ms, throttle)
         return response
+
+    def _throttled_fetch(self, ctx: RequestContext, request: Any, response: Any) -> None:
+        """Kafka's ``FetchContext.getThrottledResponse``: no partitions; a full fetch (epoch 0)
+        creates no session (session id 0: the client sends a full fetch again); an
+        incremental one keeps its session, whose partitions are sent again next time."""
+        full = ctx.api_version >= 7 and request is not None \
+            and request.session_epoch == INITIAL_EPOCH
+        if response.session_id and full:
+            self.fetch_sessions.close(response.session_id)
+            response.session_id = INVALID_SESSION_ID
+        elif response.session_id:
+            v13 = ctx.api_version >= 13
+            self.fetch_sessions.unanswered(response.session_id, [
+                (t.topic_id if v13 else t.topic, p.partition_index)
+                for t in response.responses for p in t.partitions])
+        response.responses = []
 
     def on_disconnect(self, conn: Connection) -> None:
         for hook in self.disconnect_hooks:
@@ -679,6 +708,7 @@ class Broker:
             voter_addresses=addresses, raft_config=raft_config(cfg),
             cluster_id=self.cluster_id,
             controller_listener_names=frozenset(cfg.controller_listener_names),
+            controller_security=self.controller_security,
         )
         self.quorum.load()
         if self.quorum.is_active:  # a lone voter: it leads at once, start-up stays synchronous
@@ -736,6 +766,12 @@ class Broker:
         settings (this broker's dynamic ones included) at the time of the connection."""
         return inter_broker_security(self.config, self.dynamic_broker_config(),
                                      self.inter_broker_listener())
+
+    def controller_security(self) -> ClientSecurity:
+        """TLS / SASL of this node's connections to the controllers (Raft, registration,
+        heartbeats, AlterPartition, forwarding): the controller listener's settings with
+        ``sasl.mechanism.controller.protocol``, at the time of the connection."""
+        return controller_security(self.config, self.dynamic_broker_config())
 
     async def run_controller_activation(
         self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -844,7 +880,7 @@ class Broker:
 
     async def run(self, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
         assert self.server.security is not None
-        self.server.security.check([lst.name for lst in self.config.broker_listeners])
+        self.server.security.check([lst.name for lst in self.config.listeners])
         self.metrics.idle.start()
         bound = await self.bind_listeners()
         try:

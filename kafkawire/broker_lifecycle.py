@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import trio
 
+from kafkawire.inter_broker import ClientSecurity
 from kafkawire.node_client import NodeClient, NodeDisconnected
 from kraft.cluster_control import HeartbeatReply, Registration
 from kraft.replication_control import LEADER_RECOVERED, IsrMember
@@ -217,8 +218,12 @@ class QuorumControllerChannel:
     def __init__(self, node_id: int, local: ControllerService | None,
                  leader: Callable[[], tuple[int, tuple[str, int] | None]],
                  clock_ms: Callable[[], int], request_timeout_ms: int = 30_000,
-                 heartbeat_timeout_ms: int | None = None) -> None:
+                 heartbeat_timeout_ms: int | None = None,
+                 security: Callable[[], ClientSecurity] | None = None) -> None:
         self.node_id = node_id
+        #: TLS / SASL of the controller listener (``kafkawire.inter_broker``), read at each
+        #: new connection
+        self.security = security
         self.local = LocalControllerChannel(local) if local is not None else None
         self.leader = leader
         self.clock_ms = clock_ms
@@ -239,7 +244,8 @@ class QuorumControllerChannel:
             name = f"broker-{self.node_id}" + ("-heartbeat" if heartbeat else "")
             timeout_ms = self.heartbeat_timeout_ms if heartbeat else self.request_timeout_ms
             client = NodeClient(addr[0], addr[1], name, self.clock_ms,
-                                request_timeout_ms=timeout_ms)
+                                request_timeout_ms=timeout_ms,
+                                security=self.security() if self.security else None)
             clients[addr] = client
         return RemoteControllerChannel(client)
 

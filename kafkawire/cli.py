@@ -196,12 +196,16 @@ def run_serve(args: argparse.Namespace) -> int:
         from kafkawire.authorizer import Authorizer
         from kafkawire.listener_security import ListenerSecurity
 
-        ListenerSecurity(cfg, dict).check([lst.name for lst in cfg.broker_listeners])
+        ListenerSecurity(cfg, dict).check([lst.name for lst in cfg.listeners])
         Authorizer(cfg, lambda: None)  # type: ignore[arg-type,return-value]
         if cfg.broker_listeners:  # this broker's own connections to the others
             from kafkawire.inter_broker import inter_broker_listener, inter_broker_security
 
             inter_broker_security(cfg, {}, inter_broker_listener(cfg))
+        if cfg.names_a_quorum:  # its connections to the controllers (Raft, registration)
+            from kafkawire.inter_broker import controller_security
+
+            controller_security(cfg, {})
     except ConfigError as e:
         print(f"kafkawire: {e}", file=sys.stderr)
         return 2

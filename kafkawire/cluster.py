@@ -696,11 +696,15 @@ class LocalCluster:
     def quorum_leader(self, timeout_s: float = 30.0, not_node: int | None = None) -> int:
         """The metadata quorum's leader (the active controller) as the running controllers
         report it (DescribeQuorum), waiting up to ``timeout_s`` for one (other than
-        ``not_node``, e.g. a leader just killed)."""
+        ``not_node``, e.g. a leader just killed). The brokers' client listeners are asked
+        too (they forward it to the leader): the only way in when the controller listener
+        needs TLS or SASL."""
         deadline = time.monotonic() + timeout_s
         while True:
-            live = [f"{n.host}:{n.controller_port}" for n in self.state.controllers
-                    if self.node_state(n.node_id) == "running" and n.node_id != not_node]
+            up = [n for n in self.state.nodes
+                  if n.node_id != not_node and self.node_state(n.node_id) == "running"]
+            live = [f"{n.host}:{n.controller_port}" for n in up if n.is_controller]
+            live += [f"{n.host}:{n.port}" for n in up if n.is_broker]
             leader, _epoch = describe_quorum_leader(live, timeout_s=2.0)
             if leader >= 0 and leader != not_node:
                 return leader

@@ -41,6 +41,7 @@ from kafkawire.envelope import (
     error_response,
     serialize_principal,
 )
+from kafkawire.inter_broker import ClientSecurity
 from kafkawire.node_client import NodeClient, NodeDisconnected, NodeUnsupportedVersion
 from protocol._generated.envelope_request import EnvelopeRequest
 from protocol._generated.envelope_response import EnvelopeResponse
@@ -70,8 +71,11 @@ class ForwardingManager:
         clock_ms: Callable[[], int],
         retry_timeout_ms: int = FORWARD_RETRY_TIMEOUT_MS,
         retry_backoff_ms: int = RETRY_BACKOFF_MS,
+        security: Callable[[], ClientSecurity] | None = None,
     ) -> None:
         self.candidates = candidates
+        #: TLS / SASL of the controller listener, read at each new connection
+        self.security = security
         self.client_id = client_id
         self.clock_ms = clock_ms
         self.retry_timeout_ms = retry_timeout_ms
@@ -93,7 +97,8 @@ class ForwardingManager:
     def _client(self, cand: Candidate) -> NodeClient:
         c = self._clients.get(cand)
         if c is None:
-            c = NodeClient(cand[1], cand[2], self.client_id, self.clock_ms)
+            c = NodeClient(cand[1], cand[2], self.client_id, self.clock_ms,
+                           security=self.security() if self.security else None)
             self._clients[cand] = c
         return c
 

@@ -21,7 +21,11 @@ requests through ``kafkawire.peer_clients``).
 - A configuration that cannot connect (no keystore/truststore readable, GSSAPI, no
   credentials) stops the broker at start with one line, as the listeners' own checks do.
 
-``sasl_client`` holds the client side of PLAIN and SCRAM (RFC 5802 / 7677).
+- The controller listener (``controller_security``): the same client side for the first name
+  of ``controller.listener.names``, with ``sasl.mechanism.controller.protocol``: Raft between
+  voters, registration, heartbeats, AlterPartition and forwarding (docs/SECURITY.md).
+
+``SaslClient`` holds the client side of PLAIN and SCRAM (RFC 5802 / 7677).
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ from kafkawire.sasl import jaas_options
 from kafkawire.security_config import jaas_config, listener_protocol, lookup, ssl_settings
 from kafkawire.tls import client_context
 
-__all__ = ["ClientSecurity", "SaslClient", "inter_broker_listener", "inter_broker_security"]
+__all__ = ["ClientSecurity", "SaslClient", "controller_listener", "controller_security",
+           "inter_broker_listener", "inter_broker_security", "listener_client_security"]
 
 CLIENT_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -78,6 +83,29 @@ PLAINTEXT = ClientSecurity()
 def inter_broker_security(cfg: BrokerConfig, dynamic: Mapping[str, str],
                           listener: str | None) -> ClientSecurity:
     """The security of ``listener`` for this broker's connections (ConfigError if unusable)."""
+    return listener_client_security(cfg, dynamic, listener, "sasl.mechanism.inter.broker.protocol")
+
+
+def controller_listener(cfg: BrokerConfig) -> str:
+    """The listener brokers and controllers reach the controllers on: the first name of
+    ``controller.listener.names`` (Kafka's ``controllerListenerNames.head``)."""
+    names = [n.strip().upper() for n in str(cfg.values["controller.listener.names"]).split(",")
+             if n.strip()]
+    return names[0] if names else "CONTROLLER"
+
+
+def controller_security(cfg: BrokerConfig, dynamic: Mapping[str, str]) -> ClientSecurity:
+    """The security of this node's connections to the controllers (Raft between voters,
+    registration and heartbeats, AlterPartition, forwarding): the controller listener's
+    protocol and settings, SASL with ``sasl.mechanism.controller.protocol``."""
+    return listener_client_security(cfg, dynamic, controller_listener(cfg),
+                                    "sasl.mechanism.controller.protocol")
+
+
+def listener_client_security(cfg: BrokerConfig, dynamic: Mapping[str, str],
+                             listener: str | None, mechanism_key: str) -> ClientSecurity:
+    """The client side of ``listener``: TLS with its truststore and keystore, SASL with the
+    mechanism ``mechanism_key`` names and that mechanism's JAAS credentials on the listener."""
     if listener is None:
         return PLAINTEXT
     protocol = listener_protocol(cfg, listener)
@@ -89,16 +117,15 @@ def inter_broker_security(cfg: BrokerConfig, dynamic: Mapping[str, str],
         ctx = client_context(settings)
     if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
         return ClientSecurity(protocol, ctx)
-    mechanism = (lookup(cfg, dynamic, listener, "sasl.mechanism.inter.broker.protocol")
-                 or "GSSAPI").strip().upper()
+    mechanism = (lookup(cfg, dynamic, listener, mechanism_key) or "GSSAPI").strip().upper()
     if mechanism not in CLIENT_MECHANISMS:
-        raise ConfigError(f"sasl.mechanism.inter.broker.protocol={mechanism} is not supported "
-                          f"for inter-broker connections (one of {', '.join(CLIENT_MECHANISMS)})")
+        raise ConfigError(f"{mechanism_key}={mechanism} is not supported for connections to "
+                          f"listener {listener} (one of {', '.join(CLIENT_MECHANISMS)})")
     options = jaas_options(jaas_config(cfg, dynamic, listener, mechanism) or "")
     user, password = options.get("username"), options.get("password")
     if not user or password is None:
         raise ConfigError(f"listener {listener}: the {mechanism} JAAS config has no username/"
-                          "password for inter-broker connections")
+                          f"password for this node's own connections ({mechanism_key})")
     return ClientSecurity(protocol, ctx, mechanism, user, password)
 
 

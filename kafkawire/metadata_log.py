@@ -26,6 +26,7 @@ from typing import Any
 
 import trio
 
+from kafkawire.inter_broker import ClientSecurity
 from kafkawire.metadata_snapshots import (
     SnapshotSettings,
     SnapshotStore,
@@ -80,8 +81,11 @@ class MetadataQuorum:
         cluster_id: str = "",
         rng: random.Random | None = None,
         controller_listener_names: frozenset[str] = frozenset({"CONTROLLER"}),
+        controller_security: Callable[[], ClientSecurity] | None = None,
     ) -> None:
         self.replicas = replicas
+        #: TLS / SASL of the voters' connections to each other (the controller listener)
+        self.controller_security = controller_security
         self.node_id = node_id
         self.clock = clock
         self.image = MetadataImage()
@@ -213,7 +217,7 @@ class MetadataQuorum:
         self.raft = RaftNode(self.node_id, frozenset(self.static_voters), self.cluster_id, rlog,
                              store, self.rng, self.clock(), config)
         self.driver = RaftDriver(self.raft, self.voter_addresses, self.clock,
-                                 self._on_raft_change)
+                                 self._on_raft_change, security=self.controller_security)
         self.driver.peers = self.voter_addresses  # shared: VotersRecords add addresses
         if self.raft.voters == {self.node_id}:
             self.driver.step()  # a lone voter elects itself at once and commits its log

@@ -62,8 +62,16 @@ class NodeDisconnected(Exception):
     """The connection failed, closed or timed out; the request may or may not have run."""
 
 
+class NodeAuthenticationFailed(NodeDisconnected):
+    """The peer refused our credentials (SASL) or the TLS handshake failed."""
+
+
 class NodeUnsupportedVersion(Exception):
     """The peer serves no version of the API that we can encode."""
+
+
+class _AuthenticationError(Exception):
+    """Inside ``_connect``: the TLS handshake or SASL exchange was refused."""
 
 
 def _response_class(api_key: int) -> Any:
@@ -114,6 +122,14 @@ class NodeClient:
                 self.versions = await self._negotiate()
                 if self.security is not None and self.security.mechanism is not None:
                     await self._authenticate(self.security)
+        except _AuthenticationError as e:
+            # Kafka's NetworkClient logs this at ERROR on every failed attempt
+            log.error("Connection to node %s:%s (client %s) failed authentication due to: %s",
+                      self.host, self.port, self.client_id, e)
+            self._backoff()
+            await self._close_stream()
+            raise NodeAuthenticationFailed(
+                f"connecting to {self.host}:{self.port}: authentication failed: {e}") from e
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
                 RemoteProtocolError, ssl.SSLError, ValueError) as e:
             self._backoff()
@@ -128,7 +144,13 @@ class NodeClient:
             return sock
         tls = TLSStream(sock, ctx, server_side=False, server_hostname=self.host)
         self.stream = tls  # closed on failure like any stream
-        await tls.do_handshake()
+        try:
+            await tls.do_handshake()
+        except (trio.BrokenResourceError, ssl.SSLError) as e:
+            cause = e.__cause__ if isinstance(e.__cause__, ssl.SSLError) else e
+            if isinstance(cause, ssl.SSLError):
+                raise _AuthenticationError(f"SSL handshake failed: {cause}") from e
+            raise
         return tls
 
     async def _authenticate(self, sec: ClientSecurity) -> None:
@@ -138,16 +160,16 @@ class NodeClient:
         hs = await self._roundtrip(SaslHandshakeRequest(mechanism=sec.mechanism),
                                    self.version_for(SaslHandshakeRequest()))
         if hs.error_code != ErrorCode.NONE:
-            raise RemoteProtocolError(f"SaslHandshake {sec.mechanism}: error {hs.error_code} "
-                                      f"(enabled: {hs.mechanisms})")
+            raise _AuthenticationError(f"SaslHandshake {sec.mechanism}: error {hs.error_code} "
+                                       f"(enabled: {hs.mechanisms})")
         client = SaslClient(sec)
         token: bytes | None = client.first()
         version = self.version_for(SaslAuthenticateRequest())
         while token is not None:
             resp = await self._roundtrip(SaslAuthenticateRequest(auth_bytes=token), version)
             if resp.error_code != ErrorCode.NONE:
-                raise RemoteProtocolError(f"SASL {sec.mechanism} authentication as "
-                                          f"{sec.username} failed: {resp.error_message}")
+                raise _AuthenticationError(f"SASL {sec.mechanism} authentication as "
+                                           f"{sec.username}: {resp.error_message}")
             token = client.next(bytes(resp.auth_bytes or b""))
 
     def backoff_remaining_ms(self) -> int:

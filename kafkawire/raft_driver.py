@@ -29,6 +29,7 @@ from typing import Any
 
 import trio
 
+from kafkawire.inter_broker import ClientSecurity
 from kafkawire.node_client import NodeClient, NodeDisconnected, NodeUnsupportedVersion
 from kraft.raft import messages as m
 from kraft.raft.node import RaftNode
@@ -44,8 +45,12 @@ _FETCHES = (m.FetchRequest, m.FetchSnapshotRequest)
 class RaftDriver:
     def __init__(self, node: RaftNode, peers: dict[int, tuple[str, int]],
                  clock: Callable[[], int], on_change: Callable[[], None],
-                 client_id: str = "raft") -> None:
+                 client_id: str = "raft",
+                 security: Callable[[], ClientSecurity] | None = None) -> None:
         self.node = node
+        #: TLS / SASL of the controller listener the voters talk over, read at each new
+        #: connection (``kafkawire.inter_broker.controller_security``)
+        self.security = security
         #: node id -> (host, port) of its controller listener
         self.peers = dict(peers)
         self.clock = clock
@@ -193,7 +198,8 @@ class RaftDriver:
                                 self.clock,
                                 request_timeout_ms=self.node.config.request_timeout_ms
                                 + self.node.config.fetch_max_wait_ms,
-                                reconnect_backoff_max_ms=self.node.config.election_timeout_ms)
+                                reconnect_backoff_max_ms=self.node.config.election_timeout_ms,
+                                security=self.security() if self.security else None)
             self._clients[key] = client
         return client
 

@@ -34,6 +34,7 @@ DEFAULTS: dict[str, str] = {
     "ssl.principal.mapping.rules": "DEFAULT",
     "ssl.endpoint.identification.algorithm": "https",
     "sasl.mechanism.inter.broker.protocol": "GSSAPI",
+    "sasl.mechanism.controller.protocol": "GSSAPI",
     "sasl.enabled.mechanisms": "GSSAPI",
     "connections.max.reauth.ms": "0",
     "sasl.server.max.receive.size": "524288",

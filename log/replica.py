@@ -496,6 +496,34 @@ class Partition:
             return None
         return hw, start
 
+    def idle_follower_offsets(self, replica_id: int, fetch_offset: int,
+                              current_leader_epoch: int, last_fetched_epoch: int,
+                              replica_log_start_offset: int, replica_epoch: int,
+                              now_ms: int) -> tuple[int, int] | None:
+        """A follower's fetch that ``read`` would answer with no records and no error, and
+        that changes nothing but the follower's fetch times: an ISR member fetching at the
+        log end offset it already reported, with the same log start offset and broker epoch,
+        whose last fetched epoch is this log's latest (so not diverging). Answered without
+        reading: (high watermark, log start offset), as ``read`` reports them. As Kafka's
+        ``updateFollowerFetchState``, the follower is caught up at ``now_ms`` (its last
+        caught-up time moves, which keeps it in the ISR) and the high watermark, which only
+        a change of its log end offset could move, is left alone. None: ``read`` decides."""
+        if self.role is not ReplicaRole.LEADER:
+            return None
+        if current_leader_epoch != NO_EPOCH and current_leader_epoch != self.leader_epoch:
+            return None
+        f = self.followers.get(replica_id)
+        log = self.log
+        if f is None or fetch_offset != log.log_end_offset or f.log_end_offset != fetch_offset \
+                or f.log_start_offset != replica_log_start_offset \
+                or f.broker_epoch != replica_epoch or replica_id not in self.isr:
+            return None
+        if last_fetched_epoch != NO_EPOCH \
+                and last_fetched_epoch != log.leader_epochs.latest_epoch():
+            return None
+        f.last_fetch_ms = f.last_caught_up_ms = now_ms
+        return log.high_watermark, log.log_start_offset
+
     def _diverging_epoch(self, last_fetched_epoch: int, fetch_offset: int, start: int) -> tuple[int, int] | None:
         epoch, end = self.log.end_offset_for_epoch(last_fetched_epoch)
         if epoch == UNDEFINED_EPOCH or end == UNDEFINED_EPOCH_OFFSET:

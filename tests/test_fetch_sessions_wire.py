@@ -211,3 +211,42 @@ def test_partitions_that_returned_data_go_to_the_back(raw: RawClient) -> None:
     # nobody moves its offset: each fetch serves the partition at the front, which then goes
     # to the back of the session's order
     assert [served(small(sid, e, {})) for e in (1, 2, 3, 4)] == [[0], [1], [2], [0]]
+
+
+def test_throttled_fetch_sessions(broker: BrokerProcess, raw: RawClient) -> None:
+    """A consumer over its consumer_byte_rate (Kafka's FetchContext.getThrottledResponse): a
+    throttled full fetch (epoch 0) is answered with session id 0, no partitions and
+    throttle_time_ms, and creates no session; a throttled incremental fetch keeps its
+    session, whose partitions are answered at the next fetch."""
+    from protocol._generated.alter_client_quotas_request import AlterClientQuotasRequest as Q
+
+    client = f"slow-{uuid.uuid4().hex[:6]}"
+    r = raw.request(Q(entries=[Q.EntryData(
+        entity=[Q.EntityData(entity_type="client-id", entity_name=client)],
+        ops=[Q.OpData(key="consumer_byte_rate", value=100.0)])]), 1)
+    assert r.entries[0].error_code == 0
+    topic = create(raw, 1)
+    produce(raw, topic[0], 0, 50)
+    slow = [RawClient(broker.bootstrap, client_id=client) for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 30  # until the quota reached the broker's image
+        while True:
+            r = fetch(slow[0], topic, 0, 0, {0: 0})
+            if r.throttle_time_ms > 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)  # not throttled yet (and its session stays): ask again
+        assert r.throttle_time_ms > 0
+        assert (r.error_code, r.session_id, r.responses) == (0, 0, [])
+        # a session of an unthrottled client, then an incremental fetch of it by the
+        # throttled one (on its second connection: the first is muted for the throttle time)
+        full = fetch(raw, topic, 0, 0, {0: 50})
+        sid = full.session_id
+        assert sid > 0
+        r = fetch(slow[1], topic, sid, 1, {0: 0})
+        assert r.throttle_time_ms > 0
+        assert (r.error_code, r.session_id, r.responses) == (0, sid, [])
+        r = fetch(raw, topic, sid, 2, {})
+        assert r.session_id == sid and answered(r)[0][2] > 0  # the session read from 0
+    finally:
+        for c in slow:
+            c.close()

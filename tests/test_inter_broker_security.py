@@ -13,6 +13,8 @@ from kafkawire.config import BrokerConfig, ConfigError
 from kafkawire.inter_broker import (
     ClientSecurity,
     SaslClient,
+    controller_listener,
+    controller_security,
     inter_broker_listener,
     inter_broker_security,
 )
@@ -64,6 +66,37 @@ def test_security_of_a_sasl_ssl_listener(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no username/password"):  # no SCRAM JAAS entry
         inter_broker_security(BrokerConfig.from_dict(
             {**raw, "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"}), {}, "SECURE")
+
+
+def test_security_of_the_controller_listener(tmp_path: Path) -> None:
+    """Connections to the controllers use the first controller listener's settings and
+    sasl.mechanism.controller.protocol (not the inter-broker one)."""
+    pki = make_pki(tmp_path)
+    raw = {**BASE, "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+           "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SASL_SSL",
+           "sasl.mechanism.inter.broker.protocol": "PLAIN",
+           "listener.name.controller.ssl.truststore.type": "PEM",
+           "listener.name.controller.ssl.truststore.location": str(pki.ca_pem),
+           "listener.name.controller.scram-sha-512.sasl.jaas.config":
+               'org.apache.kafka.common.security.scram.ScramLoginModule required '
+               'username="ctl" password="pw";'}
+    c = BrokerConfig.from_dict(raw)
+    assert controller_listener(c) == "CONTROLLER"
+    assert inter_broker_security(c, {}, inter_broker_listener(c)).protocol == "PLAINTEXT"
+    with pytest.raises(ConfigError, match="sasl.mechanism.controller.protocol=GSSAPI"):
+        controller_security(c, {})  # Kafka's default mechanism
+    sec = controller_security(BrokerConfig.from_dict(
+        {**raw, "sasl.mechanism.controller.protocol": "SCRAM-SHA-512"}), {})
+    assert (sec.protocol, sec.mechanism, sec.username, sec.password) == (
+        "SASL_SSL", "SCRAM-SHA-512", "ctl", "pw")
+    assert sec.ssl_context is not None
+    ssl_only = controller_security(BrokerConfig.from_dict(
+        {**raw, "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"}), {})
+    assert ssl_only.protocol == "SSL" and ssl_only.mechanism is None
+    assert ssl_only.ssl_context is not None
+    assert controller_security(BrokerConfig.from_dict(
+        {**BASE, "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"}),
+        {}).ssl_context is None
 
 
 def _exchange(client: SaslClient, server: ScramServer | PlainServer) -> None:

@@ -508,3 +508,51 @@ def test_idle_offsets_agree_with_read(leader: Partition, isolation: FetchIsolati
     leader.become_follower(2, 5, frozenset({1, 2}), (1, 2))
     assert leader.idle_offsets(4, isolation, -1, True) is None
     assert leader.idle_offsets(4, isolation, 5, False) is not None  # KIP-392: a follower serves
+
+
+def test_idle_follower_offsets(leader: Partition) -> None:
+    """``idle_follower_offsets``: an in-sync follower fetching again at the log end it already
+    reported is answered with ``read``'s offsets without reading, and its caught-up time moves
+    (it stays in the ISR); anything else (an offset, log start or broker epoch that changed, an
+    older last fetched epoch, a replica outside the ISR, a wrong leader epoch) declines, so that
+    ``read`` moves the high watermark and the ISR as before."""
+    leader.become_leader(3, frozenset({1, 2, 3}), (1, 2, 3), NOW)
+    produce(leader, 4)
+    leo = leader.log_end_offset
+
+    def fetch(replica: int, offset: int, now: int, start: int = 0, broker_epoch: int = 7) -> int:
+        return leader.read(replica, offset, 1 << 20, isolation=FetchIsolation.LOG_END,
+                           now_ms=now, current_leader_epoch=3, last_fetched_epoch=3,
+                           replica_log_start_offset=start, replica_epoch=broker_epoch
+                           ).high_watermark
+
+    def idle(replica: int, offset: int, now: int, *, epoch: int = 3, last: int = 3,
+             start: int = 0, broker_epoch: int = 7) -> tuple[int, int] | None:
+        return leader.idle_follower_offsets(replica, offset, epoch, last, start,
+                                            broker_epoch, now)
+
+    assert idle(2, leo, NOW) is None  # never fetched: read
+    fetch(2, leo, NOW)
+    fetch(3, 1, NOW)
+    assert leader.high_watermark == 1  # follower 3 holds it back
+    assert idle(2, leo, NOW + 1) == (1, 0) == (fetch(2, leo, NOW + 1), 0)
+    for declined in (idle(2, leo - 1, NOW), idle(2, leo, NOW, epoch=2), idle(2, leo, NOW, last=2),
+                     idle(2, leo, NOW, start=1), idle(2, leo, NOW, broker_epoch=8),
+                     idle(3, 1, NOW), idle(9, leo, NOW)):
+        assert declined is None
+    # follower 3 catches up through read: the high watermark moves, and the idle answer of
+    # follower 2 carries it (it propagates to the followers)
+    assert idle(3, leo, NOW) is None
+    fetch(3, leo, NOW + 2)
+    assert leader.high_watermark == leo
+    assert idle(2, leo, NOW + 3) == (leo, 0)
+    # only follower 2 keeps fetching (idle): past replica.lag.time.max.ms it stays in the ISR
+    # and follower 3 leaves, as Kafka's lastCaughtUpTimeMs decides
+    later = NOW + 60_000
+    assert idle(2, leo, later) == (leo, 0)
+    assert leader.followers[2].last_caught_up_ms == leader.followers[2].last_fetch_ms == later
+    assert leader.wanted_isr(later + 1, 30_000, lambda r, e: True) == frozenset({1, 2})
+    leader.update_isr(frozenset({1, 2}), later)
+    assert idle(3, leo, later) is None  # outside the ISR: read (which may bring it back)
+    leader.become_follower(4, 5, frozenset({1, 2}), (1, 2))
+    assert idle(2, leo, later, epoch=-1) is None

@@ -159,7 +159,8 @@ async def _ask_leader(broker: Broker, req: DescribeQuorumRequest, version: int) 
     if addr is None:
         return None
     client = NodeClient(addr[0], addr[1], f"describe-quorum-{broker.node_id}",
-                        lambda: int(time.time() * 1000), request_timeout_ms=10_000)
+                        lambda: int(time.time() * 1000), request_timeout_ms=10_000,
+                        security=broker.controller_security())
     try:
         resp: R = await client.request(req, version)
         return resp

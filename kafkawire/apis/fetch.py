@@ -28,8 +28,13 @@
   0 and no partitions, as Kafka answers.
 - Cost per partition: a consumer's partition with nothing to return (fetch offset at the
   visible end) is answered from its offsets (``Partition.idle_offsets``) without reading the
-  log, and in an incremental fetch an idle partition whose offsets the session already
-  reported gets no answer object at all; answers are made per partition only when needed.
+  log; so is a follower's when it is in the ISR and fetches again at the log end offset it
+  already reported, with the same log start offset, broker epoch and last fetched epoch
+  (``Partition.idle_follower_offsets``: its last fetch and caught-up times move, which keeps
+  it in the ISR; the high watermark, which only a new follower offset could move, and the
+  ISR expansion and divergence checks are left to ``read``, which every other fetch takes).
+  In an incremental fetch an idle partition whose offsets the session already reported gets
+  no answer object at all; answers are made per partition only when needed.
 - Descriptors: a response holds at most ``FETCH_RESPONSE_OPEN_FILES_MAX`` segment files open
   (for sendfile); the data of the other partitions is read into the response. A file that
   cannot be opened (no descriptor left) gives KAFKA_STORAGE_ERROR for that partition.
@@ -257,18 +262,32 @@ def _read_one(p: Partition, cp: CachedPartition, r: Part, params: _Params, limit
     return res.size
 
 
+def _idle(p: Partition, cp: CachedPartition, params: _Params) -> tuple[int, int] | None:
+    """(high watermark, log start offset) of a partition with nothing to return and nothing
+    to change but a follower's fetch times, answered without reading; None: read it."""
+    if params.replica_id >= 0:
+        return p.idle_follower_offsets(
+            params.replica_id, cp.fetch_offset, cp.current_leader_epoch,
+            cp.last_fetched_epoch, cp.fetcher_log_start_offset, params.replica_epoch,
+            params.now_ms)
+    if cp.last_fetched_epoch >= 0:
+        return None
+    return p.idle_offsets(cp.fetch_offset, params.isolation, cp.current_leader_epoch,
+                          params.require_leader)
+
+
 def _read_all(broker: Broker, f: _Fetch, max_bytes: int, params: _Params, lazy: bool) -> int:
     """Fill each partition's answer; returns the number of record bytes gathered. ``lazy``:
     an incremental fetch, where an unchanged idle partition gets no answer at all. A
-    consumer's partition with nothing to return is answered from its offsets
-    (``Partition.idle_offsets``) without reading the log: the cheap path, per partition."""
+    partition with nothing to return is answered from its offsets without reading the log
+    (``Partition.idle_offsets`` for a consumer, ``Partition.idle_follower_offsets`` for an
+    in-sync follower at the log end): the cheap path, per partition."""
     assert broker.replicas is not None and broker.logs is not None
     total = 0
     hosted = broker.replicas.partitions
-    fast = params.replica_id < 0 and params.rack_selector is None and not (
+    fast = params.rack_selector is None and not (
         broker.replicas.offline_logs or broker.logs.any_offline)
-    isolation, require_leader = params.isolation, params.require_leader
-    committed = isolation is FetchIsolation.TXN_COMMITTED
+    committed = params.isolation is FetchIsolation.TXN_COMMITTED
     denied = f.denied
     answers = f.answers
     for i, cp in enumerate(f.parts):
@@ -277,9 +296,8 @@ def _read_all(broker: Broker, f: _Fetch, max_bytes: int, params: _Params, lazy: 
             f.answer(i)
             continue
         key = (name, cp.partition)
-        p = hosted.get(key) if fast and cp.last_fetched_epoch < 0 else None
-        idle = p.idle_offsets(cp.fetch_offset, isolation, cp.current_leader_epoch,
-                              require_leader) if p is not None else None
+        p = hosted.get(key) if fast else None
+        idle = _idle(p, cp, params) if p is not None else None
         if idle is not None and p is not None:
             r = answers[i]
             if r is None:
