@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import math
 import shutil
+import time
 import uuid
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -180,6 +181,7 @@ class LogDirMover:
             if source is None or entry is None or entry[1] is not copy.future:
                 return False
             now = self.clock_ms()
+            blocked_from = time.monotonic()
             while (result := copy.plan(source)) is not None:
                 copy.apply(result, now)  # the few batches appended since the flush
             new_log, gone = self.logs.swap_future(*tp, uuid.uuid4().hex, now)
@@ -187,9 +189,10 @@ class LogDirMover:
             if p is not None:
                 p.log = new_log
                 self.replicas.notifier.notify(*tp)
+            blocked_ms = (time.monotonic() - blocked_from) * 1000
         self.moves_completed += 1
-        log.info("moved %s-%d to %s (%d bytes copied)", *tp, new_log.dir.parent,
-                 copy.bytes_copied)
+        log.info("moved %s-%d to %s (%d bytes copied; the swap held the event loop %.1f ms)",
+                 *tp, new_log.dir.parent, copy.bytes_copied, blocked_ms)
         await _remove_dir(gone)
         return True
 
