@@ -129,6 +129,10 @@ class LogDirMover:
             if self.logs.future_of(*tp) is not None:
                 log.error("moving %s-%d between log directories failed: %s", *tp, exc)
                 self._discard(tp)
+        except Exception:  # never let one move take the broker down
+            log.exception("moving %s-%d between log directories failed", *tp)
+            if self.logs.future_of(*tp) is not None:
+                self._discard(tp)
         finally:
             self._running.discard(tp)
             self._wanted.pop(tp, None)
