@@ -126,8 +126,9 @@ class LogDirMover:
         try:
             await self._copy_and_swap(tp)
         except (OSError, KafkaError) as exc:
-            if self.logs.future_of(*tp) is not None:
+            if self.logs.get(*tp) is not None:  # not a partition deleted meanwhile
                 log.error("moving %s-%d between log directories failed: %s", *tp, exc)
+            if self.logs.future_of(*tp) is not None:
                 self._discard(tp)
         except Exception:  # never let one move take the broker down
             log.exception("moving %s-%d between log directories failed", *tp)
@@ -182,7 +183,8 @@ class LogDirMover:
                 await stack.enter_async_context(self.flusher.lock)
             source = self.logs.get(*tp)
             entry = self.logs.future_of(*tp)
-            if source is None or entry is None or entry[1] is not copy.future:
+            if source is None or entry is None or entry[1] is not copy.future \
+                    or self._wanted.get(tp) is not entry[0]:  # changed while waiting
                 return False
             now = self.clock_ms()
             blocked_from = time.monotonic()
@@ -197,7 +199,8 @@ class LogDirMover:
         self.moves_completed += 1
         log.info("moved %s-%d to %s (%d bytes copied; the swap held the event loop %.1f ms)",
                  *tp, new_log.dir.parent, copy.bytes_copied, blocked_ms)
-        await _remove_dir(gone)
+        if self._nursery is not None:  # not awaited: a request from now on starts a new move
+            self._nursery.start_soon(_remove_dir, gone)
         return True
 
     async def _throttle(self, copy: LogCopy, started: float) -> None:

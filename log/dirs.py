@@ -354,11 +354,19 @@ class LogDirs:
         source.detach()
         del self.futures[tp]
         del src_m.logs[tp]
-        os.rename(source.dir, gone)
-        fsync_dir(src_m.log_dir)
+        try:
+            os.rename(source.dir, gone)
+            fsync_dir(src_m.log_dir)
+        except OSError as exc:  # the current log's directory failed: a restart resumes
+            src_m.mark_offline(exc)
+            raise
         path = dest.log_dir / partition_dir_name(topic, partition)
-        os.rename(future.dir, path)
-        fsync_dir(dest.log_dir)
+        try:
+            os.rename(future.dir, path)
+            fsync_dir(dest.log_dir)
+        except OSError as exc:  # the destination failed: a restart renames the future in
+            dest.mark_offline(exc)
+            raise
         log = PartitionLog.open(path, config, now_ms, clean_shutdown=True, recovery_point=None,
                                 log_start_offset=start, high_watermark=hw)
         for epoch, offset in epochs:  # an epoch begun at the log end (no batch of it yet)
