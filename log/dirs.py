@@ -17,6 +17,12 @@
   until a restart finds it. Kafka knows each replica's directory from the metadata (KIP-858
   directory assignments); kafkawire does not record them and decides from what is on disk.
 - The same partition in two directories refuses the start, as Kafka does.
+- A replica moves to another directory through a future log there
+  (``<topic>-<partition>.<id>-future``; :meth:`LogDirs.create_future`, filled by
+  ``log.log_move.LogCopy``, swapped in by :meth:`LogDirs.swap_future`, which renames the
+  current log ``-delete`` before the future into place). At start :func:`settle_futures` renames
+  in a future whose current log is gone (a crash between the two renames) and the others are
+  reopened to resume their copy; ``-delete`` directories are removed.
 """
 
 from __future__ import annotations
