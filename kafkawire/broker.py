@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import resource
 import secrets
 import time
@@ -45,6 +46,7 @@ from kafkawire.isr_manager import IsrManager
 from kafkawire.listener_security import ListenerSecurity
 from kafkawire.log_cleaner import LogCleanerService
 from kafkawire.log_flusher import LogFlusher
+from kafkawire.log_mover import LogDirMover
 from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum, metadata_log_config
 from kafkawire.metadata_snapshots import SnapshotSettings
 from kafkawire.metrics import BrokerMetrics
@@ -162,6 +164,7 @@ def cluster_denied(response_cls: Any) -> Any:
 PRODUCE_KEY, FETCH_KEY = 0, 1
 #: CreateTopics, DeleteTopics, CreatePartitions (controller_mutation_rate)
 MUTATION_KEYS = frozenset({19, 20, 37})
+ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 #: requests that wait in purgatory: their wall time is not handler time (request_percentage)
 LONG_POLL_KEYS = frozenset({1, 11, 14, 68})
 
@@ -212,6 +215,7 @@ class Broker:
         self.logs: LogDirs | None = None
         self.flusher: LogFlusher | None = None
         self.cleaner: LogCleanerService | None = None
+        self.log_mover: LogDirMover | None = None
         self.quorum: MetadataQuorum | None = None
         self.replicas: ReplicaManager | None = None
         self.notifier = AppendNotifier()
@@ -700,6 +704,8 @@ class Broker:
         self.flusher = LogFlusher(self.logs, cfg, now_ms)
         self.cleaner = LogCleanerService(self)
         self.replicas = ReplicaManager(self.logs, self.node_id, self.notifier)
+        self.log_mover = LogDirMover(self.logs, self.replicas, now_ms, self._alter_log_dirs_rate,
+                                     flusher=self.flusher, cleaner=self.cleaner)
         self._start_replication(self.replicas)
         addresses = quorum_addresses(cfg)
         self.quorum = MetadataQuorum(
@@ -721,6 +727,20 @@ class Broker:
         if self.quorum.caught_up.is_set():
             self.sync_logs_with_image()
             self.logs.finish_start()
+
+    def _alter_log_dirs_rate(self) -> float:
+        """``replica.alter.log.dirs.io.max.bytes.per.second`` (dynamic, per broker or cluster
+        default; unbounded unless set)."""
+        from kafkawire.config_entries import dynamic_broker_configs
+
+        per_broker, default = dynamic_broker_configs(self.image, self.node_id)
+        raw = per_broker.get(ALTER_LOG_DIRS_RATE, default.get(ALTER_LOG_DIRS_RATE))
+        if raw is None:
+            raw = self.config.explicit.get(ALTER_LOG_DIRS_RATE)
+        try:
+            return float(raw) if raw is not None else math.inf
+        except ValueError:
+            return math.inf
 
     def bootstrap_records(self) -> list[list[Any]]:
         """What the active controller writes when it finds the metadata without them: the
@@ -918,6 +938,8 @@ class Broker:
                 await nursery.start(self.share.serve)
                 assert self.flusher is not None and self.cleaner is not None
                 await nursery.start(self.flusher.run)
+                if self.log_mover is not None:
+                    await nursery.start(self.log_mover.run)
                 nursery.start_soon(run_retention, self)
                 nursery.start_soon(run_producer_expiration, self)
                 nursery.start_soon(run_token_expiration, self)

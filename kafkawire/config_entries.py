@@ -33,8 +33,8 @@ Applied at once: the topic-config synonyms (every partition's log config),
 ``group.consumer.assignment.interval.ms`` (the KIP-848 coordinator),
 ``transaction.partition.verification.enable`` (Produce), ``leader.replication.throttled.rate``
 and ``follower.replication.throttled.rate`` (``kafkawire.replication_quota``; dynamic-only keys
-listed once set, as ``replica.alter.log.dirs.io.max.bytes.per.second``, which changes nothing:
-replicas never move between log dirs). **Accepted but with no
+listed once set, as ``replica.alter.log.dirs.io.max.bytes.per.second``, which paces replicas
+moving between log dirs, ``kafkawire.log_mover``). **Accepted but with no
 mechanism in kafkawire** (stored, validated, reported; they change nothing): the thread pool
 sizes (``num.io.threads``, ``num.network.threads``, ``num.recovery.threads.per.data.dir``,
 ``background.threads``, ``num.replica.fetchers``, ``log.cleaner.threads``), cleaner buffer sizes,

@@ -62,6 +62,8 @@ class LogCleanerService:
         )
         self._in_progress: set[TopicPartition] = set()
         self.uncleanable: set[TopicPartition] = set()
+        #: partitions left alone for now (moving between log directories)
+        self.paused: set[TopicPartition] = set()
         self.rounds = 0  # cleaning rounds completed (tests and metrics)
         self._wakeup = trio.Event()
 
@@ -103,7 +105,7 @@ class LogCleanerService:
         checkpoints = logs.cleaner_checkpoints()
         candidates = [(tp, plog) for tp, plog in logs if tp[0] != METADATA_TOPIC]
         ltc, forced = grab_filthiest(
-            candidates, checkpoints, now_ms(), skip=self._in_progress | self.uncleanable
+            candidates, checkpoints, now_ms(), skip=self._in_progress | self.uncleanable | self.paused
         )
         if forced:
             await self._update_checkpoints(forced)

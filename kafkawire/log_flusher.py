@@ -72,6 +72,9 @@ class LogFlusher:
         self._failed: set[int] = set()
         self._checkpoint_lock = trio.Lock()
         self.rounds = 0  # flush rounds completed (tests and metrics)
+        #: held while a flush round runs on its worker thread (a log being replaced, as when
+        #: a replica moves between log directories, waits for it)
+        self.lock = trio.Lock()
 
     # -- requests ---------------------------------------------------------------------------
     def request(self, plog: PartitionLog) -> None:
@@ -134,7 +137,8 @@ class LogFlusher:
             # nothing is written to an offline directory
             online = [p for p in batch if not self.logs.is_offline(p.topic, p.partition)]
             failed = [p for p in batch if self.logs.is_offline(p.topic, p.partition)]
-            errors = await trio.to_thread.run_sync(_flush_all, online) if online else []
+            async with self.lock:
+                errors = await trio.to_thread.run_sync(_flush_all, online) if online else []
             for plog, error in errors:
                 failed.append(plog)
                 if not self.logs.mark_offline(error, tp=(plog.topic, plog.partition)) and (

@@ -20,8 +20,8 @@ seconds' worth of its rate has gone through):
 Both bounds are dynamic broker configs (per broker or cluster default, LONG >= 0, default
 ``Long.MAX_VALUE``: unbounded), read from the metadata image whenever it changes, as are the
 topic configs. ``replica.alter.log.dirs.io.max.bytes.per.second`` (Kafka's third replication
-quota, for moving replicas between log directories) is accepted and reported: kafkawire does
-not move replicas between directories (AlterReplicaLogDirs), so nothing uses it.
+quota, for moving replicas between log directories) is enforced by ``kafkawire.log_mover``
+(a byte rate per move, not this module's windowed quota).
 
 ``kafka-reassign-partitions --execute --throttle N`` sets both rates to N on every broker that
 takes part and the two topic configs (leader: the current replicas, follower: the new ones);

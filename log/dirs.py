@@ -17,18 +17,32 @@
   until a restart finds it. Kafka knows each replica's directory from the metadata (KIP-858
   directory assignments); kafkawire does not record them and decides from what is on disk.
 - The same partition in two directories refuses the start, as Kafka does.
+- A replica moves to another directory through a future log there
+  (``<topic>-<partition>.<id>-future``; :meth:`LogDirs.create_future`, filled by
+  ``log.log_move.LogCopy``, swapped in by :meth:`LogDirs.swap_future`, which renames the
+  current log ``-delete`` before the future into place). At start :func:`settle_futures` renames
+  in a future whose current log is gone (a crash between the two renames) and the others are
+  reopened to resume their copy; ``-delete`` directories are removed.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from log.checkpoint import fsync_dir
 from log.config import LogConfig
+from log.log_core import (
+    DELETE_DIR_SUFFIX,
+    FUTURE_DIR_SUFFIX,
+    parse_log_dir_name,
+    suffixed_dir_name,
+)
 from log.manager import LogManager, TopicPartition
-from log.partition_log import PartitionLog
+from log.partition_log import PartitionLog, partition_dir_name
 from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["LogDirs", "DuplicateLogError", "METADATA_TOPIC"]
@@ -64,6 +78,11 @@ class LogDirs:
         self.version = 0
         #: partitions (not counting the metadata log) per directory, for placement
         self._counts = {id(m): 0 for m in managers}
+        #: replicas moving to another directory: the destination and the future log there
+        self.futures: dict[TopicPartition, tuple[LogManager, PartitionLog]] = {}
+        #: where a partition not hosted yet goes when it is created (AlterReplicaLogDirs
+        #: before the replica exists: Kafka's ``preferredLogDirs``)
+        self.preferred: dict[TopicPartition, LogManager] = {}
         for m in managers:
             for tp, _log in m:
                 other = self._where.get(tp)
@@ -90,6 +109,7 @@ class LogDirs:
         meta = Path(metadata_dir).resolve() if metadata_dir is not None else None
         if meta not in {d.resolve() for d in unique}:
             meta = unique[0].resolve()  # the metadata log lives in the first directory
+        kept = settle_futures(unique)
         managers: list[LogManager] = []
         try:
             for d in unique:
@@ -102,7 +122,9 @@ class LogDirs:
                     m = LogManager(d, default_config or LogConfig(), config_for)
                     m.mark_offline(exc)
                     managers.append(m)
-            return cls(managers, meta)
+            opened = cls(managers, meta)
+            opened._open_futures(kept, now_ms)
+            return opened
         except BaseException:
             for m in managers:
                 if not m.offline:
@@ -170,9 +192,12 @@ class LogDirs:
     def __len__(self) -> int:
         return sum(len(m) for m in self.online)
 
-    def _placement(self, topic: str) -> LogManager:
+    def _placement(self, topic: str, partition: int = -1) -> LogManager:
         if topic == METADATA_TOPIC:
             return self.metadata_manager
+        preferred = self.preferred.pop((topic, partition), None)
+        if preferred is not None and not preferred.offline:
+            return preferred
         online = self.online
         if not online:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "every log directory is offline")
@@ -189,7 +214,7 @@ class LogDirs:
         if key in self.unlocated:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
                              f"{topic}-{partition} may be in an offline log directory")
-        m = self._placement(topic)
+        m = self._placement(topic, partition)
         log = m.create(topic, partition, now_ms, config, sync_dir=sync_dir)
         self._where[key] = m
         self._counts[id(m)] += topic != METADATA_TOPIC
@@ -219,6 +244,10 @@ class LogDirs:
         """Remove a partition's log (not from an offline directory: nothing is written there;
         a restart finds it and deletes it then)."""
         self.unlocated.discard((topic, partition))
+        self.preferred.pop((topic, partition), None)
+        gone = self.remove_future(topic, partition)
+        if gone is not None:
+            shutil.rmtree(gone, ignore_errors=True)
         m = self._where.get((topic, partition))
         if m is None or m.offline:
             return False
@@ -235,6 +264,130 @@ class LogDirs:
         for m in self.managers:
             m.update_config(topic, config)
         self.version += 1
+
+    # -- moving replicas between directories (future logs, ``log.log_move``) -----------------
+    def _open_futures(self, kept: list[tuple[Path, TopicPartition]], now_ms: int) -> None:
+        """Resume the moves a restart interrupted: a future log whose current log is online
+        in another directory is opened (recovered unless its directory closed cleanly); one
+        in the same directory as its current log is dropped; one whose current log may be in
+        an offline directory is left alone."""
+        for path, tp in kept:
+            dest = self.manager_for_path(path)
+            m = self._where.get(tp)
+            if dest is None or dest.offline or m is None or m.offline:
+                continue
+            if m is dest or tp in self.futures:
+                logger.info("removing the future log %s", path)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            clean = dest.had_clean_shutdown
+            future = PartitionLog.open(
+                path, m.config_for(tp[0]), now_ms, clean_shutdown=clean,
+                recovery_point=None if clean else 0, log_start_offset=None, high_watermark=0,
+            )
+            logger.info("resuming the move of %s-%d to %s from offset %d", *tp, dest.log_dir,
+                        future.log_end_offset)
+            self.futures[tp] = (dest, future)
+
+    def future_of(self, topic: str, partition: int) -> tuple[LogManager, PartitionLog] | None:
+        return self.futures.get((topic, partition))
+
+    def create_future(
+        self, topic: str, partition: int, dest: LogManager, unique_id: str, now_ms: int
+    ) -> PartitionLog:
+        """An empty future log of ``topic``-``partition`` in ``dest`` (Kafka's
+        ``maybeCreateFutureReplica``): KAFKA_STORAGE_ERROR while any directory is offline
+        (as Kafka, so no partition ever has futures in two directories)."""
+        tp = (topic, partition)
+        m = self._where.get(tp)
+        if m is None:
+            raise KafkaError(ErrorCode.REPLICA_NOT_AVAILABLE, f"{topic}-{partition} is not here")
+        if self.any_offline:
+            offline = ", ".join(str(x.log_dir) for x in self.managers if x.offline)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                             f"Can not create log for {topic}-{partition} because log "
+                             f"directories {offline} are offline")
+        if dest is m or tp in self.futures:
+            raise ValueError(f"{topic}-{partition}: no future log to create in {dest.log_dir}")
+        path = dest.log_dir / suffixed_dir_name(topic, partition, unique_id, FUTURE_DIR_SUFFIX)
+        future = PartitionLog.open(path, m.config_for(topic), now_ms, clean_shutdown=True,
+                                   recovery_point=0, log_start_offset=0, high_watermark=0)
+        fsync_dir(dest.log_dir)
+        self.futures[tp] = (dest, future)
+        return future
+
+    def remove_future(self, topic: str, partition: int) -> Path | None:
+        """Forget a future log (a cancelled or redirected move, a deleted partition): its
+        handles go and its directory is renamed ``-delete`` (a restart removes it). Returns
+        the directory for the caller to remove, None when there was none."""
+        entry = self.futures.pop((topic, partition), None)
+        if entry is None:
+            return None
+        dest, future = entry
+        future.detach()
+        gone = future.dir.with_name(future.dir.name[: -len(FUTURE_DIR_SUFFIX)] + DELETE_DIR_SUFFIX)
+        if dest.offline:
+            return None
+        try:
+            os.rename(future.dir, gone)
+        except FileNotFoundError:
+            return None
+        return gone
+
+    def swap_future(self, topic: str, partition: int, unique_id: str, now_ms: int
+                    ) -> tuple[PartitionLog, Path]:
+        """Make the caught-up future log the partition's log (Kafka's
+        ``replaceCurrentWithFutureLog``); owning thread, with no append in between the check
+        that the future holds the whole log and this call. Crash-safe in this order:
+
+        1. the future is closed (fsynced, producer snapshot at its end);
+        2. the current log's directory is renamed ``<tp>.<id>-delete`` (fsync of its parent):
+           from here a start finds no current log and the complete future;
+        3. the future is renamed ``<topic>-<partition>`` (fsync of its parent) and reopened.
+
+        A start after 2 and before 3 renames the future in (:func:`settle_futures`); a start
+        before 2 resumes the copy. Returns the new log and the old directory to remove."""
+        tp = (topic, partition)
+        src_m = self._where[tp]
+        dest, future = self.futures[tp]
+        source = src_m.logs[tp]
+        if future.log_end_offset != source.log_end_offset:
+            raise ValueError(f"{topic}-{partition}: the future log is not caught up")
+        hw, start, config = source.high_watermark, source.log_start_offset, source.config
+        epochs = source.leader_epochs.entries()
+        future.close()
+        gone = src_m.log_dir / suffixed_dir_name(topic, partition, unique_id, DELETE_DIR_SUFFIX)
+        source.detach()
+        del self.futures[tp]
+        del src_m.logs[tp]
+        try:
+            os.rename(source.dir, gone)
+            fsync_dir(src_m.log_dir)
+        except OSError as exc:  # the current log's directory failed: a restart resumes
+            src_m.mark_offline(exc)
+            raise
+        path = dest.log_dir / partition_dir_name(topic, partition)
+        try:
+            os.rename(future.dir, path)
+            fsync_dir(dest.log_dir)
+        except OSError as exc:  # the destination failed: a restart renames the future in
+            dest.mark_offline(exc)
+            raise
+        log = PartitionLog.open(path, config, now_ms, clean_shutdown=True, recovery_point=None,
+                                log_start_offset=start, high_watermark=hw)
+        for epoch, offset in epochs:  # an epoch begun at the log end (no batch of it yet)
+            if offset >= log.log_start_offset:
+                log.assign_leader_epoch(epoch, offset)
+        log.roll_listener = dest._roll_listener
+        dest.logs[tp] = log
+        cleaned = src_m._cleaner_offsets.pop(tp, None)
+        if cleaned is not None:
+            dest._cleaner_offsets[tp] = cleaned
+        self._where[tp] = dest
+        self._counts[id(src_m)] -= 1
+        self._counts[id(dest)] += 1
+        self.version += 1
+        return log, gone
 
     # -- maintenance, directory by directory -------------------------------------------------
     def _each_online(self, action: Callable[[LogManager], int | None]) -> int:
@@ -326,6 +479,12 @@ class LogDirs:
         """Close every directory (each writes its checkpoints and marker unless offline); an
         error closing one does not keep the others from closing. The first is raised."""
         first: BaseException | None = None
+        for tp, (m, future) in list(self.futures.items()):
+            if not m.offline:
+                try:  # cleanly closed: the next start resumes the move without a scan
+                    future.close()
+                except OSError as exc:
+                    logger.warning("closing the future log of %s-%d failed: %s", *tp, exc)
         for m in self.managers:
             try:
                 m.close()
@@ -333,3 +492,42 @@ class LogDirs:
                 first = first or exc
         if first is not None:
             raise first
+
+
+def settle_futures(dirs: list[Path]) -> list[tuple[Path, TopicPartition]]:
+    """Before the directories are opened: finish the swaps a crash interrupted. A future log
+    (``<tp>.<id>-future``) whose partition has no current log in any directory is complete
+    (the current log is renamed away only once the future has caught up and is fsynced), so
+    it is renamed into place (Kafka's ``recoverAbandonedFutureLogs``). Not while a directory
+    cannot be listed (the current log may be there). Returns the other future logs (path,
+    partition) for :meth:`LogDirs._open_futures`."""
+    listings: dict[Path, list[str]] = {}
+    for d in dirs:
+        try:
+            listings[d] = sorted(os.listdir(d))
+        except FileNotFoundError:
+            listings[d] = []
+        except OSError:
+            return []  # an unreadable directory: it goes offline, no future is touched
+    current: set[TopicPartition] = set()
+    futures: list[tuple[Path, TopicPartition]] = []
+    for d, names in listings.items():
+        for name in names:
+            parsed = parse_log_dir_name(name)
+            if parsed is None or not (d / name).is_dir():
+                continue
+            tp, suffix = parsed
+            if suffix == "":
+                current.add(tp)
+            elif suffix == FUTURE_DIR_SUFFIX:
+                futures.append((d / name, tp))
+    kept: list[tuple[Path, TopicPartition]] = []
+    for path, tp in futures:
+        if tp in current:
+            kept.append((path, tp))
+            continue
+        logger.info("recovering the abandoned future log %s as %s-%d", path, *tp)
+        os.rename(path, path.parent / partition_dir_name(*tp))
+        fsync_dir(path.parent)
+        current.add(tp)
+    return kept

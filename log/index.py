@@ -41,7 +41,7 @@ class _Index:
 
     __slots__ = (
         "path", "base_offset", "max_entries", "_buf", "_entries", "_first", "_last", "_writer",
-        "_wfile", "_changes", "_synced_changes",
+        "_wfile", "_changes", "_synced_changes", "_deferred",
     )
 
     def __init__(self, path: Path, base_offset: int, max_bytes: int) -> None:
@@ -60,6 +60,8 @@ class _Index:
         #: covered (set by the flushing thread): an unchanged index is not fsynced again
         self._changes = 0
         self._synced_changes = 0
+        #: the index of an empty segment whose file is not created yet (:meth:`defer`)
+        self._deferred = False
 
     # -- decoding ---------------------------------------------------------------------------
     def _decode(self, raw: tuple[int, int]) -> tuple[int, int]:
@@ -81,13 +83,41 @@ class _Index:
         self._entries = 0
         self._first = self._last = None
 
-    def open_existing(self) -> bool:
-        """Read size, first and last entry of an existing file. False if missing or malformed."""
+    def defer(self) -> None:
+        """An empty index whose file is created only with its segment's first batch
+        (:meth:`materialize`): a partition that is never written costs no index files. A
+        stale file of that name (a crash leftover) is removed."""
+        self.close_writer()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        self._buf = bytearray()
+        self._entries = 0
+        self._first = self._last = None
+        self._deferred = True
+
+    def materialize(self) -> None:
+        """Create the file of a deferred index (before its segment's first batch is written)."""
+        if self._deferred:
+            os.close(open_fd(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))
+            self._deferred = False
+            self._changes += 1
+
+    @property
+    def deferred(self) -> bool:
+        return self._deferred
+
+    def open_existing(self, *, missing_ok: bool = False) -> bool:
+        """Read size, first and last entry of an existing file. False if malformed, or if
+        missing unless ``missing_ok`` (an empty segment's index not created yet: deferred)."""
         size_of = self.ENTRY.size
         try:
             fd = open_fd(self.path, os.O_RDONLY)
         except FileNotFoundError:
-            return False
+            if missing_ok:
+                self.defer()
+            return missing_ok
         try:
             size = os.fstat(fd).st_size
             if size % size_of:
@@ -109,6 +139,8 @@ class _Index:
     def load(self) -> bytearray:
         """The whole index in memory (read once)."""
         buf = self._buf
+        if buf is None and self._deferred:
+            buf = self._buf = bytearray()
         if buf is None:
             with open(self.path, "rb") as f:
                 data = f.read()
@@ -167,6 +199,7 @@ class _Index:
     def delete(self) -> None:
         self.close_writer()
         self._buf = None
+        self._deferred = False
         try:
             os.unlink(self.path)
         except FileNotFoundError:
@@ -198,6 +231,7 @@ class _Index:
         data = self._encode(entry)
         buf = self.load()
         self._writer = True
+        self._deferred = False  # the append handle creates the file
         try:
             written = os.write(self._write_handle().fd, data)
         except OSError:
@@ -232,6 +266,7 @@ class _Index:
         """Rewrite the file with ``data`` (encoded entries), e.g. after a rebuild; a file that
         already holds exactly that is left alone (recovery after a kill -9, mostly)."""
         self.close_writer()
+        self._deferred = False
         if self._holds(data):
             buf = self._buf = bytearray(data)
             n = self._entries = len(buf) // self.ENTRY.size

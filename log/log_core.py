@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import re
 import shutil
 import struct
 from collections import OrderedDict, deque
@@ -38,7 +39,7 @@ from log.segment import LogSegment, SegmentFile
 from log.txn_index import AbortedTxn
 from protocol.records import LOG_OVERHEAD
 
-__all__ = ["LogCore", "AppendInfo", "ReadResult", "FileRange", "FlushJob", "OffsetAndTimestamp", "SegmentInfo", "CLEAN_SHUTDOWN_FILE", "RECOVERY_POINT_CHECKPOINT", "LOG_START_OFFSET_CHECKPOINT", "REPLICATION_OFFSET_CHECKPOINT", "CLEANED_SUFFIX", "SWAP_SUFFIX", "parse_partition_dir_name", "partition_dir_name"]
+__all__ = ["LogCore", "AppendInfo", "ReadResult", "FileRange", "FlushJob", "OffsetAndTimestamp", "SegmentInfo", "CLEAN_SHUTDOWN_FILE", "RECOVERY_POINT_CHECKPOINT", "LOG_START_OFFSET_CHECKPOINT", "REPLICATION_OFFSET_CHECKPOINT", "CLEANED_SUFFIX", "SWAP_SUFFIX", "parse_partition_dir_name", "partition_dir_name", "parse_log_dir_name", "suffixed_dir_name", "FUTURE_DIR_SUFFIX", "DELETE_DIR_SUFFIX", "STRAY_DIR_SUFFIX"]
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
@@ -65,6 +66,31 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
     if not sep or not topic or not part.isdigit() or not part.isascii():
         return None
     return topic, int(part)
+
+
+#: Kafka's suffixes of a partition directory that is not (yet, or any more) the partition's log:
+#: ``<topic>-<partition>.<32 hex digits><suffix>`` (``UnifiedLog.logDirNameWithSuffix``)
+FUTURE_DIR_SUFFIX = "-future"
+DELETE_DIR_SUFFIX = "-delete"
+STRAY_DIR_SUFFIX = "-stray"
+_SUFFIXED = re.compile(r"^(.+)\.([0-9a-f]{32})(-future|-delete|-stray)$")
+
+
+def suffixed_dir_name(topic: str, partition: int, unique_id: str, suffix: str) -> str:
+    """``<topic>-<partition>.<unique id><suffix>`` (suffix ``-future`` etc.; the caller makes
+    the id: 32 hex digits, a random UUID's as Kafka's)."""
+    return f"{partition_dir_name(topic, partition)}.{unique_id}{suffix}"
+
+
+def parse_log_dir_name(name: str) -> tuple[tuple[str, int], str] | None:
+    """((topic, partition), suffix) of a partition directory, with or without a Kafka suffix
+    (suffix "" for the partition's current log)."""
+    m = _SUFFIXED.match(name)
+    if m is not None:
+        tp = parse_partition_dir_name(m.group(1))
+        return (tp, m.group(3)) if tp is not None else None
+    tp = parse_partition_dir_name(name)
+    return (tp, "") if tp is not None else None
 
 
 class AppendInfo(NamedTuple):
@@ -181,8 +207,8 @@ class LogCore:
 
     def __init__(self, dir: Path, config: LogConfig, now_ms: int) -> None:
         self.dir = dir
-        parsed = parse_partition_dir_name(dir.name)
-        self.topic, self.partition = parsed if parsed else (dir.name, -1)
+        parsed = parse_log_dir_name(dir.name)
+        self.topic, self.partition = parsed[0] if parsed else (dir.name, -1)
         self.config = config
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
@@ -479,14 +505,19 @@ class LogCore:
         for seg in self._segments:
             seg.release()
 
-    def delete(self) -> None:
-        """Remove the partition directory and everything in it."""
+    def detach(self) -> None:
+        """Drop every handle and index and mark the log closed, leaving its files as they are
+        (the directory is about to be renamed away and deleted: a replaced replica)."""
         for seg in self._segments:
             seg.offset_index.close_writer()
             seg.time_index.close_writer()
             seg.release()
         self._lru.clear()
         self._closed = True
+
+    def delete(self) -> None:
+        """Remove the partition directory and everything in it."""
+        self.detach()
         shutil.rmtree(self.dir, ignore_errors=True)
         try:
             fsync_dir(self.dir.parent)

@@ -13,7 +13,8 @@ kept here too: read at open, updated in memory by the cleaner, written by it and
 
 Partition directories are ``<topic>-<partition>``; the partition number follows the LAST '-'
 since topic names may contain '-' and '.'. Kafka's ``*-delete`` directories (topics deleted
-asynchronously) are removed at startup, ``*-future`` / ``*-stray`` ones are left alone.
+asynchronously, replicas moved away) are removed at startup; ``*-future`` ones (replicas moving
+here) are handled by ``log.dirs`` and ``*-stray`` ones left alone.
 """
 
 from __future__ import annotations

@@ -324,8 +324,12 @@ class LogSegment:
     ) -> LogSegment:
         seg = cls(dir, base_offset, config, now_ms, file_suffix=file_suffix)
         os.close(open_fd(seg.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))
-        seg.offset_index.create()
-        seg.time_index.create()
+        if file_suffix:  # the cleaner's output: its swap renames all three files
+            seg.offset_index.create()
+            seg.time_index.create()
+        else:  # created with the first batch (write): an unwritten partition has none
+            seg.offset_index.defer()
+            seg.time_index.defer()
         return seg
 
     def load(self, *, trust_indexes: bool) -> bool:
@@ -335,7 +339,9 @@ class LogSegment:
         calls :meth:`rebuild_indexes` or :meth:`recover`).
         """
         self.size = os.stat(self.log_path).st_size
-        ok = self.offset_index.open_existing() and self.time_index.open_existing()
+        empty = self.size == 0  # its index files come with its first batch
+        ok = self.offset_index.open_existing(missing_ok=empty) and \
+            self.time_index.open_existing(missing_ok=empty)
         ok = ok and self.offset_index.sane(self.size) and self.time_index.sane()
         if not (ok and trust_indexes):
             return False
@@ -486,6 +492,9 @@ class LogSegment:
         """Append ``chunks`` (whole batches, in order, described by ``headers``)."""
         fd = self.file().fd
         start = self.size
+        if start == 0:  # the first batch: the deferred index files now (Kafka-like layout)
+            self.offset_index.materialize()
+            self.time_index.materialize()
         total = sum(len(c) for c in chunks)
         try:
             written = os.writev(fd, chunks) if len(chunks) > 1 else os.write(fd, chunks[0])
@@ -598,8 +607,15 @@ class LogSegment:
             not time_buf or TIME_ENTRY.unpack_from(time_buf, len(time_buf) - 12)[0] < self.max_timestamp
         ):
             time_buf += TIME_ENTRY.pack(self.max_timestamp, self.offset_of_max_timestamp - self.base_offset)
-        self.offset_index.replace_all(off_buf)
-        self.time_index.replace_all(time_buf)
+        if self.size == 0 and not off_buf and not time_buf:
+            for idx in (self.offset_index, self.time_index):
+                if idx.deferred or not idx.path.exists():
+                    idx.defer()  # an empty segment's files come with its first batch
+                else:
+                    idx.replace_all(b"")
+        else:
+            self.offset_index.replace_all(off_buf)
+            self.time_index.replace_all(time_buf)
         self.version += 1
 
     def recover(self, min_offset: int, limit_offset: int | None = None) -> RecoveryResult:

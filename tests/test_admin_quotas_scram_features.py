@@ -196,8 +196,8 @@ def test_kafka_log_dirs_and_reassign_to_log_dir(tmp_path: Path) -> None:
         assert [p["partition"] for p in dirs[str(d2.resolve())]["partitions"]] == ["ldt-1"]
         assert dirs[str(d2.resolve())]["error"] is None
         plan = tmp_path / "plan.json"
-        # ldt-0 to its own directory; to the other one: replica moves are not implemented
-        for dest, expect in ((d1, None), (d2, "KafkaStorageException")):
+        # ldt-0 to its own directory, then to the other one (it moves: test_log_dir_moves.py)
+        for dest, expect in ((d1, None), (d2, None), (tmp_path / "d3", "LogDirNotFound")):
             plan.write_text(json.dumps({"version": 1, "partitions": [
                 {"topic": "ldt", "partition": 0, "replicas": [1], "log_dirs": [str(dest)]}]}))
             out = tool("4.x", "reassign-partitions", *bs, "--execute",

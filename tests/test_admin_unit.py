@@ -423,9 +423,11 @@ def test_describe_topic_partitions_paging() -> None:
 
 # ---- DescribeLogDirs selection --------------------------------------------------------------
 def test_describe_log_dirs_selection() -> None:
-    sizes = {("a", 0): 10, ("a", 1): 0, ("b", 0): 5}
-    assert [(t.name, [(p.partition_index, p.partition_size) for p in t.partitions])
-            for t in select(sizes, None)] == [("a", [(0, 10), (1, 0)]), ("b", [(0, 5)])]
+    sizes = [(("b", 0), (5, 0, False)), (("a", 0), (10, 0, False)), (("a", 1), (0, 0, False)),
+             (("b", 1), (3, 7, True))]  # a future replica: its lag and the flag
+    assert [(t.name, [(p.partition_index, p.partition_size, p.offset_lag, p.is_future_key)
+                      for p in t.partitions]) for t in select(sizes, None)] == [
+        ("a", [(0, 10, 0, False), (1, 0, 0, False)]), ("b", [(0, 5, 0, False), (1, 3, 7, True)])]
     req = [DescribeLogDirsRequest.DescribableLogDirTopic(topic="a", partitions=[1, 7]),
            DescribeLogDirsRequest.DescribableLogDirTopic(topic="zz", partitions=[0])]
     assert [(t.name, [p.partition_index for p in t.partitions])

@@ -119,3 +119,42 @@ def test_checkpoint_text_format(tmp_path: Path) -> None:
     assert path.read_text() == "0\n2\na.topic-x 0 12\nb-topic 1 7\n"
     assert read_offsets_checkpoint(path) == {("b-topic", 1): 7, ("a.topic-x", 0): 12}
     assert read_offsets_checkpoint(tmp_path / "missing") is None
+
+
+def _names(d: Path) -> set[str]:
+    return {p.name for p in d.iterdir() if p.name.endswith((".log", ".index", ".timeindex"))}
+
+
+def test_index_files_come_with_the_first_batch(tmp_path: Path) -> None:
+    """A new segment's .index/.timeindex are created with its first batch: an unwritten
+    partition holds only its .log, across clean and unclean reopens; once written it has the
+    layout Kafka's tools read, and reads find the data after a reopen."""
+    d = tmp_path / "lazy-0"
+    config = LogConfig(segment_bytes=4096, index_interval_bytes=256)
+    log = PartitionLog.open(d, config, NOW)
+    seg = "00000000000000000000"
+    assert _names(d) == {f"{seg}.log"}
+    log.close()
+    for clean in (True, False):  # an empty segment without index files opens as empty
+        log = PartitionLog.open(d, config, NOW, clean_shutdown=clean, recovery_point=0)
+        assert (log.log_end_offset, _names(d)) == (0, {f"{seg}.log"})
+        log.close()
+    log = PartitionLog.open(d, config, NOW)
+    buf = build_batch([NOW] * 3, value_size=100)
+    log.append(buf, iter_headers(buf), leader_epoch=1, now_ms=NOW)
+    assert _names(d) == {f"{seg}.log", f"{seg}.index", f"{seg}.timeindex"}
+    written = [bytes(buf)]
+    while len(log.segments) < 3:  # rolled segments get theirs with their first batch too
+        buf = build_batch([NOW] * 3, value_size=300)
+        log.append(buf, iter_headers(buf), leader_epoch=1, now_ms=NOW)
+        written.append(bytes(buf))
+    for s in log.segments:
+        stem = Path(s.path).stem
+        assert {f"{stem}.index", f"{stem}.timeindex"} <= _names(d)
+    log.close()
+    for clean in (True, False):
+        log = PartitionLog.open(d, config, NOW, clean_shutdown=clean, recovery_point=0)
+        assert log.log_end_offset == 3 * len(written)
+        got = log.read(0, 1 << 20).read_bytes()
+        assert got == b"".join(written)
+        log.close()

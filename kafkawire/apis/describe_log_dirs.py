@@ -4,8 +4,11 @@
   every partition log it holds (``topics`` null) or only the requested partitions held there
   (others are simply absent, as in Kafka). ``__cluster_metadata`` is the quorum's log, not a
   replica, and is not listed (Kafka keeps it out of LogManager too).
-- Per partition: ``partition_size`` = bytes of all its segments, ``offset_lag`` 0 (a single
-  replica is never behind itself), ``is_future_key`` false (no replica movement between dirs).
+- Per partition: ``partition_size`` = bytes of all its segments, ``offset_lag`` 0 (Kafka's
+  high watermark minus log end offset, never above 0 here), ``is_future_key`` false. A replica
+  moving to another directory (``kafkawire.log_mover``) is listed there too, with
+  ``is_future_key`` true, the future log's size and its lag behind the current log's end
+  offset, as Kafka lists a future replica.
 - An offline directory (an I/O error in it, or it could not be opened at start) is listed as
   Kafka lists a failed log dir: KAFKA_STORAGE_ERROR, no topics, sizes -1.
 - v3+: top-level error NONE. v4+: ``total_bytes`` / ``usable_bytes`` of the file system holding
@@ -44,19 +47,23 @@ def disk_space(path: Path) -> tuple[int, int]:
     return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
+#: per partition: (size in bytes, offset lag, is a future replica)
+Entry = tuple[int, int, bool]
+
+
 def select(
-    sizes: dict[tuple[str, int], int], topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None
+    entries: list[tuple[tuple[str, int], Entry]],
+    topics: list[DescribeLogDirsRequest.DescribableLogDirTopic] | None,
 ) -> list[TopicResult]:
-    """Topic results (sorted) for ``sizes`` of the local logs, filtered by the request."""
-    if topics is None:
-        wanted = set(sizes)
-    else:
-        wanted = {(t.topic, p) for t in topics for p in t.partitions} & set(sizes)
+    """Topic results (sorted) for the local logs' ``entries``, filtered by the request."""
+    if topics is not None:
+        asked = {(t.topic, p) for t in topics for p in t.partitions}
+        entries = [e for e in entries if e[0] in asked]
     by_topic: dict[str, list[PartitionResult]] = {}
-    for topic, index in sorted(wanted):
+    for (topic, index), (size, lag, future) in sorted(entries):
         by_topic.setdefault(topic, []).append(PartitionResult(
-            partition_index=index, partition_size=sizes[(topic, index)], offset_lag=0,
-            is_future_key=False,
+            partition_index=index, partition_size=size, offset_lag=lag,
+            is_future_key=future,
         ))
     return [TopicResult(name=name, partitions=parts) for name, parts in by_topic.items()]
 
@@ -74,10 +81,16 @@ async def handle(
                 total_bytes=-1, usable_bytes=-1, is_cordoned=False,
             ))
             continue
-        sizes = {tp: log.size_bytes for tp, log in m if tp[0] != METADATA_TOPIC}
+        entries: list[tuple[tuple[str, int], Entry]] = [
+            (tp, (log.size_bytes, 0, False)) for tp, log in m if tp[0] != METADATA_TOPIC]
+        for tp, (dest, future) in broker.logs.futures.items():
+            current = broker.logs.get(*tp)
+            if dest is m and current is not None:
+                lag = max(0, current.log_end_offset - future.log_end_offset)
+                entries.append((tp, (future.size_bytes, lag, True)))
         total, usable = disk_space(log_dir)
         results.append(Result(
-            error_code=ErrorCode.NONE, log_dir=str(log_dir), topics=select(sizes, req.topics),
+            error_code=ErrorCode.NONE, log_dir=str(log_dir), topics=select(entries, req.topics),
             total_bytes=total, usable_bytes=usable, is_cordoned=False,
         ))
     return DescribeLogDirsResponse(
