@@ -671,6 +671,7 @@ class Broker:
         self.flusher = LogFlusher(self.logs, cfg, now_ms)
         self.cleaner = LogCleanerService(self)
         self.replicas = ReplicaManager(self.logs, self.node_id, self.notifier)
+        self.replicas.min_isr_default = int(self.config["min.insync.replicas"])
         self._start_replication(self.replicas)
         addresses = quorum_addresses(cfg)
         self.quorum = MetadataQuorum(

@@ -37,8 +37,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
-from kraft.image import RESOURCE_BROKER, MetadataImage, PartitionImage, TopicImage
+from kraft.image import RESOURCE_BROKER, RESOURCE_TOPIC, MetadataImage, PartitionImage, TopicImage
+from protocol._generated.clear_elr_record import ClearElrRecord
 from protocol._generated.partition_change_record import PartitionChangeRecord
 
 NO_LEADER = -1
@@ -57,17 +59,34 @@ def elr_enabled(image: MetadataImage) -> bool:
     return image.features.get(ELR_FEATURE, 0) >= 1
 
 
-def topic_min_isr(image: MetadataImage, topic: TopicImage, default: int = 1) -> int:
-    """Kafka's ``getTopicEffectiveMinIsr``: the topic's ``min.insync.replicas`` (topic
-    override, else the cluster-wide dynamic one, else ``default``), at most the replication
-    factor (the replica count of partition 0)."""
-    raw = image.topic_config(topic.name).get("min.insync.replicas")
+def clear_elr_records(image: MetadataImage, records: list[Any]) -> list[ClearElrRecord]:
+    """Kafka's ``createClearElrRecordsAsNeeded``: with ELR, a ClearElrRecord after each
+    ``min.insync.replicas`` ConfigRecord, for that topic, or for every topic when the change is
+    a broker-level one (the cluster-wide value)."""
+    if not elr_enabled(image):
+        return []
+    return [ClearElrRecord(topic_name=r.resource_name if r.resource_type == RESOURCE_TOPIC
+                           else "")
+            for r in records
+            if type(r).__name__ == "ConfigRecord" and r.name == "min.insync.replicas"]
+
+
+def configured_min_isr(image: MetadataImage, topic_name: str, default: int = 1) -> int:
+    """A topic's ``min.insync.replicas``: its override, else the cluster-wide dynamic value
+    (which Kafka requires under ELR), else ``default`` (the static configuration)."""
+    raw = image.topic_config(topic_name).get("min.insync.replicas")
     if raw is None:
         raw = image.configs.get((RESOURCE_BROKER, ""), {}).get("min.insync.replicas")
     try:
-        value = int(raw) if raw is not None else default
+        return int(raw) if raw is not None else default
     except ValueError:
-        value = default
+        return default
+
+
+def topic_min_isr(image: MetadataImage, topic: TopicImage, default: int = 1) -> int:
+    """Kafka's ``getTopicEffectiveMinIsr``: :func:`configured_min_isr`, at most the
+    replication factor (the replica count of partition 0)."""
+    value = configured_min_isr(image, topic.name, default)
     first = topic.partitions.get(0)
     return min(value, len(first.replicas)) if first is not None and first.replicas else value
 
