@@ -20,7 +20,11 @@ State:
 The high watermark on a leader is the smallest log end offset among the ISR members: this
 node's own (its log end offset, or with ``hw_requires_flush`` the offset known durable, as a
 Raft leader counts only flushed entries) and each other ISR member's last fetch position. It
-never goes back while this node leads; it is clamped only by truncation. With an ISR of one
+never goes back while this node leads; it is clamped only by truncation. It does not move at
+all while the ISR is smaller than the topic's ``min.insync.replicas`` (at most the replica
+count; ``min_insync_replicas``, kept current by the runtime), as Kafka 4.3.1's
+``maybeIncrementLeaderHW`` (KIP-966): acks=1 writes are taken but not committed, so a replica
+that left the ISR meanwhile still holds everything below the high watermark. With an ISR of one
 (every partition today) it equals the log end offset right after each append, as before.
 
 Waiters (:meth:`wait_for_high_watermark`) are kept in a heap by required offset and released,
