@@ -258,8 +258,18 @@ def wait_follower_hw(address: str, topic: str, hw: int, timeout: float = WAIT_S)
 
 
 def offsets_at(address: str, topic: str) -> Any:
-    with connect(address) as c:
-        return list_offsets(c, topic, [-2, -1])
+    """ListOffsets (earliest, latest) on ``address``, asked again while it answers
+    NOT_LEADER_OR_FOLLOWER (a node applies a leadership change a moment after another node's
+    Metadata shows it; clients refresh and retry the same way)."""
+    deadline = time.monotonic() + 10
+    while True:
+        with connect(address) as c:
+            got = list_offsets(c, topic, [-2, -1])
+        if time.monotonic() > deadline or not any(
+                isinstance(r, dict) and r.get("error_code") == "NOT_LEADER_OR_FOLLOWER"
+                for r in got):
+            return got
+        time.sleep(0.2)
 
 
 def dtp(c: Connection, topics: list[str]) -> Any:
