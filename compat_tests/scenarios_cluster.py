@@ -566,8 +566,9 @@ def _killed_view(view: dict[str, Any]) -> bool:
 def cluster_elr_unclean_restart(cluster: ClusterTarget) -> Outcome:
     """KIP-966 after SIGKILL (no controlled shutdown) of node 3, the only replica of an RF 1
     topic and a follower of an RF 3 topic with min.insync.replicas 3: ISR, ELR and
-    LastKnownElr while it is fenced (DescribeTopicPartitions); its return after an unclean
-    shutdown (it leaves ELR at registration); who leads then, and the offsets."""
+    LastKnownElr while it is fenced (DescribeTopicPartitions, ``kafka-topics --describe``);
+    its return after an unclean shutdown (it leaves ELR at registration); who leads then, and
+    the offsets."""
     out = Steps()
     t = "cluster_elr_unclean_restart"
     rf1, rf3 = f"{t}-rf1", f"{t}-rf3"
@@ -583,6 +584,8 @@ def cluster_elr_unclean_restart(cluster: ClusterTarget) -> Outcome:
         for name in (rf1, rf3):
             out.step(f"{name}_killed", lambda: wait_view(c, name, _killed_view))
         out.step("dtp_killed", lambda: dtp(c, [rf1, rf3]))
+        out.step("describe_tool_killed", lambda: describe_tool(
+            bootstrap_of(cluster, [1, 2]), "--topic", f"{t}-.*"))
         out.step("rf3_acks_1", lambda: produce_to(cluster.address(1), rf3, 1, acks=1))
         out.step("rf3_hw_killed", lambda: wait_follower_hw(cluster.address(1), rf3, 3,
                                                            timeout=5.0))

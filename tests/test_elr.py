@@ -6,13 +6,23 @@ ELR, is ``tests/test_cluster_control.py::TestLeadership``."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kraft import replication_control as rc
 from kraft.cluster_control import Registration
-from kraft.image import RESOURCE_BROKER, RESOURCE_TOPIC, PartitionImage
-from kraft.partition_change import clear_elr_records, topic_min_isr
+from kraft.image import (
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    MetadataImage,
+    PartitionImage,
+    TopicImage,
+    apply,
+)
+from kraft.partition_change import Election, PartitionChange, clear_elr_records, topic_min_isr
 from protocol._generated.config_record import ConfigRecord
 from protocol.errors import ErrorCode, KafkaError
 from tests.test_cluster_control import CLUSTER, FEATURES, Cluster
@@ -158,3 +168,57 @@ def test_min_isr_change_clears_elr() -> None:
                           name="retention.ms", value="1")]
     assert clear_elr_records(c.image, other) == []
     assert clear_elr_records(Cluster(elr=False).image, topic_change) == []
+
+
+@st.composite
+def partition_states(draw: st.DrawFn) -> tuple[PartitionImage, tuple[int, ...], set[int], int]:
+    """(partition, target ISR, live brokers, min ISR) with the invariants the controller keeps:
+    leader in the ISR or -1, ELR disjoint from the ISR and at most min ISR - |ISR| members,
+    all within the replicas."""
+    replicas = tuple(draw(st.permutations([1, 2, 3, 4]))[:draw(st.integers(1, 4))])
+    min_isr = draw(st.integers(1, 4))
+    isr = tuple(r for r in replicas if draw(st.booleans()))
+    # a replica joins ELR only when it leaves an ISR that is then below min ISR
+    elr = tuple(sorted(r for r in replicas if r not in isr and draw(st.booleans()))
+                [:max(0, min_isr - len(isr))])
+    leader = draw(st.sampled_from(isr)) if isr and draw(st.booleans()) else -1
+    lk = (draw(st.sampled_from(replicas)),) if leader == -1 and draw(st.booleans()) else ()
+    if leader == -1:  # fencing or shutdown: one broker leaves at a time
+        gone = draw(st.sampled_from(isr)) if isr and draw(st.booleans()) else None
+        target = tuple(r for r in isr if r != gone)
+    else:  # AlterPartition: any ISR holding the leader
+        target = tuple(r for r in isr if r == leader or draw(st.booleans()))
+    live = {b for b in (1, 2, 3, 4) if draw(st.booleans())}
+    p = PartitionImage(0, replicas, isr, leader, 0, 0, elr, lk)
+    return p, target, live, min_isr
+
+
+@settings(max_examples=300, deadline=None)
+@given(state=partition_states(), unclean=st.booleans())
+def test_partition_change_properties(
+        state: tuple[PartitionImage, tuple[int, ...], set[int], int], unclean: bool) -> None:
+    """One change: ELR disjoint from the ISR and empty at or above min ISR; a leader outside
+    the old ISR and ELR only through an unclean election (ISR = [leader], RECOVERING, ELR
+    cleared); the same change again changes nothing (the controller's decisions are stable)."""
+    part, target, live, min_isr = state
+    topic = TopicImage("t", uuid.UUID(int=1), {0: part})
+    election = Election.UNCLEAN if unclean else Election.ONLINE
+
+    def change(p: PartitionImage, isr: tuple[int, ...] | None) -> Any:
+        return PartitionChange(TopicImage("t", topic.topic_id, {0: p}), p, live.__contains__,
+                               elr=True, min_isr=min_isr, election=election,
+                               target_isr=isr).build()
+
+    rec = change(part, target)
+    new = apply(MetadataImage(topics={"t": topic}, topics_by_id={topic.topic_id: topic}),
+                [rec], 1, 1).topics["t"].partitions[0] if rec is not None else part
+    elr = set(new.eligible_leader_replicas)
+    assert not elr & set(new.isr) and elr <= set(part.replicas)
+    assert not elr or len(new.isr) < min_isr
+    assert new.leader == -1 or (new.leader in new.isr and new.leader in live)
+    if rec is not None and rec.leader >= 0 and rec.leader not in part.isr \
+            and rec.leader not in part.eligible_leader_replicas:
+        assert rec.isr == [rec.leader] and rec.leader_recovery_state == 1
+        assert new.eligible_leader_replicas == ()
+        assert unclean or part.last_known_elr == (rec.leader,)
+    assert change(new, None) is None
