@@ -5,7 +5,8 @@ combined controller node, three broker-only nodes on loopback), a topic with RF 
 - The controller fences it: ISR 2 < min ISR 3, so it joins ELR (DescribeTopicPartitions
   ``eligible_leader_replicas``), as Kafka 4.3.1 (compat scenario ``cluster_leader_failover``).
 - acks=1 goes on, but the leader's high watermark stays (librdkafka's watermark offsets, and
-  the remaining follower has the record on disk meanwhile); acks=all gets NOT_ENOUGH_REPLICAS.
+  the remaining follower has the record on disk meanwhile); acks=all gets NOT_ENOUGH_REPLICAS;
+  the leader's UnderMinIsrPartitionCount is 1.
 - The killed broker restarts (an unclean shutdown: it leaves ELR at registration), catches up,
   rejoins the ISR; ELR is empty and the high watermark moves on.
 """
@@ -51,6 +52,17 @@ def elr_view(address: str, topic: str) -> tuple[int, list[int], list[int], list[
     p = resp.topics[0].partitions[0]
     return (p.leader_id, sorted(p.isr_nodes), list(p.eligible_leader_replicas),
             list(p.last_known_elr))
+
+
+def under_min_isr(c: ReplicationCluster, node: int) -> float:
+    """The node's ``UnderMinIsrPartitionCount`` from /metrics."""
+    import urllib.request
+
+    n = c.cluster.node(node)
+    with urllib.request.urlopen(f"http://{n.host}:{n.metrics_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    name = "kafka_server_replicamanager_underminisrpartitioncount "
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name))
 
 
 def high_watermark(bootstrap: str, topic: str) -> int:
@@ -99,11 +111,12 @@ def test_elr_and_high_watermark_with_a_follower_killed(cluster: ReplicationClust
     assert produce(boot, topic, "1", b"acks-1") == ("NONE", 3)
     failover.wait_until(lambda: sum(p.stat().st_size for p in seg.glob("*.log")) > before, 30,
                         "the in-sync follower to replicate the acks=1 record")
-    deadline = time.monotonic() + 3  # several follower fetches: the high watermark stays
+    deadline = time.monotonic() + 2  # several follower fetches: the high watermark stays
     while time.monotonic() < deadline:
         assert high_watermark(boot, topic) == 3
         time.sleep(0.3)
     assert produce(boot, topic, "all", b"refused")[0] == "NOT_ENOUGH_REPLICAS"
+    assert under_min_isr(cluster, leader[0]) == 1  # the topic's min ISR 3, not the broker's
 
     cluster.start(victim)  # after SIGKILL: an unclean shutdown, it leaves ELR at registration
     failover.wait_until(lambda: (v := elr_view(admin, topic)) is not None and len(v[1]) == 3,
