@@ -67,20 +67,4 @@ ACCEPTED: dict[str, list[tuple[str, str]]] = {
     ],
 }
 
-_ELR = (
-    "KIP-966 eligible leader replicas: Kafka 4.3.1's controller keeps a replica that leaves the "
-    "ISR while the ISR is below min.insync.replicas in ELR (DescribeTopicPartitions, "
-    "kafka-topics 'Elr:'); kafkawire's controller does not maintain ELR yet (issue 13)"
-)
-_HW_UNDER_MIN_ISR = (
-    "KIP-966: Kafka 4.3.1's leader does not advance the high watermark while the ISR is "
-    "below min.insync.replicas (Partition.maybeIncrementLeaderHW); kafkawire's does (issue 13)"
-)
-
-PENDING: dict[str, list[tuple[str, str]]] = {
-    "cluster_leader_failover": [
-        ("describe_topic_partitions[[]1].partitions[[]*].eligible_leader_replicas", _ELR),
-        ("describe_tool[[]1][[]*]", _ELR),
-        ("isr3_high_watermark_under_min_isr.high_watermark", _HW_UNDER_MIN_ISR),
-    ],
-}
+PENDING: dict[str, list[tuple[str, str]]] = {}

@@ -129,6 +129,9 @@ class KafkawireClusterTarget:
         self.cluster.start_node(node_id)
         self.cluster.wait_ready([node_id])
 
+    def kill_node(self, node_id: int) -> None:
+        self.cluster.kill(node_id)
+
 
 @pytest.fixture(scope="session")
 def kafkawire_cluster3() -> Iterator[KafkawireClusterTarget]:

@@ -9,7 +9,7 @@ Node ids are the same on both systems, so where the client chooses the replicas 
 assignments, reassignments) leaders, replica lists and ISRs are compared exactly; where the
 controller places them (replication factor only) only the shape is (three distinct replicas,
 the leader first and in the ISR, ...). Ports become ``<port>``. The scenarios run in
-registration order; the last one stops a node and starts it again.
+registration order; the last two stop (or kill) a node and start it again.
 """
 
 # ruff: noqa: B023
@@ -66,6 +66,8 @@ class ClusterTarget(Protocol):
     def stop_node(self, node_id: int) -> object: ...
 
     def start_node(self, node_id: int) -> object: ...
+
+    def kill_node(self, node_id: int) -> object: ...
 
 
 ClusterScenarioFn = Callable[[ClusterTarget], Outcome]
@@ -256,8 +258,18 @@ def wait_follower_hw(address: str, topic: str, hw: int, timeout: float = WAIT_S)
 
 
 def offsets_at(address: str, topic: str) -> Any:
-    with connect(address) as c:
-        return list_offsets(c, topic, [-2, -1])
+    """ListOffsets (earliest, latest) on ``address``, asked again while it answers
+    NOT_LEADER_OR_FOLLOWER (a node applies a leadership change a moment after another node's
+    Metadata shows it; clients refresh and retry the same way)."""
+    deadline = time.monotonic() + 10
+    while True:
+        with connect(address) as c:
+            got = list_offsets(c, topic, [-2, -1])
+        if time.monotonic() > deadline or not any(
+                isinstance(r, dict) and r.get("error_code") == "NOT_LEADER_OR_FOLLOWER"
+                for r in got):
+            return got
+        time.sleep(0.2)
 
 
 def dtp(c: Connection, topics: list[str]) -> Any:
@@ -540,4 +552,47 @@ def cluster_leader_failover(cluster: ClusterTarget) -> Outcome:
             out.step(f"{name}_final", lambda: wait_view(
                 c, name, lambda v: v["partitions"]["0"]["leader"] == 1))
             out.step(f"{name}_offsets_final", lambda: offsets_at(cluster.address(1), name))
+    return out
+
+
+def _killed_view(view: dict[str, Any]) -> bool:
+    """Node 3 fenced after SIGKILL: out of every ISR of more than one member, offline."""
+    ps = view["partitions"]
+    return bool(ps) and all(3 in p["offline"] and (3 not in p["isr"] or p["leader"] == -1)
+                            for p in ps.values())
+
+
+@cluster_scenario
+def cluster_elr_unclean_restart(cluster: ClusterTarget) -> Outcome:
+    """KIP-966 after SIGKILL (no controlled shutdown) of node 3, the only replica of an RF 1
+    topic and a follower of an RF 3 topic with min.insync.replicas 3: ISR, ELR and
+    LastKnownElr while it is fenced (DescribeTopicPartitions, ``kafka-topics --describe``);
+    its return after an unclean shutdown (it leaves ELR at registration); who leads then, and
+    the offsets."""
+    out = Steps()
+    t = "cluster_elr_unclean_restart"
+    rf1, rf3 = f"{t}-rf1", f"{t}-rf3"
+    with connect(cluster.address(1)) as c:
+        create_and_wait(c, creatable(rf1, assignments=[[3]]), cluster)
+        create_and_wait(c, creatable(rf3, assignments=[[1, 2, 3]],
+                                     configs={"min.insync.replicas": "3"}), cluster)
+        out.step("rf1_produce", lambda: produce_to(cluster.address(3), rf1, 2))
+        out.step("rf3_produce", lambda: produce_to(cluster.address(1), rf3, 2))
+        for node_id in (2, 3):
+            wait_follower_hw(cluster.address(node_id), rf3, 2)
+        cluster.kill_node(3)
+        for name in (rf1, rf3):
+            out.step(f"{name}_killed", lambda: wait_view(c, name, _killed_view))
+        out.step("dtp_killed", lambda: dtp(c, [rf1, rf3]))
+        out.step("describe_tool_killed", lambda: describe_tool(
+            bootstrap_of(cluster, [1, 2]), "--topic", f"{t}-.*"))
+        out.step("rf3_acks_1", lambda: produce_to(cluster.address(1), rf3, 1, acks=1))
+        out.step("rf3_hw_killed", lambda: wait_follower_hw(cluster.address(1), rf3, 3,
+                                                           timeout=5.0))
+        cluster.start_node(3)
+        out.step(f"{rf1}_back", lambda: wait_view(c, rf1, all_led(1)))
+        out.step(f"{rf3}_back", lambda: wait_view(c, rf3, full_isr(1)))
+        out.step("dtp_back", lambda: dtp(c, [rf1, rf3]))
+        out.step("rf1_offsets", lambda: offsets_at(cluster.address(3), rf1))
+        out.step("rf3_offsets", lambda: offsets_at(cluster.address(1), rf3))
     return out

@@ -706,6 +706,7 @@ class Broker:
         self.replicas = ReplicaManager(self.logs, self.node_id, self.notifier)
         self.log_mover = LogDirMover(self.logs, self.replicas, now_ms, self._alter_log_dirs_rate,
                                      flusher=self.flusher, cleaner=self.cleaner)
+        self.replicas.min_isr_default = int(self.config["min.insync.replicas"])
         self._start_replication(self.replicas)
         addresses = quorum_addresses(cfg)
         self.quorum = MetadataQuorum(

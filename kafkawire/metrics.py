@@ -29,6 +29,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
+from kraft.partition_change import configured_min_isr
+
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
 
@@ -176,7 +178,9 @@ class BrokerCollector(Collector):
         topics = 0
         if img is not None:
             topics = len(img.topics)
+            static_min_isr = int(b.config["min.insync.replicas"])
             for t in img.topics.values():
+                min_isr: int | None = None  # the topic's (a config lookup once per topic)
                 for p in t.partitions.values():
                     total += 1
                     if b.node_id in p.replicas and b.logs is not None and b.replicas is not None \
@@ -188,7 +192,9 @@ class BrokerCollector(Collector):
                         led += 1
                         if len(p.isr) < len(p.replicas):
                             under += 1
-                        if len(p.isr) < int(b.config["min.insync.replicas"]):
+                        if min_isr is None:
+                            min_isr = configured_min_isr(img, t.name, static_min_isr)
+                        if len(p.isr) < min(min_isr, len(p.replicas)):
                             under_min_isr += 1
         rm = "kafka_server_replicamanager_"
         yield gauge(rm + "partitioncount", "Partitions on this broker", total)

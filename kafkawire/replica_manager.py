@@ -26,6 +26,7 @@ import trio
 
 from kafkawire.purgatory import AppendNotifier
 from kraft.image import MetadataImage, PartitionImage
+from kraft.partition_change import configured_min_isr
 from log.config import LogConfig
 from log.dirs import LogDirs
 from log.manager import LogManager
@@ -54,6 +55,9 @@ class ReplicaManager:
         self.on_roles_applied: Callable[[], None] | None = None
         #: a leader saw a replica outside the ISR catch up (the ISR manager is woken)
         self.on_isr_expand: Callable[[Partition], None] | None = None
+        #: the static ``min.insync.replicas`` (topics and the cluster-wide dynamic value
+        #: override it): leaders hold their high watermark while their ISR is below it
+        self.min_isr_default = 1
 
     def __iter__(self) -> Iterator[tuple[TopicPartition, Partition]]:
         return iter(list(self.partitions.items()))
@@ -99,6 +103,7 @@ class ReplicaManager:
                 if self.node_id in pimg.replicas:
                     wanted[(topic.name, pimg.partition)] = pimg
         configs: dict[str, LogConfig] = {}  # one per topic, not one per partition
+        min_isr: dict[str, int] = {}
         for tp in sorted(wanted):
             p = self.partitions.get(tp)
             if p is None:
@@ -115,6 +120,10 @@ class ReplicaManager:
                     continue
                 self.offline_logs.discard(tp)
                 p = self._host(plog)
+            value = min_isr.get(tp[0])
+            if value is None:
+                value = min_isr[tp[0]] = configured_min_isr(image, tp[0], self.min_isr_default)
+            p.set_min_insync_replicas(value)
             self._apply_role(p, wanted[tp], now_ms)
         self.offline_logs &= set(wanted)
         gone = [tp for tp, p in self.partitions.items() if tp not in wanted and not p.hw_requires_flush]

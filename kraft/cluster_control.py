@@ -9,8 +9,9 @@ passed in can decide:
   finalized ``metadata.version``), DUPLICATE_BROKER_REGISTRATION (another incarnation of that
   id still has a live session). A new incarnation after the session expired, or the same
   incarnation again, replaces the registration with a new epoch; unless it names the epoch it
-  shut down cleanly from (``previous_broker_epoch``, KIP-966), it also leaves every ISR and
-  leadership (an unclean shutdown may have lost its unflushed tail).
+  shut down cleanly from (``previous_broker_epoch``, KIP-966), it leaves every ELR and
+  leadership (an unclean shutdown may have lost its unflushed tail); a new incarnation after a
+  clean shutdown (or an unclean one without ELR) leaves every ISR and leadership.
 - ``heartbeat``: BrokerHeartbeat. STALE_BROKER_EPOCH for an unknown broker or an old epoch.
   A fenced broker is unfenced once its ``current_metadata_offset`` reaches its registration
   record (it has caught up) and it does not ask to stay fenced: BrokerRegistrationChangeRecord
@@ -131,10 +132,15 @@ class ClusterControl:
             log_dirs=list(reg.log_dirs),
         )
         records: list[Any] = [rec]
-        if existing is not None and reg.previous_broker_epoch != existing.epoch:
-            # an unclean shutdown (KIP-966): its replicas may have lost unflushed data, so it
-            # leaves every ISR and leadership it held, as on fencing
-            records += self.isolate(image, reg.broker_id)
+        if existing is None or existing.incarnation_id != reg.incarnation_id:
+            # a new incarnation (Kafka's handleBrokerShutdown): it leaves every ISR and
+            # leadership; after an unclean shutdown (KIP-966: not the epoch it shut down
+            # cleanly from) its replicas may have lost unflushed data, so with ELR it leaves
+            # every ELR and leadership instead (its ISR memberships stay, as in Kafka 4.3.1)
+            clean = existing is not None and reg.previous_broker_epoch == existing.epoch
+            usable = set(rc.usable_brokers(image)) - {reg.broker_id}
+            shutdown = rc.isolate_broker if clean else rc.unclean_shutdown
+            records += shutdown(image, reg.broker_id, usable.__contains__, self.unclean_for)
         self.registered_at[reg.broker_id] = epoch
         self.touch(reg.broker_id, now_ms)
         return epoch, records
@@ -190,7 +196,9 @@ class ClusterControl:
         records: list[Any] = [BrokerRegistrationChangeRecord(
             broker_id=broker_id, broker_epoch=reg.epoch, fenced=UNFENCE,
             in_controlled_shutdown=0)]
-        return records + rc.elect_for_unfenced(image, broker_id)
+        usable = set(rc.usable_brokers(image))
+        return records + rc.elect_for_unfenced(image, broker_id, usable.__contains__,
+                                               self.unclean_for)
 
     def fence(self, image: MetadataImage, broker_id: int) -> list[Any]:
         """Fence a broker and move its leaderships and ISR memberships away."""

@@ -201,6 +201,24 @@ class _Builder:
             self.owned.add(topic_id)
         return topic.partitions
 
+    def _clear_elr(self, topic_name: str) -> None:
+        """ClearElrRecord (KIP-966, written after a ``min.insync.replicas`` change): empty
+        ELR and LastKnownElr of every partition of the topic, or of every topic ('')."""
+        topics, _by_id = self.t()
+        names = [topic_name] if topic_name else list(topics)
+        for name in names:
+            topic = topics.get(name)
+            if topic is None or not any(p.eligible_leader_replicas or p.last_known_elr
+                                        for p in topic.partitions.values()):
+                continue
+            parts = self.parts(topic.topic_id)
+            for i, p in parts.items():
+                if p.eligible_leader_replicas or p.last_known_elr:
+                    # as a PartitionChangeRecord clearing both (Kafka's TopicsDelta does it
+                    # that way): the partition epoch moves
+                    parts[i] = replace(p, eligible_leader_replicas=(), last_known_elr=(),
+                                       partition_epoch=p.partition_epoch + 1)
+
     def replay(self, rec: Any) -> None:
         name = type(rec).__name__
         if name == "TopicRecord":
@@ -240,10 +258,16 @@ class _Builder:
                 new = replace(new, adding_replicas=tuple(rec.adding_replicas))
             if rec.removing_replicas is not None:
                 new = replace(new, removing_replicas=tuple(rec.removing_replicas))
+            if rec.eligible_leader_replicas is not None:
+                new = replace(new, eligible_leader_replicas=tuple(rec.eligible_leader_replicas))
+            if rec.last_known_elr is not None:
+                new = replace(new, last_known_elr=tuple(rec.last_known_elr))
             if rec.leader != -2:
                 new = replace(new, leader=rec.leader, leader_epoch=old.leader_epoch + 1)
             new = replace(new, partition_epoch=old.partition_epoch + 1)
             parts[rec.partition_id] = new
+        elif name == "ClearElrRecord":
+            self._clear_elr(rec.topic_name)
         elif name == "RemoveTopicRecord":
             topics, by_id = self.t()
             self.owned.discard(rec.topic_id)

@@ -7,11 +7,16 @@
   shuffles with a random seed; a caller may rotate with ``start``).
 - ``isolate_broker``: the PartitionChangeRecords that take a broker out of every ISR and
   leadership (fencing, controlled shutdown, unregistration). A new leader comes from the ISR
-  only; with ``unclean.leader.election.enable`` any live replica may lead when the ISR has
-  none. When the broker is the last ISR member the ISR keeps it and the partition has no leader
-  (-1), as Kafka does without eligible leader replicas.
-- ``elect_for_unfenced``: partitions without a leader whose ISR holds a broker that was just
-  unfenced get it as leader.
+  (or, with an empty ISR, from the eligible leader replicas); with
+  ``unclean.leader.election.enable`` any live replica may lead when there is none. With
+  ``eligible.leader.replicas.version`` >= 1 (KIP-966) the ISR may become empty and replicas
+  leaving an ISR below min ISR join ELR; without it the last ISR member stays in the ISR and
+  the partition has no leader (-1). The decisions themselves are kraft/partition_change.py
+  (Kafka's PartitionChangeBuilder).
+- ``unclean_shutdown``: a broker registering after an unclean shutdown leaves ELR and its
+  leaderships.
+- ``elect_for_unfenced``: an election in every leaderless partition once a broker is
+  unfenced (it is acceptable as leader: from the ISR, or from ELR when the ISR is empty).
 - ``alter_partition``: an ISR change from a partition leader, with Kafka's checks in Kafka's
   order (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, INELIGIBLE_REPLICA, ...).
 - ``elect_leader``: ElectLeaders, preferred or unclean.
@@ -28,6 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kraft.image import MetadataImage, PartitionImage, TopicImage
+from kraft.partition_change import Election, PartitionChange, elr_enabled, topic_min_isr
 from protocol._generated.partition_change_record import PartitionChangeRecord
 from protocol.errors import ErrorCode, KafkaError
 
@@ -127,56 +133,70 @@ def change_record(topic: TopicImage, part: PartitionImage, change: Change
     )
 
 
-def _choose_leader(part: PartitionImage, isr: tuple[int, ...], acceptable: Callable[[int], bool],
-                   unclean: bool) -> tuple[int, tuple[int, ...], bool]:
-    """(leader, isr, recovering): the first acceptable replica (replica order) in the ISR;
-    with ``unclean``, else the first acceptable replica at all, which becomes the ISR."""
-    for b in part.replicas:
-        if b in isr and acceptable(b):
-            return b, isr, False
-    if unclean:
-        for b in part.replicas:
-            if acceptable(b):
-                return b, (b,), True
-    return NO_LEADER, isr, False
+def _partition_changes(
+    image: MetadataImage, affected: Callable[[PartitionImage], bool],
+    acceptable: Callable[[int], bool], unclean_for: Callable[[str], bool],
+    target_isr: Callable[[PartitionImage], tuple[int, ...]] = lambda p: p.isr,
+    unclean_shutdown: frozenset[int] = frozenset(),
+) -> list[PartitionChangeRecord]:
+    """Kafka's ``generateLeaderAndIsrUpdates``: a PartitionChange for every ``affected``
+    partition (the topic's unclean-election config and min ISR asked once per topic)."""
+    elr = elr_enabled(image)
+    out: list[PartitionChangeRecord] = []
+    for topic in image.topics.values():
+        election: Election | None = None
+        min_isr = 1
+        for part in topic.partitions.values():
+            if not affected(part):
+                continue
+            if election is None:  # a config lookup: once per topic, not per partition
+                election = Election.UNCLEAN if unclean_for(topic.name) else Election.ONLINE
+                min_isr = topic_min_isr(image, topic)
+            rec = PartitionChange(
+                topic, part, acceptable, elr=elr, min_isr=min_isr, election=election,
+                target_isr=target_isr(part), unclean_shutdown=unclean_shutdown).build()
+            if rec is not None:
+                out.append(rec)
+    return out
 
 
 def isolate_broker(
     image: MetadataImage, broker_id: int, usable: Callable[[int], bool],
     unclean_for: Callable[[str], bool],
 ) -> list[PartitionChangeRecord]:
-    """Records taking ``broker_id`` out of every ISR and leadership."""
-    out: list[PartitionChangeRecord] = []
-    for topic in image.topics.values():
-        unclean: bool | None = None  # asked once per topic (a config lookup), not per partition
-        for part in topic.partitions.values():
-            if broker_id not in part.isr and part.leader != broker_id:
-                continue
-            isr = tuple(b for b in part.isr if b != broker_id) or part.isr
-            leader, recovering = part.leader, False
-            if part.leader == broker_id or part.leader == NO_LEADER:
-                if unclean is None:
-                    unclean = unclean_for(topic.name)
-                leader, isr, recovering = _choose_leader(
-                    part, isr, lambda b: b != broker_id and usable(b), unclean)
-                if leader == NO_LEADER:
-                    isr = tuple(b for b in part.isr if b != broker_id) or part.isr
-            rec = change_record(topic, part, Change(leader, isr, recovering))
-            if rec is not None:
-                out.append(rec)
-    return out
+    """Records taking ``broker_id`` out of every ISR and leadership (fencing, controlled
+    shutdown, unregistration). With ELR the ISR may become empty and the members that leave
+    an ISR below min ISR join ELR (kraft/partition_change.py)."""
+    return _partition_changes(
+        image, lambda p: broker_id in p.isr or p.leader == broker_id,
+        lambda b: b != broker_id and usable(b), unclean_for,
+        target_isr=lambda p: tuple(b for b in p.isr if b != broker_id))
 
 
-def elect_for_unfenced(image: MetadataImage, broker_id: int) -> list[PartitionChangeRecord]:
-    """Leaderless partitions whose ISR holds ``broker_id``: it leads them."""
-    out: list[PartitionChangeRecord] = []
-    for topic in image.topics.values():
-        for part in topic.partitions.values():
-            if part.leader == NO_LEADER and broker_id in part.isr:
-                rec = change_record(topic, part, Change(leader=broker_id))
-                if rec is not None:
-                    out.append(rec)
-    return out
+def unclean_shutdown(
+    image: MetadataImage, broker_id: int, usable: Callable[[int], bool],
+    unclean_for: Callable[[str], bool],
+) -> list[PartitionChangeRecord]:
+    """A broker registers after an unclean shutdown (Kafka's ``handleBrokerShutdown``): with
+    ELR it leaves every ELR and leadership (its ISR memberships stay, as Kafka 4.3.1 keeps
+    them); without ELR it leaves every ISR and leadership, as on fencing."""
+    if not elr_enabled(image):
+        return isolate_broker(image, broker_id, usable, unclean_for)
+    return _partition_changes(
+        image, lambda p: broker_id in p.isr or broker_id in p.eligible_leader_replicas,
+        lambda b: b != broker_id and usable(b), unclean_for,
+        unclean_shutdown=frozenset({broker_id}))
+
+
+def elect_for_unfenced(
+    image: MetadataImage, broker_id: int, usable: Callable[[int], bool] = lambda _b: False,
+    unclean_for: Callable[[str], bool] = lambda _t: False,
+) -> list[PartitionChangeRecord]:
+    """Kafka's ``handleBrokerUnfenced``: an election in every leaderless partition, with the
+    unfenced broker acceptable (an ISR member, or with an empty ISR an ELR member, leads)."""
+    return _partition_changes(
+        image, lambda p: p.leader == NO_LEADER, lambda b: b == broker_id or usable(b),
+        unclean_for)
 
 
 def led_by(image: MetadataImage, broker_id: int) -> int:
@@ -216,8 +236,13 @@ def alter_partition(
                 or (m.broker_epoch != -1 and m.broker_epoch != reg.epoch)):
             raise KafkaError(ErrorCode.INELIGIBLE_REPLICA)
     # the order of the request, as Kafka's PartitionChangeBuilder keeps it (the leader sends
-    # its ISR sorted: a replica rejoining [2, 3] of replicas [2, 3, 1] gives [1, 2, 3])
-    return change_record(topic, part, Change(isr=ids))
+    # its ISR sorted: a replica rejoining [2, 3] of replicas [2, 3, 1] gives [1, 2, 3]); ELR
+    # follows the new ISR (members leaving an ISR below min ISR join it, and it is cleared
+    # once the ISR is back at min ISR)
+    usable = set(usable_brokers(image))
+    return PartitionChange(
+        topic, part, usable.__contains__, elr=elr_enabled(image),
+        min_isr=topic_min_isr(image, topic), target_isr=ids).build()
 
 
 def elect_leader(
@@ -226,27 +251,29 @@ def elect_leader(
     """ElectLeaders for one partition: the record, or KafkaError (ELECTION_NOT_NEEDED...)."""
     usable = set(usable_brokers(image))
     name = f"{topic.name}-{part.partition}"
+    change = PartitionChange(topic, part, usable.__contains__, elr=elr_enabled(image),
+                             min_isr=topic_min_isr(image, topic))
     if election_type == ELECTION_PREFERRED:
         preferred = part.replicas[0] if part.replicas else NO_LEADER
         if part.leader == preferred:
             raise KafkaError(ErrorCode.ELECTION_NOT_NEEDED,
                              "Leader election not needed for topic partition.")
-        if preferred not in part.isr or preferred not in usable:
+        eligible = part.isr if part.isr or not change.elr else part.eligible_leader_replicas
+        if preferred not in eligible or preferred not in usable:
             raise KafkaError(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
                              f"Failed to elect leader for partition {name} under strategy "
                              "PreferredReplicaPartitionLeaderElectionStrategy")
-        rec = change_record(topic, part, Change(leader=preferred))
+        change.election = Election.PREFERRED
     else:
         if part.leader != NO_LEADER:
             raise KafkaError(ErrorCode.ELECTION_NOT_NEEDED,
                              "Leader election not needed for topic partition.")
-        leader, isr, recovering = _choose_leader(part, part.isr, lambda b: b in usable, True)
-        if leader == NO_LEADER:
-            raise KafkaError(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                             f"Failed to elect leader for partition {name} under strategy "
-                             "UncleanPartitionLeaderElectionStrategy")
-        rec = change_record(topic, part, Change(leader, isr, recovering))
-    assert rec is not None
+        change.election = Election.UNCLEAN
+    rec = change.build()
+    if rec is None or rec.leader in (NO_LEADER, NO_LEADER_CHANGE):
+        raise KafkaError(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                         f"Failed to elect leader for partition {name} under strategy "
+                         "UncleanPartitionLeaderElectionStrategy")
     return rec
 
 

@@ -20,7 +20,11 @@ State:
 The high watermark on a leader is the smallest log end offset among the ISR members: this
 node's own (its log end offset, or with ``hw_requires_flush`` the offset known durable, as a
 Raft leader counts only flushed entries) and each other ISR member's last fetch position. It
-never goes back while this node leads; it is clamped only by truncation. With an ISR of one
+never goes back while this node leads; it is clamped only by truncation. It does not move at
+all while the ISR is smaller than the topic's ``min.insync.replicas`` (at most the replica
+count; ``min_insync_replicas``, kept current by the runtime), as Kafka 4.3.1's
+``maybeIncrementLeaderHW`` (KIP-966): acks=1 writes are taken but not committed, so a replica
+that left the ISR meanwhile still holds everything below the high watermark. With an ISR of one
 (every partition today) it equals the log end offset right after each append, as before.
 
 Waiters (:meth:`wait_for_high_watermark`) are kept in a heap by required offset and released,
@@ -176,6 +180,9 @@ class Partition:
         self.isr: frozenset[int] = frozenset()
         #: the controller's partition epoch for ``isr`` (AlterPartition sends it back)
         self.partition_epoch = -1
+        #: the topic's ``min.insync.replicas`` (the runtime keeps it current): while the ISR is
+        #: below it (at most the replica count) the leader holds the high watermark
+        self.min_insync_replicas = 1
         self.followers: dict[int, FollowerState] = {}
         self._waiters: list[tuple[int, int, HighWatermarkWaiter]] = []
         self._seq = itertools.count()
@@ -358,9 +365,26 @@ class Partition:
         log = self.log
         return min(log.recovery_point, log.log_end_offset) if self.hw_requires_flush else log.log_end_offset
 
+    @property
+    def under_min_isr(self) -> bool:
+        """Kafka's ``isUnderMinIsr``: leading with an ISR smaller than the effective
+        ``min.insync.replicas``."""
+        return self.role is ReplicaRole.LEADER and len(self.isr) < self.effective_min_isr(
+            self.min_insync_replicas)
+
+    def set_min_insync_replicas(self, value: int) -> None:
+        """The topic's ``min.insync.replicas`` (changed by a config change)."""
+        if value != self.min_insync_replicas:
+            self.min_insync_replicas = value
+            if self._maybe_increment_high_watermark():
+                self._changed()
+
     def _maybe_increment_high_watermark(self) -> bool:
-        """Leader only: min log end offset over the ISR; moves forward only."""
-        if self.role is not ReplicaRole.LEADER:
+        """Leader only: min log end offset over the ISR; moves forward only, and not at all
+        while the ISR is below min.insync.replicas (KIP-966, Kafka 4.3.1's
+        ``maybeIncrementLeaderHW``: a replica that left such an ISR keeps everything below the
+        high watermark, which makes it an eligible leader replica)."""
+        if self.role is not ReplicaRole.LEADER or self.under_min_isr:
             return False
         new = self._local_end_offset()
         for r in self.isr:

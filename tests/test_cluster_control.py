@@ -16,6 +16,7 @@ from kraft import replication_control as rc
 from kraft.cluster_control import ClusterControl, Registration
 from kraft.image import MetadataImage, apply
 from protocol._generated.broker_registration_change_record import BrokerRegistrationChangeRecord
+from protocol._generated.feature_level_record import FeatureLevelRecord
 from protocol._generated.partition_change_record import PartitionChangeRecord
 from protocol.errors import ErrorCode, KafkaError
 
@@ -26,8 +27,13 @@ FEATURES = {"metadata.version": (7, 30)}
 class Cluster:
     """An image plus a ClusterControl, with records applied as the driver commits them."""
 
-    def __init__(self, session_timeout_ms: int = 9000, unclean: bool = False) -> None:
-        self.image = apply(MetadataImage(), controller.bootstrap_records(), 2, 1)
+    def __init__(self, session_timeout_ms: int = 9000, unclean: bool = False,
+                 elr: bool = True, min_isr: int = 1) -> None:
+        boot = controller.bootstrap_records(min_isr)
+        if not elr:  # eligible.leader.replicas.version 0 (kafka-features downgrade)
+            boot.append(FeatureLevelRecord(name="eligible.leader.replicas.version",
+                                           feature_level=0))
+        self.image = apply(MetadataImage(), boot, len(boot) - 1, 1)
         self.cc = ClusterControl(CLUSTER, session_timeout_ms, lambda _t: unclean)
         self.incarnations: dict[int, uuid.UUID] = {}
 
@@ -206,8 +212,12 @@ def test_session_expiry_fences_and_moves_leadership() -> None:
         assert c.image.topics["t"].partitions[old.partition].leader_epoch == old.leader_epoch + 1
 
 
-def test_last_isr_member_fenced_leaves_partition_leaderless_then_unfence_elects() -> None:
-    c = Cluster(session_timeout_ms=1000)
+@pytest.mark.parametrize("elr", [True, False])
+def test_last_isr_member_fenced_leaves_partition_leaderless_then_unfence_elects(
+        elr: bool) -> None:
+    """Without ELR the last ISR member stays in the ISR; with ELR (KIP-966) the ISR becomes
+    empty, the member is in ELR and is the last known leader, and leads again once back."""
+    c = Cluster(session_timeout_ms=1000, elr=elr)
     c.up(1, 2)
     c.topic("t", 1, 1, assignments={0: [1]})
     c.heartbeat(2, now=1500)
@@ -215,9 +225,14 @@ def test_last_isr_member_fenced_leaves_partition_leaderless_then_unfence_elects(
     assert found is not None
     c.commit(found[1])
     p = c.image.topics["t"].partitions[0]
-    assert (p.leader, p.isr) == (-1, (1,))
+    if elr:
+        assert (p.leader, p.isr, p.eligible_leader_replicas, p.last_known_elr) == (
+            -1, (), (1,), (1,))
+    else:
+        assert (p.leader, p.isr, p.eligible_leader_replicas) == (-1, (1,), ())
     assert c.heartbeat(1, now=1600).is_fenced is False
-    assert c.image.topics["t"].partitions[0].leader == 1
+    p = c.image.topics["t"].partitions[0]
+    assert (p.leader, p.isr, p.eligible_leader_replicas, p.last_known_elr) == (1, (1,), (), ())
 
 
 def test_unclean_election_on_fence() -> None:
@@ -410,14 +425,35 @@ def test_reassignment_adds_then_removes() -> None:
     assert (p.replicas, p.adding_replicas, p.removing_replicas) == ((3, 2), (), ())
 
 
+class CheckedCluster(Cluster):
+    """A Cluster whose commits are checked: a leader that was neither in the ISR nor in ELR
+    comes only from an unclean election (leader recovery RECOVERING)."""
+
+    def commit(self, records: list[Any]) -> None:
+        topic = self.image.topics.get("t")
+        for r in records:
+            if not isinstance(r, PartitionChangeRecord) or topic is None \
+                    or r.topic_id != topic.topic_id or r.leader < 0:
+                continue
+            old = self.image.topics["t"].partitions[r.partition_id]
+            if r.leader not in old.isr and r.leader not in old.eligible_leader_replicas:
+                assert r.leader_recovery_state == rc.LEADER_RECOVERING, (old, r)
+        super().commit(records)
+
+
 class LeadershipMachine(RuleBasedStateMachine):
     """Random registrations, heartbeats, fencing, shutdowns, ISR changes and elections: the
-    leader is always in the ISR (or -1), the ISR is never empty and within the replicas, a
-    live leader is unfenced, and epochs never go back."""
+    leader is always in the ISR (or -1), the ISR is within the replicas and never empty
+    without ELR, ELR (KIP-966) is disjoint from the ISR and kept only while the ISR is below
+    min ISR, a live leader is unfenced, epochs never go back, and a leader outside ISR and
+    ELR comes only from an unclean election."""
+
+    ELR = True
+    MIN_ISR = 2
 
     def __init__(self) -> None:
         super().__init__()
-        self.c = Cluster(session_timeout_ms=1000)
+        self.c = CheckedCluster(session_timeout_ms=1000, elr=self.ELR, min_isr=self.MIN_ISR)
         self.c.up(1, 2, 3, 4)
         self.c.topic("t", 6, 3)
         self.now = 0
@@ -437,10 +473,13 @@ class LeadershipMachine(RuleBasedStateMachine):
             return
         self.c.heartbeat(b, now=self.now, fence=fence, shut=shut)
 
-    @rule(b=st.integers(1, 4))
-    def reregister(self, b: int) -> None:
+    @rule(b=st.integers(1, 4), clean=st.booleans())
+    def reregister(self, b: int, clean: bool) -> None:
+        reg = self.c.image.brokers.get(b)
+        previous = reg.epoch if clean and reg is not None else -1
         self._try(lambda: self.c.cc.register(
-            self.c.image, Registration(b, CLUSTER, uuid.uuid4(), [], FEATURES),
+            self.c.image, Registration(b, CLUSTER, uuid.uuid4(), [], FEATURES,
+                                       previous_broker_epoch=previous),
             self.c.image.offset + 1, self.now)[1])
 
     @rule(dt=st.integers(0, 2000))
@@ -468,8 +507,11 @@ class LeadershipMachine(RuleBasedStateMachine):
     def leadership_is_sound(self) -> None:
         img = self.c.image
         for p in img.topics["t"].partitions.values():
-            assert p.isr and set(p.isr) <= set(p.replicas), p
+            assert (p.isr or self.ELR) and set(p.isr) <= set(p.replicas), p
             assert p.leader == -1 or p.leader in p.isr, p
+            elr = set(p.eligible_leader_replicas)
+            assert not elr & set(p.isr) and elr <= set(p.replicas), p
+            assert not elr or (self.ELR and len(p.isr) < self.MIN_ISR), p
             if p.leader != -1:
                 assert not img.brokers[p.leader].fenced, (p, img.brokers[p.leader])
             old = self.epochs.get(p.partition, (-1, -1))
@@ -477,8 +519,15 @@ class LeadershipMachine(RuleBasedStateMachine):
             self.epochs[p.partition] = (p.leader_epoch, p.partition_epoch)
 
 
+class NoElrLeadershipMachine(LeadershipMachine):
+    ELR = False
+
+
 TestLeadership = LeadershipMachine.TestCase
 TestLeadership.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+TestLeadershipWithoutElr = NoElrLeadershipMachine.TestCase
+TestLeadershipWithoutElr.settings = settings(max_examples=40, stateful_step_count=40,
+                                             deadline=None)
 
 
 @settings(max_examples=200, deadline=None)

@@ -166,6 +166,46 @@ def test_high_watermark_follows_the_slowest_isr_member(tmp_path: Path) -> None:
     lead.log.close()
 
 
+def test_high_watermark_held_while_the_isr_is_below_min_isr(tmp_path: Path) -> None:
+    """KIP-966 as Kafka 4.3.1 (``Partition.maybeIncrementLeaderHW``): with the ISR below the
+    topic's min.insync.replicas (at most the replica count) the leader takes acks=1 writes but
+    its high watermark stays; it moves once the ISR is back at min ISR or min ISR is lowered.
+    An acks=all waiter parked meanwhile is not released (it would time out)."""
+    lead = open_partition(tmp_path / "n1", 1)
+    lead.set_min_insync_replicas(3)
+    lead.become_leader(0, frozenset({1, 2, 3}), (1, 2, 3), NOW)
+    produce(lead, 3)
+    follower_fetch(lead, 2, 3)
+    follower_fetch(lead, 3, 3)
+    assert lead.high_watermark == 3 and not lead.under_min_isr
+    w = lead.wait_for_high_watermark(4, min_insync_replicas=3)
+    lead.update_isr(frozenset({1, 2}), NOW)
+    assert lead.under_min_isr
+    assert produce(lead, 1, required_acks=1) == (3, 3)
+    follower_fetch(lead, 2, 4)
+    assert lead.high_watermark == 3 and not w.done
+    assert code_of(produce, lead, required_acks=-1, min_insync_replicas=3) == \
+        ErrorCode.NOT_ENOUGH_REPLICAS
+    lead.set_min_insync_replicas(2)  # a config change: the ISR {1, 2} is enough now
+    assert lead.high_watermark == 4 and w.done
+    lead.set_min_insync_replicas(3)
+    produce(lead, 1, required_acks=1)
+    follower_fetch(lead, 2, 5)
+    assert lead.high_watermark == 4
+    follower_fetch(lead, 3, 5)
+    lead.update_isr(frozenset({1, 2, 3}), NOW)  # back at min ISR
+    assert lead.high_watermark == 5 and not lead.under_min_isr
+    lead.log.close()
+
+
+def test_min_isr_above_the_replica_count_does_not_hold_the_high_watermark(
+        leader: Partition) -> None:
+    leader.set_min_insync_replicas(2)  # one replica: the effective min ISR is 1
+    leader.become_leader(0, frozenset({1}), (1,), NOW)
+    produce(leader, 2)
+    assert leader.high_watermark == 2
+
+
 def test_losing_leadership_fails_parked_waiters(leader: Partition) -> None:
     leader.become_leader(0, frozenset({1, 2}), (1, 2), NOW)
     produce(leader, 2)

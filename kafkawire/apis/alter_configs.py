@@ -44,6 +44,7 @@ from kraft.image import (
     RESOURCE_TOPIC,
     MetadataImage,
 )
+from kraft.partition_change import clear_elr_records
 from protocol._generated.alter_configs_request import AlterConfigsRequest
 from protocol._generated.alter_configs_response import AlterConfigsResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -236,6 +237,7 @@ async def apply_outcomes(
             except KafkaError as e:
                 planned.append(Outcome(rtype, rname, e.code, e.message))
         records = [r for o in planned if o.error == ErrorCode.NONE for r in o.records]
+        records += clear_elr_records(image, records)  # KIP-966: min ISR changed
         if records and not validate_only:
             await broker.commit_metadata(records)
             if any(o.refresh is None for o in planned if o.records):

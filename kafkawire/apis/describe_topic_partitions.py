@@ -9,7 +9,8 @@
 - A named topic that does not exist: UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an
   illegal name) with a zero topic id; with the all-topics form such topics cannot occur.
 - Partitions carry leader (-1 unless alive on the request's listener), leader epoch, replicas,
-  ISR, eligible_leader_replicas and last_known_elr (empty: no ELR here) and offline replicas
+  ISR, eligible_leader_replicas and last_known_elr (KIP-966, as the controller keeps them:
+  kraft/partition_change.py) and offline replicas
   (fenced, unknown or without that listener).
 - ``topic_authorized_operations``: every topic operation (no authorizer).
 - A cursor topic missing from the requested list, or a negative cursor partition:
