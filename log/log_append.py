@@ -207,6 +207,8 @@ class LogAppend(LogCore):
         if self._closed:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log is closed")
         self._now_ms = now_ms
+        if len(batches) > 1 and _size(batches) > self.config.segment_bytes:
+            return self._append_as_follower_in_parts(buf, batches, now_ms)
         total = self._check_batches(batches, coordinator=True)
         expected = self._leo
         max_ts = -1
@@ -243,6 +245,31 @@ class LogAppend(LogCore):
         return AppendInfo(
             first_offset, last_offset, -1, self.log_start_offset, max_timestamp=max_ts,
             size_bytes=total, completed_txns=tuple(pa.completed_txns),
+        )
+
+    def _append_as_follower_in_parts(
+        self, buf: bytearray | memoryview, batches: list[tuple[int, BatchHeader]], now_ms: int
+    ) -> AppendInfo:
+        """A fetch answer larger than ``segment.bytes`` (many small batches of a topic with a
+        small segment size): appended in runs that each fit a segment, rolling between them,
+        rather than refused (which would stall the follower on the same answer forever)."""
+        limit = self.config.segment_bytes
+        parts: list[list[tuple[int, BatchHeader]]] = [[]]
+        size = 0
+        for pos, h in batches:
+            n = h.batch_length + LOG_OVERHEAD
+            if parts[-1] and size + n > limit:
+                parts.append([])
+                size = 0
+            parts[-1].append((pos, h))
+            size += n
+        infos = [self.append_as_follower(buf, part, now_ms=now_ms) for part in parts]
+        first, last = infos[0], infos[-1]
+        return AppendInfo(
+            first.first_offset, last.last_offset, -1, last.log_start_offset,
+            max_timestamp=max(i.max_timestamp for i in infos),
+            size_bytes=sum(i.size_bytes for i in infos),
+            completed_txns=tuple(t for i in infos for t in i.completed_txns),
         )
 
     def _write_and_commit(
@@ -316,3 +343,6 @@ def _contiguous_runs(view: memoryview, batches: list[tuple[int, BatchHeader]]) -
     chunks.append(view[run_start:run_end])
     return chunks
 
+
+def _size(batches: list[tuple[int, BatchHeader]]) -> int:
+    return sum(h.batch_length + LOG_OVERHEAD for _pos, h in batches)

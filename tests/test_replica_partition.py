@@ -596,3 +596,40 @@ def test_idle_follower_offsets(leader: Partition) -> None:
     assert idle(3, leo, later) is None  # outside the ISR: read (which may bring it back)
     leader.become_follower(4, 5, frozenset({1, 2}), (1, 2))
     assert idle(2, leo, later, epoch=-1) is None
+
+
+def test_a_fetch_answer_larger_than_the_followers_segment_bytes(tmp_path: Path) -> None:
+    """A follower whose segment.bytes is below the size of one fetch answer (the topic's
+    segment.bytes lowered, the follower learning it first) appends it in runs that fit a
+    segment instead of refusing it with RECORD_LIST_TOO_LARGE on every fetch (a stalled
+    follower). Found by test_replication_machine below."""
+    from dataclasses import replace
+
+    lead = open_partition(tmp_path / "n1", 1)
+    fol = Partition(PartitionLog.open(tmp_path / "n2" / "t-0", replace(CFG, segment_bytes=400),
+                                      NOW), 2)
+    lead.become_leader(4, frozenset({1, 2}), (1, 2), NOW)
+    fol.become_follower(1, 4, frozenset({1, 2}), (1, 2))
+    for n in (3, 1, 5, 2, 4, 3, 2, 1):
+        produce(lead, n)
+    data = bytearray(follower_fetch(lead, 2, 0))
+    assert len(data) > 400 and len(iter_headers(data)) == 8
+    info = fol.append_as_follower(data, iter_headers(data), now_ms=NOW)
+    assert (info.first_offset, info.last_offset) == (0, 20)
+    assert fol.log_end_offset == lead.log_end_offset == 21
+    assert len(fol.log.segments) > 1
+    fol.become_leader(5, frozenset({2}), (1, 2), NOW)
+    got = b"".join(r.records.read_bytes() for r in _read_all(fol))
+    assert got == bytes(data)
+    lead.log.close()
+    fol.log.close()
+
+
+def _read_all(p: Partition) -> list:  # type: ignore[type-arg]
+    out, offset = [], 0
+    while offset < p.log_end_offset:
+        r = p.read(-1, offset, 1 << 20, isolation=FetchIsolation.LOG_END, now_ms=NOW)
+        assert r.records is not None
+        out.append(r)
+        offset = iter_headers(bytearray(r.records.read_bytes()))[-1][1].last_offset + 1
+    return out
