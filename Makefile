@@ -37,6 +37,9 @@ run: $(RUN_STAMP)
 ## their output is printed when all are done and each exit status counts. TEST_SERIAL=1 runs
 ## them one after the other. KAFKAWIRE_REQUIRE_KAFKA=1: a test needing Kafka's jars fails
 ## instead of skipping.
+## TEST_WORKERS=n: tests/ in n pytest-xdist workers (default 2; 1 runs it in one process).
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
 COMPAT_LOG := .compat-stage.log
 DOCKER_LOG := .docker-stage.log
 DOCKER_STAGE ?= 1
@@ -45,7 +48,7 @@ test: $(STAMP) deps-system deps-java
 	$(PY) -m mypy
 	$(PY) -m compat_tests.kafka_dist fetch
 ifeq ($(TEST_SERIAL),1)
-	KAFKAWIRE_REQUIRE_KAFKA=1 $(PY) -m pytest $(PYTEST_ARGS)
+	KAFKAWIRE_REQUIRE_KAFKA=1 $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 	KAFKAWIRE_REQUIRE_KAFKA=1 $(PY) -m pytest compat_tests -m compat $(PYTEST_ARGS)
 	$(if $(filter 1,$(DOCKER_STAGE)),$(MAKE) --no-print-directory docker-test)
 else
@@ -54,7 +57,7 @@ else
 	  if [ "$(DOCKER_STAGE)" = 1 ]; then \
 	    $(MAKE) --no-print-directory docker-test > $(DOCKER_LOG) 2>&1; \
 	    echo $$? > $(DOCKER_LOG).rc; fi; } & bg=$$!; \
-	KAFKAWIRE_REQUIRE_KAFKA=1 $(PY) -m pytest $(PYTEST_ARGS); tests=$$?; \
+	KAFKAWIRE_REQUIRE_KAFKA=1 $(PY) -m pytest $(XDIST) $(PYTEST_ARGS); tests=$$?; \
 	wait $$bg; stage=$$(cat $(COMPAT_LOG).rc); docker=0; \
 	echo "=== compat stage (ran alongside tests/), exit $$stage ==="; cat $(COMPAT_LOG); \
 	if [ "$(DOCKER_STAGE)" = 1 ]; then docker=$$(cat $(DOCKER_LOG).rc); \
