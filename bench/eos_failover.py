@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/eos_failover.py --records 20000 --kill-every 8          # kafkawire
     .venv/bin/python bench/eos_failover.py --records 20000 --kill-every 8 --kafka  # Kafka 4.3.1
+    .venv/bin/python bench/eos_failover.py --records 20000 --kill-every 3 --kills 100
 
 tests/eos_chain.py's chain (``src`` -> ``s1`` -> ``s2`` -> ``s3``, three stages of
 transactional members: librdkafka and Kafka's Java 4.x clients taking turns, each poll one
@@ -13,7 +14,9 @@ topics is killed with SIGKILL, started again once another replica leads, and the
 waits until every ISR is full again (a kill may hit the transaction or group coordinator of
 some member). The chain's own check then reads every topic at read_committed: each partition
 holds exactly the source partition's values, in order (0 lost, 0 duplicated, 0 aborted records
-returned).
+returned). With ``--kills N`` the run lasts until N leaders were killed: another ``--records``
+source records are written whenever the chain's last stage is half-way through the previous
+ones, as long as kills are missing.
 """
 
 from __future__ import annotations
@@ -45,15 +48,18 @@ def leaders(bootstrap: str, prefix: str = "") -> dict[tuple[str, int], tuple[int
 class Killer(threading.Thread):
     """Kills a chain partition's leader every ``every_s`` seconds until ``halt`` is set."""
 
-    def __init__(self, cluster: KafkaCluster | KafkawireCluster, every_s: float) -> None:
+    def __init__(self, cluster: KafkaCluster | KafkawireCluster, every_s: float,
+                 target: int | None = None) -> None:
         super().__init__(daemon=True)
-        self.cluster, self.every_s = cluster, every_s
+        self.cluster, self.every_s, self.target = cluster, every_s, target
         self.halt = threading.Event()
         self.kills = 0
         self.problems: list[str] = []
 
     def run(self) -> None:
         while not self.halt.wait(self.every_s):
+            if self.target is not None and self.kills >= self.target:
+                return
             try:
                 self.kill_one(self.cluster.bootstrap)
             except (KafkaException, TimeoutError, RuntimeError) as e:
@@ -82,11 +88,14 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=20_000)
     ap.add_argument("--kill-every", type=float, default=8.0, help="seconds between kills")
     ap.add_argument("--churn-s", type=float, default=6.0, help="a member joins or leaves every N s")
+    ap.add_argument("--kills", type=int,
+                    help="kill this many leaders: --records more source records are written "
+                         "each time the chain is half-way through, until the kills are done")
     ap.add_argument("--kafka", action="store_true", help="3 combined Apache Kafka 4.3.1 nodes")
     args = ap.parse_args()
     system = "kafka" if args.kafka else "kafkawire"
     with three_nodes(system) as cluster:
-        killer = Killer(cluster, args.kill_every)
+        killer = Killer(cluster, args.kill_every, args.kills)
         killer.start()
 
         def stop_killing() -> None:
@@ -94,7 +103,9 @@ def main() -> int:
             killer.join(600)
         try:
             res = run_chain(cluster.bootstrap, args.records, churn_s=args.churn_s,
-                            before_check=stop_killing, replication=3)
+                            before_check=stop_killing, replication=3,
+                            more=None if args.kills is None
+                            else lambda: killer.kills < (args.kills or 0))
         finally:
             stop_killing()
     # a member that stopped on a fatal client error (e.g. fenced after the coordinator aborted
