@@ -25,6 +25,7 @@ import argparse
 import random
 import sys
 import threading
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -49,16 +50,17 @@ class Killer(threading.Thread):
     """Kills a chain partition's leader every ``every_s`` seconds until ``halt`` is set."""
 
     def __init__(self, cluster: KafkaCluster | KafkawireCluster, every_s: float,
-                 target: int | None = None) -> None:
+                 target: int | None = None, stop_at: float | None = None) -> None:
         super().__init__(daemon=True)
         self.cluster, self.every_s, self.target = cluster, every_s, target
+        self.stop_at = stop_at  # time.monotonic() after which no kill starts
         self.halt = threading.Event()
         self.kills = 0
         self.problems: list[str] = []
 
     def run(self) -> None:
         while not self.halt.wait(self.every_s):
-            if self.target is not None and self.kills >= self.target:
+            if not self.wants_more():
                 return
             try:
                 self.kill_one(self.cluster.bootstrap)
@@ -67,6 +69,10 @@ class Killer(threading.Thread):
                 for node in self.cluster.broker_ids:  # whatever happened, all nodes up again
                     if self.cluster.pid(node) is None:
                         self.cluster.start(node)
+
+    def wants_more(self) -> bool:
+        return (self.target is None or self.kills < self.target) and (
+            self.stop_at is None or time.monotonic() < self.stop_at)
 
     def kill_one(self, boot: str) -> None:
         chain = {k: v for k, v in leaders(boot, "chain-").items() if v[0] >= 0}
@@ -91,11 +97,14 @@ def main() -> int:
     ap.add_argument("--kills", type=int,
                     help="kill this many leaders: --records more source records are written "
                          "each time the chain is half-way through, until the kills are done")
+    ap.add_argument("--max-minutes", type=float,
+                    help="no kill starts after this long (the chain then finishes and is checked)")
     ap.add_argument("--kafka", action="store_true", help="3 combined Apache Kafka 4.3.1 nodes")
     args = ap.parse_args()
+    stop_at = time.monotonic() + args.max_minutes * 60 if args.max_minutes else None
     system = "kafka" if args.kafka else "kafkawire"
     with three_nodes(system) as cluster:
-        killer = Killer(cluster, args.kill_every, args.kills)
+        killer = Killer(cluster, args.kill_every, args.kills, stop_at)
         killer.start()
 
         def stop_killing() -> None:
@@ -104,8 +113,7 @@ def main() -> int:
         try:
             res = run_chain(cluster.bootstrap, args.records, churn_s=args.churn_s,
                             before_check=stop_killing, replication=3,
-                            more=None if args.kills is None
-                            else lambda: killer.kills < (args.kills or 0))
+                            more=None if args.kills is None else killer.wants_more)
         finally:
             stop_killing()
     # a member that stopped on a fatal client error (e.g. fenced after the coordinator aborted

@@ -28,6 +28,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -267,8 +268,12 @@ class Counter:
                 self.count += 1
         return self.count
 
-    def close(self) -> None:
-        self.consumer.close()
+    def close(self, timeout_s: float = 60) -> None:
+        """Bounded: once, after 100 leader kills, librdkafka's close never returned (the
+        counter has a group id for nothing but never joins)."""
+        t = threading.Thread(target=self.consumer.close, daemon=True)
+        t.start()
+        t.join(timeout_s)
 
 
 def read_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[str]]:
