@@ -175,10 +175,11 @@ failover-java: $(STAMP)
 ## eos-failover: tests/eos_chain.py's consume-transform-produce chain (transactions, librdkafka
 ## and Java members) on 3 combined kafkawire nodes (KAFKA=1: Apache Kafka 4.3.1) while KILLS
 ## (100) partition leaders are killed with SIGKILL, a kill every 3 s at most; judged at
-## read_committed: 0 lost, 0 duplicated, 0 aborted records returned (bench/eos_failover.py)
+## read_committed: 0 lost, 0 duplicated, 0 aborted records returned (bench/eos_failover.py);
+## MINUTES=N: no kill starts after N minutes
 eos-failover: $(STAMP)
 	$(PY) -m compat_tests.kafka_dist fetch
-	$(PY) bench/eos_failover.py --records 30000 --kill-every 3 --kills $(KILLS) $(if $(KAFKA),--kafka,)
+	$(PY) bench/eos_failover.py --records 30000 --kill-every 3 --kills $(KILLS) $(if $(KAFKA),--kafka,) $(if $(MINUTES),--max-minutes $(MINUTES),)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
