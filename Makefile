@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 STAMP     := $(VENV)/.installed
 
-.PHONY: failover-java run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak crash-soak raft-sim quorum-failover failover cluster-up cluster-down chaos docker-image docker-test
+.PHONY: failover-java run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak crash-soak raft-sim quorum-failover failover eos-failover cluster-up cluster-down chaos docker-image docker-test
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -158,18 +158,31 @@ eos-chain: $(STAMP)
 
 ## failover: 1 controller + 3 brokers, RF=3, min.insync.replicas=2, an idempotent acks=all
 ## librdkafka producer, kill -9 of the partition leader KILLS (100) times: 0 acknowledged records
-## lost, 0 duplicates, order kept (bench/failover.py; figures in docs/BENCHMARKS.md)
+## lost, 0 duplicates, order kept (bench/failover.py; figures in docs/BENCHMARKS.md).
+## CLIENT=kafka-python: a kafka-python producer, and a kafka-python consumer reading all along;
+## COMBINED=1: 3 combined kafkawire nodes; KAFKA=1: 3 combined Apache Kafka 4.3.1 nodes
 KILLS ?= 100
+CLIENT ?= confluent
 failover: $(STAMP)
-	$(PY) bench/failover.py --kills $(KILLS)
+	$(PY) bench/failover.py --kills $(KILLS) --client $(CLIENT) $(if $(KAFKA),--kafka,$(if $(COMBINED),--combined,))
 
 ## failover-java: the same kill loop with Kafka 4.3.1's Java VerifiableProducer (acks=all,
 ## idempotent) and VerifiableConsumer on 3 combined kafkawire nodes (KAFKA=1: on 3 combined
 ## Apache Kafka 4.3.1 nodes), 3 partitions, RF=3, min.insync.replicas=2; the checker reads their
-## JSON events: 0 lost, 0 duplicates, no reordering (bench/failover_java.py)
+## JSON events: 0 lost, 0 duplicates, no reordering (bench/failover_java.py); MINUTES=N stops
+## killing after N minutes and checks what was produced
 failover-java: $(STAMP)
 	$(PY) -m compat_tests.kafka_dist fetch
-	$(PY) bench/failover_java.py --kills $(KILLS) $(if $(KAFKA),--kafka,--combined)
+	$(PY) bench/failover_java.py --kills $(KILLS) $(if $(KAFKA),--kafka,--combined) $(if $(MINUTES),--max-minutes $(MINUTES),)
+
+## eos-failover: tests/eos_chain.py's consume-transform-produce chain (transactions, librdkafka
+## and Java members) on 3 combined kafkawire nodes (KAFKA=1: Apache Kafka 4.3.1) while KILLS
+## (100) partition leaders are killed with SIGKILL, a kill every 3 s at most; judged at
+## read_committed: 0 lost, 0 duplicated, 0 aborted records returned (bench/eos_failover.py);
+## MINUTES=N: no kill starts after N minutes
+eos-failover: $(STAMP)
+	$(PY) -m compat_tests.kafka_dist fetch
+	$(PY) bench/eos_failover.py --records 30000 --kill-every 3 --kills $(KILLS) $(if $(KAFKA),--kafka,) $(if $(MINUTES),--max-minutes $(MINUTES),)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/eos_failover.py --records 20000 --kill-every 8          # kafkawire
     .venv/bin/python bench/eos_failover.py --records 20000 --kill-every 8 --kafka  # Kafka 4.3.1
+    .venv/bin/python bench/eos_failover.py --records 20000 --kill-every 3 --kills 100
 
 tests/eos_chain.py's chain (``src`` -> ``s1`` -> ``s2`` -> ``s3``, three stages of
 transactional members: librdkafka and Kafka's Java 4.x clients taking turns, each poll one
@@ -13,7 +14,9 @@ topics is killed with SIGKILL, started again once another replica leads, and the
 waits until every ISR is full again (a kill may hit the transaction or group coordinator of
 some member). The chain's own check then reads every topic at read_committed: each partition
 holds exactly the source partition's values, in order (0 lost, 0 duplicated, 0 aborted records
-returned).
+returned). With ``--kills N`` the run lasts until N leaders were killed: another ``--records``
+source records are written whenever the chain's last stage is half-way through the previous
+ones, as long as kills are missing.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import argparse
 import random
 import sys
 import threading
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -45,15 +49,19 @@ def leaders(bootstrap: str, prefix: str = "") -> dict[tuple[str, int], tuple[int
 class Killer(threading.Thread):
     """Kills a chain partition's leader every ``every_s`` seconds until ``halt`` is set."""
 
-    def __init__(self, cluster: KafkaCluster | KafkawireCluster, every_s: float) -> None:
+    def __init__(self, cluster: KafkaCluster | KafkawireCluster, every_s: float,
+                 target: int | None = None, stop_at: float | None = None) -> None:
         super().__init__(daemon=True)
-        self.cluster, self.every_s = cluster, every_s
+        self.cluster, self.every_s, self.target = cluster, every_s, target
+        self.stop_at = stop_at  # time.monotonic() after which no kill starts
         self.halt = threading.Event()
         self.kills = 0
         self.problems: list[str] = []
 
     def run(self) -> None:
         while not self.halt.wait(self.every_s):
+            if not self.wants_more():
+                return
             try:
                 self.kill_one(self.cluster.bootstrap)
             except (KafkaException, TimeoutError, RuntimeError) as e:
@@ -61,6 +69,10 @@ class Killer(threading.Thread):
                 for node in self.cluster.broker_ids:  # whatever happened, all nodes up again
                     if self.cluster.pid(node) is None:
                         self.cluster.start(node)
+
+    def wants_more(self) -> bool:
+        return (self.target is None or self.kills < self.target) and (
+            self.stop_at is None or time.monotonic() < self.stop_at)
 
     def kill_one(self, boot: str) -> None:
         chain = {k: v for k, v in leaders(boot, "chain-").items() if v[0] >= 0}
@@ -82,11 +94,17 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=20_000)
     ap.add_argument("--kill-every", type=float, default=8.0, help="seconds between kills")
     ap.add_argument("--churn-s", type=float, default=6.0, help="a member joins or leaves every N s")
+    ap.add_argument("--kills", type=int,
+                    help="kill this many leaders: --records more source records are written "
+                         "each time the chain is half-way through, until the kills are done")
+    ap.add_argument("--max-minutes", type=float,
+                    help="no kill starts after this long (the chain then finishes and is checked)")
     ap.add_argument("--kafka", action="store_true", help="3 combined Apache Kafka 4.3.1 nodes")
     args = ap.parse_args()
+    stop_at = time.monotonic() + args.max_minutes * 60 if args.max_minutes else None
     system = "kafka" if args.kafka else "kafkawire"
     with three_nodes(system) as cluster:
-        killer = Killer(cluster, args.kill_every)
+        killer = Killer(cluster, args.kill_every, args.kills, stop_at)
         killer.start()
 
         def stop_killing() -> None:
@@ -94,7 +112,8 @@ def main() -> int:
             killer.join(600)
         try:
             res = run_chain(cluster.bootstrap, args.records, churn_s=args.churn_s,
-                            before_check=stop_killing, replication=3)
+                            before_check=stop_killing, replication=3,
+                            more=None if args.kills is None else killer.wants_more)
         finally:
             stop_killing()
     # a member that stopped on a fatal client error (e.g. fenced after the coordinator aborted

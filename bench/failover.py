@@ -54,6 +54,8 @@ class Figures:
     wrong_offset: int = 0
     recovery_ms: list[float] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
+    consumer_rewinds: int = 0  # records a live consumer returned again (kafka-python)
+    consumer_errors: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -119,16 +121,13 @@ def create_topic(bootstrap: str, topic: str, replicas: list[int], min_isr: int =
 
 
 class SequenceProducer:
-    """Produces 0, 1, 2, ... from a thread; remembers each delivery report."""
+    """Produces 0, 1, 2, ... from a thread; remembers each delivery report. A client family
+    is a subclass: ``_send`` one value (False when the client's queue is full), ``_poll``,
+    ``_flush``."""
 
-    def __init__(self, bootstrap: str, topic: str, rate: float) -> None:
+    def __init__(self, topic: str, rate: float) -> None:
         self.topic = topic
         self.rate = rate
-        self.producer = Producer({
-            "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-            "linger.ms": 5, "message.timeout.ms": 300000, "retry.backoff.ms": 100,
-            "retry.backoff.max.ms": 1000, "topic.metadata.refresh.interval.ms": 2000,
-        })
         self.sent_at: list[float] = []
         self.acked: dict[int, int] = {}  # value -> offset
         self.failed: dict[int, str] = {}
@@ -137,28 +136,34 @@ class SequenceProducer:
         self._lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
-    def _report(self, err: Any, msg: Any) -> None:
-        value = int(msg.value())
+    def _send(self, seq: int) -> bool:
+        raise NotImplementedError
+
+    def _poll(self, timeout_s: float) -> None:
+        """Serves the client's delivery callbacks (librdkafka's poll)."""
+
+    def _flush(self, timeout_s: float) -> None:
+        raise NotImplementedError
+
+    def _acked(self, value: int, offset: int) -> None:
         with self._lock:
-            if err is not None:
-                self.failed[value] = err.name()
-            else:
-                self.acked[value] = msg.offset()
-                self.ack_times.append((time.monotonic(), value))
+            self.acked[value] = offset
+            self.ack_times.append((time.monotonic(), value))
+
+    def _failed(self, value: int, error: str) -> None:
+        with self._lock:
+            self.failed[value] = error
 
     def _run(self) -> None:
         seq = 0
         gap = 1.0 / self.rate if self.rate > 0 else 0.0
         while not self._stop.is_set():
-            try:
-                self.producer.produce(self.topic, value=b"%d" % seq, partition=0,
-                                      on_delivery=self._report)
-            except BufferError:
-                self.producer.poll(0.05)
+            if not self._send(seq):
+                self._poll(0.05)
                 continue
             self.sent_at.append(time.monotonic())
             seq += 1
-            self.producer.poll(0)
+            self._poll(0)
             if gap:
                 time.sleep(gap)
 
@@ -168,7 +173,7 @@ class SequenceProducer:
     def stop(self, flush_timeout_s: float = 300) -> None:
         self._stop.set()
         self.thread.join()
-        self.producer.flush(flush_timeout_s)
+        self._flush(flush_timeout_s)
 
     def first_ack_after(self, t: float) -> float | None:
         """When the first record produced after ``t`` was acknowledged."""
@@ -179,6 +184,71 @@ class SequenceProducer:
                 if value < len(self.sent_at) and self.sent_at[value] >= t:
                     return at
         return None
+
+
+class ConfluentProducer(SequenceProducer):
+    """confluent-kafka (librdkafka), idempotent, acks=all."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: float) -> None:
+        super().__init__(topic, rate)
+        self.producer = Producer({
+            "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+            "linger.ms": 5, "message.timeout.ms": 300000, "retry.backoff.ms": 100,
+            "retry.backoff.max.ms": 1000, "topic.metadata.refresh.interval.ms": 2000,
+        })
+
+    def _report(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._failed(int(msg.value()), err.name())
+        else:
+            self._acked(int(msg.value()), msg.offset())
+
+    def _send(self, seq: int) -> bool:
+        try:
+            self.producer.produce(self.topic, value=b"%d" % seq, partition=0,
+                                  on_delivery=self._report)
+        except BufferError:
+            return False
+        return True
+
+    def _poll(self, timeout_s: float) -> None:
+        self.producer.poll(timeout_s)
+
+    def _flush(self, timeout_s: float) -> None:
+        self.producer.flush(timeout_s)
+
+
+class KafkaPythonProducer(SequenceProducer):
+    """kafka-python's KafkaProducer, idempotent, acks=all (its callbacks run on its sender
+    thread)."""
+
+    def __init__(self, bootstrap: str, topic: str, rate: float) -> None:
+        from kafka import KafkaProducer
+
+        super().__init__(topic, rate)
+        self.producer = KafkaProducer(
+            bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=5,
+            delivery_timeout_ms=300000, request_timeout_ms=30000, retry_backoff_ms=100,
+            metadata_max_age_ms=2000, max_block_ms=300000)
+
+    def _send(self, seq: int) -> bool:
+        fut = self.producer.send(self.topic, value=b"%d" % seq, partition=0)
+        fut.add_callback(lambda md, v=seq: self._acked(v, md.offset))
+        fut.add_errback(lambda e, v=seq: self._failed(v, type(e).__name__))
+        return True
+
+    def _flush(self, timeout_s: float) -> None:
+        self.producer.flush(timeout_s)
+        self.producer.close(timeout=30)
+
+
+CLIENTS = ("confluent", "kafka-python")
+
+
+def sequence_producer(client: str, bootstrap: str, topic: str, rate: float) -> SequenceProducer:
+    if client == "kafka-python":
+        return KafkaPythonProducer(bootstrap, topic, rate)
+    return ConfluentProducer(bootstrap, topic, rate)
 
 
 def read_log(bootstrap: str, topic: str) -> list[tuple[int, int]]:
@@ -197,6 +267,72 @@ def read_log(bootstrap: str, topic: str) -> list[tuple[int, int]]:
         return out
     finally:
         c.close()
+
+
+class KafkaPythonReader:
+    """kafka-python's KafkaConsumer reading the partition from offset 0 on a thread of its own
+    all through the kills (no group: assign and seek), keeping (offset, value) of each record;
+    ``rewinds`` counts records it returned again at an offset it had passed."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        from kafka import KafkaConsumer
+        from kafka import TopicPartition as KTP
+
+        self.bootstrap = bootstrap
+        self.tp = KTP(topic, 0)
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+            auto_offset_reset="earliest", metadata_max_age_ms=2000, request_timeout_ms=30000)
+        self.consumer.assign([self.tp])
+        self.consumer.seek(self.tp, 0)
+        self.records: dict[int, int] = {}
+        self.position = 0
+        self.rewinds = 0
+        self.errors: dict[str, int] = {}
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        from kafka.errors import KafkaError
+
+        while not self._stop.is_set():
+            try:
+                batches = self.consumer.poll(timeout_ms=500, max_records=5000)
+            except KafkaError as e:
+                name = type(e).__name__
+                self.errors[name] = self.errors.get(name, 0) + 1
+                time.sleep(0.2)
+                continue
+            for recs in batches.values():
+                for r in recs:
+                    if r.offset < self.position:
+                        self.rewinds += 1
+                    self.records[r.offset] = int(r.value)
+                    self.position = r.offset + 1
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def high_watermark(self) -> int:
+        from kafka import KafkaConsumer
+
+        c = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None)
+        try:
+            return int(c.end_offsets([self.tp])[self.tp])
+        finally:
+            c.close()
+
+    def stop(self, timeout_s: float = 300) -> list[tuple[int, int]]:
+        """Once it has read up to the high watermark: (offset, value) in offset order."""
+        high = self.high_watermark()
+        try:
+            wait_until(lambda: self.position >= high, timeout_s,
+                       f"the kafka-python consumer to read up to offset {high}")
+        finally:
+            self._stop.set()
+            self.thread.join()
+            self.consumer.close()
+        return sorted(self.records.items())
 
 
 def check(prod: SequenceProducer, log: list[tuple[int, int]], figures: Figures) -> None:
@@ -236,43 +372,64 @@ class Cluster:
     def start(self, node_id: int) -> None: ...
 
 
-def run(cluster: Cluster, topic: str, kills: int, interval_s: float = 3.0, rate: float = 500,
-        rejoin_timeout_s: float = 120, clean: bool = False) -> Figures:
-    """Kill the partition leader ``kills`` times under load (``clean``: stop it with SIGTERM,
-    a controlled shutdown, instead of kill -9); returns the figures."""
-    figures = Figures()
+def kill_leader(cluster: Cluster, prod: SequenceProducer, topic: str, figures: Figures,
+                rejoin_timeout_s: float, clean: bool) -> None:
+    """One kill (``clean``: a SIGTERM): the leader dies, the producer's first acknowledgement
+    after it is timed, the node starts again and the next kill waits for a full ISR."""
     boot = cluster.bootstrap
-    prod = SequenceProducer(boot, topic, rate)
+    state = partition_state(boot, topic)
+    if state is None or state[0] < 0:
+        wait_until(lambda: (s := partition_state(boot, topic)) is not None and s[0] >= 0,
+                   rejoin_timeout_s, "a leader")
+        state = partition_state(boot, topic)
+    assert state is not None
+    leader = state[0]
+    killed_at = time.monotonic()
+    if clean:
+        cluster.stop(leader)
+    else:
+        cluster.kill(leader)
+    figures.kills += 1
+    wait_until(lambda t=killed_at: prod.first_ack_after(t) is not None, rejoin_timeout_s,
+               "an acknowledgement after the kill")
+    first = prod.first_ack_after(killed_at)
+    assert first is not None
+    figures.recovery_ms.append((first - killed_at) * 1000)
+    cluster.start(leader)
+    wait_until(lambda: (s := partition_state(boot, topic)) is not None
+               and len(s[2]) == len(s[1]), rejoin_timeout_s,
+               f"node {leader} back in the ISR")
+
+
+def run(cluster: Cluster, topic: str, kills: int, interval_s: float = 3.0, rate: float = 500,
+        rejoin_timeout_s: float = 120, clean: bool = False, client: str = "confluent",
+        log: Callable[[str], None] | None = None) -> Figures:
+    """Kill the partition leader ``kills`` times under load (``clean``: stop it with SIGTERM,
+    a controlled shutdown, instead of kill -9); returns the figures. ``client``: the producer's
+    client family (``CLIENTS``); with kafka-python a kafka-python consumer reads the partition
+    all along and its records are checked, otherwise the partition is read back at the end."""
+    figures = Figures()
+    prod = sequence_producer(client, cluster.bootstrap, topic, rate)
+    reader = KafkaPythonReader(cluster.bootstrap, topic) if client == "kafka-python" else None
     prod.start()
+    if reader is not None:
+        reader.start()
     try:
         wait_until(lambda: bool(prod.acked), 60, "the first acknowledged record")
-        for _ in range(kills):
+        for k in range(kills):
             time.sleep(interval_s)
-            state = partition_state(boot, topic)
-            if state is None or state[0] < 0:
-                wait_until(lambda: (s := partition_state(boot, topic)) is not None and s[0] >= 0,
-                           rejoin_timeout_s, "a leader")
-                state = partition_state(boot, topic)
-            assert state is not None
-            leader = state[0]
-            killed_at = time.monotonic()
-            if clean:
-                cluster.stop(leader)
-            else:
-                cluster.kill(leader)
-            figures.kills += 1
-            wait_until(lambda t=killed_at: prod.first_ack_after(t) is not None, rejoin_timeout_s,
-                       "an acknowledgement after the kill")
-            first = prod.first_ack_after(killed_at)
-            assert first is not None
-            figures.recovery_ms.append((first - killed_at) * 1000)
-            cluster.start(leader)
-            wait_until(lambda: (s := partition_state(boot, topic)) is not None
-                       and len(s[2]) == len(s[1]), rejoin_timeout_s,
-                       f"node {leader} back in the ISR")
+            kill_leader(cluster, prod, topic, figures, rejoin_timeout_s, clean)
+            if log is not None:
+                log(f"kill {k + 1}/{kills}: {figures.recovery_ms[-1]:.0f} ms to the first ack")
     finally:
         prod.stop()
-    check(prod, read_log(boot, topic), figures)
+    if reader is not None:
+        records = reader.stop()
+        figures.consumer_rewinds = reader.rewinds
+        figures.consumer_errors = dict(reader.errors)
+    else:
+        records = read_log(cluster.bootstrap, topic)
+    check(prod, records, figures)
     return figures
 
 
@@ -305,6 +462,8 @@ def main() -> int:
     ap.add_argument("--kills", type=int, default=100)
     ap.add_argument("--interval", type=float, default=3.0, help="seconds between kills")
     ap.add_argument("--rate", type=float, default=500, help="records per second at most")
+    ap.add_argument("--client", choices=CLIENTS, default="confluent",
+                    help="the producer's (and with kafka-python the consumer's) client")
     ap.add_argument("--clean", action="store_true",
                     help="stop leaders with SIGTERM (controlled shutdown) instead of kill -9")
     add_cluster_args(ap)
@@ -313,11 +472,15 @@ def main() -> int:
         create_topic(cluster.admin_bootstrap, "failover", cluster.broker_ids)
         started = time.monotonic()
         figures = run(cluster, "failover", args.kills, args.interval, args.rate,
-                      clean=args.clean)
+                      clean=args.clean, client=args.client,
+                      log=lambda line: print(line, flush=True))
         took = time.monotonic() - started
-    print("Apache Kafka 4.3.1" if args.kafka else "kafkawire")
+    print(f"{'Apache Kafka 4.3.1' if args.kafka else 'kafkawire'}, client {args.client}")
     print(figures.markdown())
     print(f"\n{took:.0f} s; failed deliveries by error: {figures.errors or 'none'}")
+    if args.client == "kafka-python":
+        print(f"consumer: {figures.consumer_rewinds} records returned again, "
+              f"poll errors {figures.consumer_errors or 'none'}")
     if figures.lost:
         print(f"LOST (first 20): {figures.lost[:20]}")
     if figures.duplicates:

@@ -135,11 +135,16 @@ def all_in_sync(bootstrap: str, partitions: int) -> bool:
 
 
 def kill_loop(cluster: Cluster, partitions: int, kills: int, interval_s: float,
-              rejoin_timeout_s: float = 180) -> list[tuple[float, int]]:
-    """Kill a partition leader ``kills`` times; (epoch ms of the kill, partition) per kill."""
+              rejoin_timeout_s: float = 180, stop_at: float | None = None
+              ) -> list[tuple[float, int]]:
+    """Kill a partition leader ``kills`` times, or until the monotonic time ``stop_at``; (epoch
+    ms of the kill, partition) per kill."""
     boot = cluster.bootstrap
     done: list[tuple[float, int]] = []
     for k in range(kills):
+        if stop_at is not None and time.monotonic() >= stop_at:
+            print(f"time is up after {k} kills", flush=True)
+            break
         time.sleep(interval_s)
         part = k % partitions
         wait_until(lambda p=part: (s := partition_state(boot, TOPIC, p)) is not None
@@ -198,14 +203,14 @@ def drain(consumer_out: Path, log: LogContents, timeout_s: float = 180) -> None:
 
 
 def run(cluster: Cluster, partitions: int, kills: int, interval_s: float, rate: int,
-        workdir: Path) -> JavaFigures:
+        workdir: Path, stop_at: float | None = None) -> JavaFigures:
     create_topic(cluster.admin_bootstrap, TOPIC, cluster.broker_ids, partitions=partitions)
     producer, consumer = start_clients(cluster.bootstrap, partitions, rate, workdir)
     pout, cout = workdir / "producer.jsonl", workdir / "consumer.jsonl"
     fig = JavaFigures()
     try:
         wait_until(lambda: bool(acked_records(events(pout))), 120, "the first acknowledgement")
-        done = kill_loop(cluster, partitions, kills, interval_s)
+        done = kill_loop(cluster, partitions, kills, interval_s, stop_at=stop_at)
         fig.kills = len(done)
         time.sleep(interval_s)
         stop(producer)
@@ -235,13 +240,17 @@ def main() -> int:
     ap.add_argument("--rate", type=int, default=500, help="records per second (--throughput)")
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--keep", help="keep the JSON event files in this directory")
+    ap.add_argument("--max-minutes", type=float,
+                    help="stop killing after this long (then check what was produced)")
     add_cluster_args(ap)
     args = ap.parse_args()
     workdir = Path(args.keep or tempfile.mkdtemp(prefix="failover-java-"))
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    stop_at = started + args.max_minutes * 60 if args.max_minutes else None
     with cluster_for(args) as cluster:
-        fig = run(cluster, args.partitions, args.kills, args.interval, args.rate, workdir)
+        fig = run(cluster, args.partitions, args.kills, args.interval, args.rate, workdir,
+                  stop_at)
     took = time.monotonic() - started
     print("Apache Kafka 4.3.1" if args.kafka else "kafkawire")
     print(fig.markdown())

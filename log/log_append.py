@@ -181,7 +181,11 @@ class LogAppend(LogCore):
             )
             if nh.producer_id >= 0:
                 if pa is None:
-                    pa = ps.prepare(validate=not coordinator)
+                    # a coordinator's write (TxnOffsetCommit, its markers) skips the sequence
+                    # checks but not the epoch's: a TxnOffsetCommit of an epoch the coordinator
+                    # already aborted would open a transaction no marker closes (Kafka's
+                    # AppendOrigin.COORDINATOR: INVALID_PRODUCER_EPOCH)
+                    pa = ps.prepare(validate=not coordinator, validate_epoch=True)
                 if nh.is_control:
                     size = h.batch_length + LOG_OVERHEAD
                     pa.add_control_batch(nh, *_control_or_none(view[pos : pos + size]),

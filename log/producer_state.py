@@ -185,11 +185,16 @@ class _Staged:
 class ProducerAppend:
     """Validation of one append's batches, applied by :meth:`ProducerStateManager.commit`."""
 
-    __slots__ = ("_manager", "_validate", "_staged", "completed_txns", "started_txns")
+    __slots__ = ("_manager", "_validate", "_validate_epoch", "_staged", "completed_txns",
+                 "started_txns")
 
-    def __init__(self, manager: ProducerStateManager, validate: bool) -> None:
+    def __init__(self, manager: ProducerStateManager, validate: bool,
+                 validate_epoch: bool | None = None) -> None:
         self._manager = manager
         self._validate = validate
+        # Kafka's AppendOrigin.COORDINATOR: no sequence checks, but the producer epoch is
+        # checked (only replication and recovery take any epoch)
+        self._validate_epoch = validate if validate_epoch is None else validate_epoch
         self._staged: dict[int, _Staged] = {}
         self.completed_txns: list[CompletedTxn] = []
         self.started_txns: list[tuple[int, int]] = []  # (producer id, first offset)
@@ -202,7 +207,7 @@ class ProducerAppend:
         return st
 
     def _check_epoch(self, st: _Staged, pid: int, epoch: int, offset: int) -> None:
-        if epoch < st.epoch and self._validate:
+        if epoch < st.epoch and self._validate_epoch:
             raise KafkaError(
                 ErrorCode.INVALID_PRODUCER_EPOCH,
                 f"epoch {epoch} of producer {pid} at offset {offset} is older than {st.epoch}",
@@ -342,8 +347,11 @@ class ProducerStateManager:
             return None
         return entry.find_duplicate(h.producer_epoch, h.base_sequence, h.last_sequence)
 
-    def prepare(self, *, validate: bool = True) -> ProducerAppend:
-        return ProducerAppend(self, validate)
+    def prepare(self, *, validate: bool = True, validate_epoch: bool | None = None
+                ) -> ProducerAppend:
+        """``validate``: Kafka's checks for a client's write; ``validate_epoch`` (default: as
+        ``validate``) only the producer epoch's, as for a coordinator's own write."""
+        return ProducerAppend(self, validate, validate_epoch)
 
     def commit(self, pa: ProducerAppend, end_offset: int) -> None:
         for pid, st in pa._staged.items():

@@ -28,6 +28,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -231,11 +232,13 @@ def create_topics(bootstrap: str, names: list[str], partitions: int,
         f.result(60)
 
 
-def write_source(bootstrap: str, topic: str, records: int, partitions: int) -> None:
+def write_source(bootstrap: str, topic: str, records: int, partitions: int,
+                 start: int = 0) -> None:
+    """Values ``start .. start + records - 1``, value i to partition i % partitions."""
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20})
-    for i in range(records):
+    for i in range(start, start + records):
         while True:
             try:
                 p.produce(topic, key=str(i).encode(), value=str(i).encode(), partition=i % partitions)
@@ -244,7 +247,7 @@ def write_source(bootstrap: str, topic: str, records: int, partitions: int) -> N
                 p.poll(0.1)
         if i % 10_000 == 0:
             p.poll(0)
-    assert p.flush(120) == 0, "source records not all delivered"
+    assert p.flush(300) == 0, "source records not all delivered"
 
 
 class Counter:
@@ -265,8 +268,12 @@ class Counter:
                 self.count += 1
         return self.count
 
-    def close(self) -> None:
-        self.consumer.close()
+    def close(self, timeout_s: float = 60) -> None:
+        """Bounded: once, after 100 leader kills, librdkafka's close never returned (the
+        counter has a group id for nothing but never joins)."""
+        t = threading.Thread(target=self.consumer.close, daemon=True)
+        t.start()
+        t.join(timeout_s)
 
 
 def read_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[str]]:
@@ -300,10 +307,12 @@ def run_chain(bootstrap: str, records: int, partitions: int = 3, members: int = 
               timeout_s: float = 900, seed: int | None = None,
               clients: tuple[str, ...] = CLIENTS, abort_ratio: float = 0.1,
               before_check: Callable[[], None] | None = None,
-              replication: int = 1) -> ChainResult:
+              replication: int = 1, more: Callable[[], bool] | None = None) -> ChainResult:
     """``before_check``: called once every stage stopped, before the topics are read back
     (bench/eos_failover.py stops killing brokers there); ``replication``: the topics'
-    replication factor (-1: the cluster's default)."""
+    replication factor (-1: the cluster's default); ``more``: while it says so, another
+    ``records`` source records are written whenever the last stage is half-way through the
+    previous ones (a run as long as bench/eos_failover.py's kills need)."""
     rnd_seed = seed if seed is not None else random.randrange(1 << 30)
     random.seed(rnd_seed)
     run = f"chain-{uuid.uuid4().hex[:6]}"
@@ -320,19 +329,7 @@ def run_chain(bootstrap: str, records: int, partitions: int = 3, members: int = 
             for s in stages:
                 for _ in range(members):
                     s.start_member()
-            next_churn = time.monotonic() + churn_s
-            deadline = time.monotonic() + timeout_s
-            last = Counter(bootstrap, topics[-1], partitions)
-            try:
-                while last.poll() < records:
-                    if time.monotonic() > deadline:
-                        res.problems.append(f"{last.count} of {records} through in {timeout_s}s")
-                        break
-                    if time.monotonic() >= next_churn:
-                        churn(stages, res, kill)
-                        next_churn = time.monotonic() + churn_s
-            finally:
-                last.close()
+            drive(bootstrap, topics, stages, res, churn_s, kill, timeout_s, more)
         finally:
             for s in stages:
                 codes = s.stop_all()
@@ -355,6 +352,30 @@ def run_chain(bootstrap: str, records: int, partitions: int = 3, members: int = 
                 res.problems.append(f"{topic}[{p}]: {len(got[p])} values for {len(want[p])}, "
                                     f"{dup} duplicated, {missing} missing, seed {rnd_seed}")
     return res
+
+
+def drive(bootstrap: str, topics: list[str], stages: list[Stage], res: ChainResult,
+          churn_s: float, kill: bool, timeout_s: float, more: Callable[[], bool] | None) -> None:
+    """Churns members until the last topic holds ``res.records`` records at read_committed,
+    writing ``more`` source records on the way while ``more()`` says so."""
+    chunk, partitions = res.records, res.partitions
+    next_churn = time.monotonic() + churn_s
+    deadline = time.monotonic() + timeout_s
+    last = Counter(bootstrap, topics[-1], partitions)
+    try:
+        while last.poll() < res.records:
+            if more is not None and last.count >= res.records - chunk // 2 and more():
+                write_source(bootstrap, topics[0], chunk, partitions, start=res.records)
+                res.records += chunk
+                deadline = time.monotonic() + timeout_s
+            if time.monotonic() > deadline:
+                res.problems.append(f"{last.count} of {res.records} through in {timeout_s}s")
+                break
+            if time.monotonic() >= next_churn:
+                churn(stages, res, kill)
+                next_churn = time.monotonic() + churn_s
+    finally:
+        last.close()
 
 
 def churn(stages: list[Stage], res: ChainResult, kill: bool) -> None:

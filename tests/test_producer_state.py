@@ -308,3 +308,29 @@ def test_manager_prepare_commit_is_staged() -> None:
     assert psm.producers == {}
     psm.commit(pa, 1)
     assert psm.producers[1].last_seq == 0 and psm.map_end_offset == 1
+
+
+def test_a_coordinator_write_of_an_aborted_epoch_is_fenced(tmp_path: Path) -> None:
+    """The group coordinator's TxnOffsetCommit batches (no sequence) skip the sequence checks
+    but not the epoch's, as Kafka's AppendOrigin.COORDINATOR: after the transaction
+    coordinator aborted epoch 143 (an ABORT marker of the bumped epoch 145), a late write of
+    epoch 143 would open a transaction no marker ever closes (a consumer group stuck on
+    UNSTABLE_OFFSET_COMMIT); it is refused with INVALID_PRODUCER_EPOCH."""
+    log = open_log(tmp_path)
+
+    def write(buf: bytearray):  # type: ignore[no-untyped-def]
+        return log.append(buf, iter_headers(buf), leader_epoch=0, now_ms=NOW, coordinator=True)
+
+    def offsets(epoch: int) -> bytearray:
+        return build_batch([NOW], producer_id=PID, producer_epoch=epoch, base_sequence=-1,
+                           transactional=True)
+
+    write(offsets(143))
+    write(control_batch(producer_id=PID, producer_epoch=145, commit=False, coordinator_epoch=26))
+    assert log.producer_state.first_undecided_offset() is None
+    expect_error(ErrorCode.INVALID_PRODUCER_EPOCH, write, offsets(143))
+    assert log.producer_state.first_undecided_offset() is None
+    assert log.log_end_offset == 2
+    write(offsets(146))  # the producer's next epoch: no sequence asked of a coordinator write
+    assert log.producer_state.first_undecided_offset() == 2
+    log.close()
