@@ -39,7 +39,7 @@ run: $(RUN_STAMP)
 ## instead of skipping.
 ## TEST_WORKERS=n: tests/ in n pytest-xdist workers (default 2; 1 runs it in one process).
 TEST_WORKERS ?= 2
-XDIST := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
+XDIST := $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 COMPAT_LOG := .compat-stage.log
 DOCKER_LOG := .docker-stage.log
 DOCKER_STAGE ?= 1

@@ -14,33 +14,23 @@ import pytest
 from kafkawire.testing import BrokerProcess
 from tests.javatools import java_line  # noqa: F401  (fixture: Kafka's Java tools, both lines)
 
-# ---- running under pytest-xdist (`make test` runs tests/ with `-n 2 --dist loadgroup`) ----------
-#: Files that take longest (seconds in a serial run), scheduled first so that no long file starts
-#: last and runs alone at the end; the rest keep their order.
+# ---- running under pytest-xdist (`make test` runs tests/ with `-n 2 --dist loadfile`) -----------
+#: Files that take longest (in a serial run), scheduled first so that no long file starts last
+#: and runs alone at the end; the rest keep their order. (Every Spark test is in test_spark.py:
+#: one file is one worker's, so one SparkSession starts, not one per worker.)
 SLOW_FIRST = (
-    "test_replication_cluster.py", "test_spark.py", "test_security_spark.py",
-    "test_local_cluster.py", "test_chaos.py", "test_exactly_once.py", "test_eos_chain.py",
-    "test_fetch_sessions_clients.py", "test_limits.py", "test_replication_netns.py",
-    "test_controller_listener_security.py", "test_elr_cluster.py", "test_groups_clients.py",
-    "test_security_quotas.py", "test_log_dir_moves.py",
+    "test_replication_cluster.py", "test_spark.py", "test_local_cluster.py", "test_chaos.py",
+    "test_exactly_once.py", "test_eos_chain.py", "test_fetch_sessions_clients.py",
+    "test_limits.py", "test_replication_netns.py", "test_controller_listener_security.py",
+    "test_elr_cluster.py", "test_groups_clients.py", "test_security_quotas.py",
+    "test_log_dir_moves.py",
 )
-#: Files sharing the session-scoped SparkSession: on one worker, so one JVM starts, not two.
-SPARK_FILES = ("test_spark.py", "test_security_spark.py")
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """One xdist group per file (its module-scoped broker is started once, as in a serial run),
-    the Spark files in one group, and the slowest files first. Without xdist: only the order."""
+    """The slowest files first (a stable sort: otherwise the collection order)."""
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
-
-    def key(item: pytest.Item) -> int:
-        return rank.get(item.path.name, len(rank))
-
-    items.sort(key=key)  # stable: within a file and among the others, the collection order
-    for item in items:
-        name = item.path.name
-        item.add_marker(pytest.mark.xdist_group("spark" if name in SPARK_FILES else name))
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 @pytest.fixture(scope="module")
