@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -108,3 +111,18 @@ def listeners(**names: str) -> tuple[dict[str, str], dict[str, int]]:
     proto_map = ",".join(f"{n}:{proto}" for n, proto in names.items())
     return {"listeners": specs, "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,"
             f"{proto_map}"}, ports
+
+
+def wait_until(cond: Callable[[], Any], timeout_s: float, what: str, every_s: float = 0.3) -> Any:
+    """``cond()``'s first true answer within ``timeout_s``; an exception counts as no answer
+    (a node of a secured cluster still starting, or just killed)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            got = cond()
+        except Exception:
+            got = None
+        if got:
+            return got
+        time.sleep(every_s)
+    raise TimeoutError(f"{what} within {timeout_s}s")

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from kafkawire.cluster import LocalCluster
-from tests.security_helpers import make_pki
+from tests.security_helpers import make_pki, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -35,19 +35,6 @@ def controller_tls(pki: Any, protocol: str) -> dict[str, str]:
         "listener.name.controller.ssl.truststore.location": str(pki.ca_pem),
         "broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "500",
     }
-
-
-def wait_until(cond: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            got = cond()
-        except Exception:  # a node still starting or just killed: ask again
-            got = None
-        if got:
-            return got
-        time.sleep(0.3)
-    raise TimeoutError(f"{what} within {timeout_s}s")
 
 
 def produce_and_read(bootstrap: str, topic: str, n: int, rf: int) -> None:

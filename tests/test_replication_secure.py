@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kafkawire.cluster import LocalCluster
-from tests.security_helpers import make_pki
+from tests.security_helpers import make_pki, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -43,19 +43,6 @@ def client_config(bootstrap: str, pki: Any) -> dict[str, Any]:
     return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_SSL",
             "sasl.mechanisms": "PLAIN", "sasl.username": "alice",
             "sasl.password": "alice-secret", "ssl.ca.location": str(pki.ca_pem)}
-
-
-def wait_until(cond: Any, timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            got = cond()
-        except Exception:  # a node still starting or just killed: ask again
-            got = None
-        if got:
-            return got
-        time.sleep(0.5)
-    raise TimeoutError(f"{what} within {timeout_s}s")
 
 
 @pytest.fixture
