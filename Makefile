@@ -182,7 +182,7 @@ failover-java: $(STAMP)
 ## MINUTES=N: no kill starts after N minutes
 eos-failover: $(STAMP)
 	$(PY) -m compat_tests.kafka_dist fetch
-	$(PY) bench/eos_failover.py --records 30000 --kill-every 3 --kills $(KILLS) $(if $(KAFKA),--kafka,) $(if $(MINUTES),--max-minutes $(MINUTES),)
+	$(PY) bench/eos_failover.py --records 30000 --kill-every 3 --kills $(KILLS) $(if $(KAFKA),--kafka,) $(if $(MINUTES),--max-minutes $(MINUTES),) $(if $(KEEP),--keep,)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

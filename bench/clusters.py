@@ -71,6 +71,7 @@ class KafkaCluster:
     def __init__(self, workdir: Path, overrides: dict[str, str] | None = None) -> None:
         from compat_tests.kafka_cluster import KafkaCluster as Nodes
 
+        self.workdir = workdir
         self.nodes = Nodes(3, overrides={**SHARED, **(overrides or {})}, workdir=workdir,
                            heap=KAFKA_HEAP)
         self.broker_ids = self.nodes.node_ids
@@ -105,6 +106,7 @@ class KafkawireCluster:
     def __init__(self, workdir: Path, overrides: dict[str, str] | None = None) -> None:
         from kafkawire.cluster import LocalCluster
 
+        self.workdir = workdir
         self.procs = LocalCluster(workdir)
         self.overrides = {**SHARED, **(overrides or {})}
         self.broker_ids = [1, 2, 3]

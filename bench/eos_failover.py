@@ -100,10 +100,14 @@ def main() -> int:
     ap.add_argument("--max-minutes", type=float,
                     help="no kill starts after this long (the chain then finishes and is checked)")
     ap.add_argument("--kafka", action="store_true", help="3 combined Apache Kafka 4.3.1 nodes")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the nodes' directories and the members' logs (printed at the "
+                         "end), for a run whose check fails")
     args = ap.parse_args()
     stop_at = time.monotonic() + args.max_minutes * 60 if args.max_minutes else None
     system = "kafka" if args.kafka else "kafkawire"
-    with three_nodes(system) as cluster:
+    with three_nodes(system, keep=args.keep) as cluster:
+        logdir = cluster.workdir / "members" if args.keep else None
         killer = Killer(cluster, args.kill_every, args.kills, stop_at)
         killer.start()
 
@@ -113,7 +117,8 @@ def main() -> int:
         try:
             res = run_chain(cluster.bootstrap, args.records, churn_s=args.churn_s,
                             before_check=stop_killing, replication=3,
-                            more=None if args.kills is None else killer.wants_more)
+                            more=None if args.kills is None else killer.wants_more,
+                            logdir=logdir)
         finally:
             stop_killing()
     # a member that stopped on a fatal client error (e.g. fenced after the coordinator aborted
@@ -130,6 +135,8 @@ def main() -> int:
         print(f"member exit: {p[:600]}")
     for p in killer.problems:
         print(f"killer: {p}")
+    if args.keep:
+        print(f"kept: the nodes and the members' logs in {cluster.workdir}")
     return 0 if not data else 1
 
 

@@ -21,6 +21,7 @@ on a fresh kafkawire (or ``--bootstrap`` any broker, ``--kafka`` a fresh Apache 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -307,12 +308,14 @@ def run_chain(bootstrap: str, records: int, partitions: int = 3, members: int = 
               timeout_s: float = 900, seed: int | None = None,
               clients: tuple[str, ...] = CLIENTS, abort_ratio: float = 0.1,
               before_check: Callable[[], None] | None = None,
-              replication: int = 1, more: Callable[[], bool] | None = None) -> ChainResult:
+              replication: int = 1, more: Callable[[], bool] | None = None,
+              logdir: Path | None = None) -> ChainResult:
     """``before_check``: called once every stage stopped, before the topics are read back
     (bench/eos_failover.py stops killing brokers there); ``replication``: the topics'
     replication factor (-1: the cluster's default); ``more``: while it says so, another
     ``records`` source records are written whenever the last stage is half-way through the
-    previous ones (a run as long as bench/eos_failover.py's kills need)."""
+    previous ones (a run as long as bench/eos_failover.py's kills need); ``logdir``: the
+    members' logs go there and stay (by default, a temporary directory removed at the end)."""
     rnd_seed = seed if seed is not None else random.randrange(1 << 30)
     random.seed(rnd_seed)
     run = f"chain-{uuid.uuid4().hex[:6]}"
@@ -321,7 +324,10 @@ def run_chain(bootstrap: str, records: int, partitions: int = 3, members: int = 
     write_source(bootstrap, topics[0], records, partitions)
     res = ChainResult(records, partitions)
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="eos-chain-") as d:
+    if logdir is not None:
+        logdir.mkdir(parents=True, exist_ok=True)
+    with (contextlib.nullcontext(str(logdir)) if logdir is not None
+          else tempfile.TemporaryDirectory(prefix="eos-chain-")) as d:
         java_cp = compile_java_member(Path(d) / "classes") if "java" in clients else None
         stages = [Stage(k, bootstrap, run, topics, batch, Path(d), list(clients), java_cp,
                         abort_ratio) for k in range(1, STAGES + 1)]
