@@ -21,6 +21,8 @@ RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_CLIENT_METRICS = 16
 RESOURCE_GROUP = 32
+#: KIP-966; below level 1 the image holds no ELR or LastKnownElr (see ``_Builder.replay``)
+ELR_FEATURE = "eligible.leader.replicas.version"
 
 
 @dataclass(frozen=True)
@@ -219,6 +221,24 @@ class _Builder:
                     parts[i] = replace(p, eligible_leader_replicas=(), last_known_elr=(),
                                        partition_epoch=p.partition_epoch + 1)
 
+    def elr_on(self) -> bool:
+        feats = self.features if self.features is not None else self.img.features
+        return feats.get(ELR_FEATURE, 0) >= 1
+
+    def _drop_elr(self) -> None:
+        """``eligible.leader.replicas.version`` below 1: no partition keeps ELR or
+        LastKnownElr. Kafka's snapshots leave both out then (``PartitionRegistration.toRecord``),
+        so dropping them here keeps the live image equal to one reloaded from a snapshot (no
+        partition epoch moves: nothing was written for the partitions)."""
+        topics, _by_id = self.t()
+        for topic in list(topics.values()):
+            if any(p.eligible_leader_replicas or p.last_known_elr
+                   for p in topic.partitions.values()):
+                parts = self.parts(topic.topic_id)
+                for i, p in parts.items():
+                    if p.eligible_leader_replicas or p.last_known_elr:
+                        parts[i] = replace(p, eligible_leader_replicas=(), last_known_elr=())
+
     def replay(self, rec: Any) -> None:
         name = type(rec).__name__
         if name == "TopicRecord":
@@ -226,6 +246,7 @@ class _Builder:
             self.owned.add(rec.topic_id)
         elif name == "PartitionRecord":
             parts = self.parts(rec.topic_id)
+            elr_on = self.elr_on()  # (a controller writes no ELR with the feature off)
             parts[rec.partition_id] = PartitionImage(
                 rec.partition_id,
                 tuple(rec.replicas),
@@ -233,8 +254,8 @@ class _Builder:
                 rec.leader,
                 rec.leader_epoch,
                 rec.partition_epoch,
-                tuple(rec.eligible_leader_replicas or ()),
-                tuple(rec.last_known_elr or ()),
+                tuple(rec.eligible_leader_replicas or ()) if elr_on else (),
+                tuple(rec.last_known_elr or ()) if elr_on else (),
                 _directories(rec.directories, rec.replicas),
                 tuple(rec.adding_replicas or ()),
                 tuple(rec.removing_replicas or ()),
@@ -258,9 +279,9 @@ class _Builder:
                 new = replace(new, adding_replicas=tuple(rec.adding_replicas))
             if rec.removing_replicas is not None:
                 new = replace(new, removing_replicas=tuple(rec.removing_replicas))
-            if rec.eligible_leader_replicas is not None:
+            if rec.eligible_leader_replicas is not None and self.elr_on():
                 new = replace(new, eligible_leader_replicas=tuple(rec.eligible_leader_replicas))
-            if rec.last_known_elr is not None:
+            if rec.last_known_elr is not None and self.elr_on():
                 new = replace(new, last_known_elr=tuple(rec.last_known_elr))
             if rec.leader != -2:
                 new = replace(new, leader=rec.leader, leader_epoch=old.leader_epoch + 1)
@@ -294,6 +315,8 @@ class _Builder:
                 feats.pop(rec.name, None)
             else:
                 feats[rec.name] = rec.feature_level
+            if rec.name == ELR_FEATURE and rec.feature_level < 1:
+                self._drop_elr()
         elif name == "RegisterBrokerRecord":
             self.b()[rec.broker_id] = BrokerImage(
                 rec.broker_id,

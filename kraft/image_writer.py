@@ -6,6 +6,8 @@ followed by its PartitionRecords), configs, client quotas, producer ids, SCRAM c
 A feature that a FeatureLevelRecord set to level 0 is written as a level-0 record so that the
 start-up defaults keep treating it as decided (``MetadataImage.features_recorded``).
 Records the image does not model (ACLs, delegation tokens) are not in the image, so not here.
+PartitionRecord's ELR and LastKnownElr (tagged fields, KIP-966) are written only when
+``eligible.leader.replicas.version`` >= 1 and not empty, as Kafka writes them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from kraft.image import MetadataImage
+from kraft.image import ELR_FEATURE, MetadataImage
 from protocol._generated.client_quota_record import ClientQuotaRecord
 from protocol._generated.config_record import ConfigRecord
 from protocol._generated.feature_level_record import FeatureLevelRecord
@@ -65,6 +67,9 @@ def _brokers(img: MetadataImage) -> list[Any]:
 
 
 def _topics(img: MetadataImage) -> list[Any]:
+    # the KIP-966 tagged fields only with eligible.leader.replicas.version >= 1 and only when
+    # not empty, as Kafka's PartitionRegistration.toRecord (the image holds none otherwise)
+    elr = img.features.get(ELR_FEATURE, 0) >= 1
     out: list[Any] = []
     for name, topic in sorted(img.topics.items()):
         out.append(TopicRecord(name=name, topic_id=topic.topic_id))
@@ -83,8 +88,9 @@ def _topics(img: MetadataImage) -> list[Any]:
                 directories=(list(part.directories)
                              if len(part.directories) == len(part.replicas)
                              else [_ZERO] * len(part.replicas)),
-                eligible_leader_replicas=list(part.eligible_leader_replicas) or None,
-                last_known_elr=list(part.last_known_elr) or None,
+                eligible_leader_replicas=(list(part.eligible_leader_replicas) or None
+                                          if elr else None),
+                last_known_elr=list(part.last_known_elr) or None if elr else None,
             ))
     return out
 

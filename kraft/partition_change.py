@@ -39,14 +39,20 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from kraft.image import RESOURCE_BROKER, RESOURCE_TOPIC, MetadataImage, PartitionImage, TopicImage
+from kraft.image import (
+    ELR_FEATURE,
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    MetadataImage,
+    PartitionImage,
+    TopicImage,
+)
 from protocol._generated.clear_elr_record import ClearElrRecord
 from protocol._generated.partition_change_record import PartitionChangeRecord
 
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2
 LEADER_RECOVERING = 1
-ELR_FEATURE = "eligible.leader.replicas.version"
 
 
 class Election(Enum):

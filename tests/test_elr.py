@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from kraft import replication_control as rc
 from kraft.cluster_control import Registration
 from kraft.image import (
+    ELR_FEATURE,
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
     MetadataImage,
@@ -210,8 +211,8 @@ def test_partition_change_properties(
                                target_isr=isr).build()
 
     rec = change(part, target)
-    new = apply(MetadataImage(topics={"t": topic}, topics_by_id={topic.topic_id: topic}),
-                [rec], 1, 1).topics["t"].partitions[0] if rec is not None else part
+    new = apply(MetadataImage(topics={"t": topic}, topics_by_id={topic.topic_id: topic},
+                              features={ELR_FEATURE: 1}), [rec], 1, 1).topics["t"].partitions[0] if rec is not None else part
     elr = set(new.eligible_leader_replicas)
     assert not elr & set(new.isr) and elr <= set(part.replicas)
     assert not elr or len(new.isr) < min_isr

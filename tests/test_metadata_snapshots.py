@@ -130,15 +130,17 @@ def _op(draw: st.DrawFn) -> list[object]:
     if kind == "change":
         return [PartitionChangeRecord(
             partition_id=0, topic_id=tid, isr=draw(st.none() | ids),
-            leader=draw(st.sampled_from([-2, -1, 1, 2])), replicas=draw(st.none() | ids))]
+            leader=draw(st.sampled_from([-2, -1, 1, 2])), replicas=draw(st.none() | ids),
+            eligible_leader_replicas=draw(st.none() | ids), last_known_elr=draw(st.none() | ids))]
     if kind == "config":
         return [ConfigRecord(resource_type=draw(st.sampled_from([2, 4])),
                              resource_name=draw(st.sampled_from(["", f"t{tid.int}"])),
                              name=draw(st.sampled_from(["retention.ms", "cleanup.policy"])),
                              value=draw(st.none() | st.sampled_from(["1", "compact"])))]
     if kind == "feature":
-        return [FeatureLevelRecord(name=draw(st.sampled_from(["group.version", "x.version"])),
-                                   feature_level=draw(st.integers(0, 2)))]
+        return [FeatureLevelRecord(name=draw(st.sampled_from(
+            ["group.version", "x.version", "eligible.leader.replicas.version"])),
+            feature_level=draw(st.integers(0, 2)))]
     broker = draw(st.integers(1, 3))
     if kind == "broker":
         return [RegisterBrokerRecord(
@@ -195,6 +197,42 @@ def test_any_history_snapshots_to_the_same_image(history: list[object]) -> None:
     sid = SnapshotId(len(history), 2)
     data = encode_snapshot(image_records(img), sid, last_contained_log_timestamp=0, now_ms=0)
     assert apply(MetadataImage(), decode_snapshot(data, sid).records, len(history) - 1, 2) == img
+
+
+def _elr_image(level: int | None) -> MetadataImage:
+    """A partition with ELR [2] and LastKnownElr [3] written while ELR was on, then the
+    feature at ``level`` (None: left on)."""
+    tid = uuid.UUID(int=9)
+    recs: list[object] = [
+        FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1),
+        TopicRecord(name="e", topic_id=tid),
+        PartitionRecord(partition_id=0, topic_id=tid, replicas=[1, 2, 3], isr=[1], leader=1,
+                        leader_epoch=4, partition_epoch=7, directories=[uuid.UUID(int=0)] * 3,
+                        eligible_leader_replicas=[2], last_known_elr=[3])]
+    if level is not None:
+        recs.append(FeatureLevelRecord(name="eligible.leader.replicas.version",
+                                       feature_level=level))
+    return apply(MetadataImage(), recs, len(recs) - 1, 1)
+
+
+@pytest.mark.parametrize("level", [None, 0])
+def test_snapshot_writes_elr_only_with_the_feature_on(level: int | None) -> None:
+    """KIP-966: PartitionRecord's ELR and LastKnownElr (tagged fields) are in a snapshot only
+    with eligible.leader.replicas.version >= 1, as Kafka's PartitionRegistration.toRecord;
+    a downgrade to 0 drops them from the image too (no partition epoch moves), so the image
+    reloaded from the snapshot is the same image either way."""
+    img = _elr_image(level)
+    p = img.topics["e"].partitions[0]
+    on = level is None
+    assert (p.eligible_leader_replicas, p.last_known_elr) == (((2,), (3,)) if on else ((), ()))
+    assert p.partition_epoch == 7 and p.leader_epoch == 4
+    sid = SnapshotId(img.offset + 1, 1)
+    got = decode_snapshot(encode_snapshot(image_records(img), sid, last_contained_log_timestamp=0,
+                                          now_ms=0), sid).records
+    rec = next(r for r in got if isinstance(r, PartitionRecord))
+    assert (rec.eligible_leader_replicas, rec.last_known_elr) == (([2], [3]) if on
+                                                                   else (None, None))
+    assert apply(MetadataImage(), got, img.offset, 1) == img
 
 
 def test_corrupt_snapshot_refused() -> None:
