@@ -33,8 +33,11 @@ if TYPE_CHECKING:
     from kafkawire.broker import Broker
 
 log = logging.getLogger("kafkawire.controller")
-#: partitions moved back to their preferred leader per metadata batch
+#: partitions moved back to their preferred leader per metadata batch, and leaderless
+#: partitions given an unclean leader per batch (Kafka's MAX_ELECTIONS_PER_IMBALANCE)
 LEADER_REBALANCE_BATCH = 1000
+#: the pause before another batch of unclean elections when one was full
+UNCLEAN_ELECTION_AGAIN_S = 0.01
 #: how often the session-expiry task looks when no session is due sooner
 SESSION_CHECK_MAX_INTERVAL_MS = 1000
 
@@ -145,12 +148,13 @@ class ControllerService:
         return topic, part
 
     async def reassign(self, topic_name: str, partition: int, target: list[int] | None) -> None:
-        """AlterPartitionReassignments for one partition: start (or cancel) it, and complete it
-        at once when the target replicas are all in the ISR already."""
+        """AlterPartitionReassignments for one partition: start (or cancel) it; it completes at
+        once when the ISR allows it already (kraft.replication_control.reassign)."""
         async with self.broker.metadata_lock:
             await self._active()
             topic, part = self._partition(topic_name, partition)
-            rec = rc.reassign(topic, part, target)
+            rec = rc.reassign(self.broker.image, topic, part, target,
+                              unclean=self.control.unclean_for(topic.name))
             if rec is not None:
                 await self._commit([rec])
             await self._maybe_complete_reassignment(topic.name, partition)
@@ -159,7 +163,7 @@ class ControllerService:
         topic = self.broker.image.topics.get(topic_name)
         part = topic.partitions.get(partition) if topic is not None else None
         if topic is not None and part is not None:
-            done = rc.complete_reassignment(topic, part)
+            done = rc.complete_reassignment(self.broker.image, topic, part)
             if done is not None:
                 await self._commit([done])
                 log.info("reassignment of %s-%d completed: replicas %s", topic_name, partition,
@@ -237,3 +241,37 @@ class ControllerService:
                         break
                 log.info("auto.leader.rebalance.enable: %d partition(s) back to their "
                          "preferred leader", len(records))
+
+    async def run_unclean_elections(
+        self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Kafka's periodic ``electUnclean`` task: every ``unclean.leader.election.interval.ms``
+        (an internal config, 5 minutes by default) the active controller elects a leader,
+        uncleanly, for every leaderless partition whose topic has
+        ``unclean.leader.election.enable`` (``kraft.replication_control.unclean_elections``;
+        at once again while a batch was full). It is what makes a topic changed to
+        ``unclean.leader.election.enable=true`` get its leaders without a broker event."""
+        task_status.started()
+        interval_s = max(1, int(self.broker.config["unclean.leader.election.interval.ms"])) / 1000
+        more = False
+        while True:
+            # a full batch: again after 10 ms, as Kafka's PeriodicTask immediate period
+            await trio.sleep(UNCLEAN_ELECTION_AGAIN_S if more else interval_s)
+            quorum = self.broker.quorum
+            if quorum is None or not quorum.is_active:
+                more = False
+                continue
+            async with self.broker.metadata_lock:
+                records, more = rc.unclean_elections(
+                    self.broker.image, self.control.unclean_for, LEADER_REBALANCE_BATCH)
+                if not records:
+                    continue
+                try:
+                    await self._commit(records)
+                except KafkaError as e:
+                    log.warning("unclean leader election: %s", e)
+                    more = False
+                    continue
+            for r in records:
+                log.warning("unclean leader election: partition %s of topic id %s led by %s "
+                            "(data loss possible)", r.partition_id, r.topic_id, r.leader)

@@ -110,12 +110,19 @@ class PartitionChange:
     target_isr: tuple[int, ...] | None = None
     unclean_shutdown: frozenset[int] = field(default_factory=frozenset)
 
+    #: a reassignment (AlterPartitionReassignments): the new replica list and the replicas
+    #: being added / removed (None: as the partition has them)
+    target_replicas: tuple[int, ...] | None = None
+    target_adding: tuple[int, ...] | None = None
+    target_removing: tuple[int, ...] | None = None
+
     def build(self) -> PartitionChangeRecord | None:
         part = self.part
         isr = part.isr if self.target_isr is None else tuple(self.target_isr)
+        replicas, adding, removing, isr = self._reassignment(isr)
         elr = self._target_elr(isr)
         rec = PartitionChangeRecord(partition_id=part.partition, topic_id=self.topic.topic_id)
-        leader, unclean = self._elect(isr, elr)
+        leader, unclean = self._elect(isr, elr, replicas)
         if leader != part.leader:
             if leader in elr:  # elected from ELR: it is the ISR now
                 isr = (leader,)
@@ -124,6 +131,8 @@ class PartitionChange:
             if unclean:
                 rec.isr = [leader]
                 rec.leader_recovery_state = LEADER_RECOVERING  # (the image keeps no state)
+        if rec.leader == NO_LEADER_CHANGE and not set(part.replicas) <= set(replicas):
+            rec.leader = part.leader  # replicas leave: the leader epoch moves (fencing them)
         if rec.isr is not None or not self.elr:
             elr = ()  # an unclean election (or no ELR) clears it
         if elr != part.eligible_leader_replicas:
@@ -132,10 +141,39 @@ class PartitionChange:
             rec.isr = list(isr)
         if self.elr:
             self._last_known_leader(rec)
+        if replicas != part.replicas:
+            rec.replicas = list(replicas)
+        if adding != part.adding_replicas:
+            rec.adding_replicas = list(adding)
+        if removing != part.removing_replicas:
+            rec.removing_replicas = list(removing)
         if (rec.leader == NO_LEADER_CHANGE and rec.isr is None and rec.leader_recovery_state == -1
-                and rec.eligible_leader_replicas is None and rec.last_known_elr is None):
+                and rec.eligible_leader_replicas is None and rec.last_known_elr is None
+                and rec.replicas is None and rec.adding_replicas is None
+                and rec.removing_replicas is None):
             return None
         return rec
+
+    def _reassignment(self, isr: tuple[int, ...]) -> tuple[
+            tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        """(replicas, adding, removing, ISR): the targets, with a reassignment in progress
+        completed when it can be (Kafka's ``PartitionReassignmentReplicas
+        .maybeCompleteReassignment``): the ISR without the removed replicas is not empty and
+        holds every added one, and, when fewer are added than removed, every remaining one.
+        The removed replicas leave the replicas and the ISR (which keeps its order)."""
+        part = self.part
+        replicas = part.replicas if self.target_replicas is None else self.target_replicas
+        adding = part.adding_replicas if self.target_adding is None else self.target_adding
+        removing = (part.removing_replicas if self.target_removing is None
+                    else self.target_removing)
+        if not adding and not removing:
+            return replicas, adding, removing, isr
+        new_isr = tuple(r for r in isr if r not in removing)
+        new_replicas = tuple(r for r in replicas if r not in removing)
+        if not new_isr or not new_replicas or not set(adding) <= set(new_isr) or (
+                len(adding) < len(removing) and not set(new_replicas) <= set(new_isr)):
+            return replicas, adding, removing, isr
+        return new_replicas, (), (), new_isr
 
     def _target_elr(self, isr: tuple[int, ...]) -> tuple[int, ...]:
         part = self.part
@@ -147,14 +185,14 @@ class PartitionChange:
         return tuple(sorted(r for r in candidates
                             if r not in isr and r not in self.unclean_shutdown))
 
-    def _elect(self, isr: tuple[int, ...], elr: tuple[int, ...]) -> tuple[int, bool]:
-        """(leader, unclean) as Kafka's ``electLeader``."""
+    def _elect(self, isr: tuple[int, ...], elr: tuple[int, ...], replicas: tuple[int, ...]
+               ) -> tuple[int, bool]:
+        """(leader, unclean) as Kafka's ``electLeader``, over the target ``replicas``."""
         part = self.part
 
         def valid(r: int) -> bool:
             return (r in isr or (not isr and r in elr)) and self.acceptable(r)
 
-        replicas = part.replicas
         if self.election is Election.PREFERRED and replicas and valid(replicas[0]):
             return replicas[0], False
         if valid(part.leader):

@@ -13,13 +13,15 @@
   leaving an ISR below min ISR join ELR; without it the last ISR member stays in the ISR and
   the partition has no leader (-1). The decisions themselves are kraft/partition_change.py
   (Kafka's PartitionChangeBuilder).
-- ``unclean_shutdown``: a broker registering after an unclean shutdown leaves ELR and its
-  leaderships.
+- ``unclean_shutdown``: a broker registering after an unclean shutdown leaves every ISR, ELR
+  and leadership (it does not join ELR).
 - ``elect_for_unfenced``: an election in every leaderless partition once a broker is
   unfenced (it is acceptable as leader: from the ISR, or from ELR when the ISR is empty).
 - ``alter_partition``: an ISR change from a partition leader, with Kafka's checks in Kafka's
   order (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, INELIGIBLE_REPLICA, ...).
 - ``elect_leader``: ElectLeaders, preferred or unclean.
+- ``unclean_elections``: the periodic unclean election of leaderless partitions whose topic
+  has ``unclean.leader.election.enable`` (``unclean.leader.election.interval.ms``).
 - ``preferred_elections``: ``auto.leader.rebalance.enable``: every partition not led by its
   preferred (first) replica gets it back when that replica is in the ISR and usable.
 
@@ -178,13 +180,16 @@ def unclean_shutdown(
     unclean_for: Callable[[str], bool],
 ) -> list[PartitionChangeRecord]:
     """A broker registers after an unclean shutdown (Kafka's ``handleBrokerShutdown``): with
-    ELR it leaves every ELR and leadership (its ISR memberships stay, as Kafka 4.3.1 keeps
-    them); without ELR it leaves every ISR and leadership, as on fencing."""
+    ELR it leaves every ISR, ELR and leadership without joining ELR (it may have lost its
+    unflushed tail: Kafka 4.3.1's ``generateLeaderAndIsrUpdates`` takes it out of the target
+    ISR and, as an unclean-shutdown replica, out of ELR); without ELR it leaves every ISR and
+    leadership, as on fencing."""
     if not elr_enabled(image):
         return isolate_broker(image, broker_id, usable, unclean_for)
     return _partition_changes(
         image, lambda p: broker_id in p.isr or broker_id in p.eligible_leader_replicas,
         lambda b: b != broker_id and usable(b), unclean_for,
+        target_isr=lambda p: tuple(b for b in p.isr if b != broker_id),
         unclean_shutdown=frozenset({broker_id}))
 
 
@@ -277,6 +282,31 @@ def elect_leader(
     return rec
 
 
+def unclean_elections(image: MetadataImage, unclean_for: Callable[[str], bool], limit: int
+                      ) -> tuple[list[PartitionChangeRecord], bool]:
+    """Kafka's ``maybeElectUncleanLeaders`` (the controller's periodic ``electUnclean`` task,
+    every ``unclean.leader.election.interval.ms``): an UNCLEAN election (:func:`elect_leader`)
+    in each leaderless partition whose topic has ``unclean.leader.election.enable``, up to
+    ``limit`` records; a partition without any acceptable replica is skipped (Kafka logs
+    ELIGIBLE_LEADERS_NOT_AVAILABLE for it). ``(records, more)``: ``more`` when ``limit`` was
+    reached (Kafka runs the task again at once then)."""
+    out: list[PartitionChangeRecord] = []
+    for topic in image.topics.values():
+        if len(out) >= limit:
+            break
+        leaderless = [p for p in topic.partitions.values() if p.leader == NO_LEADER]
+        if not leaderless or not unclean_for(topic.name):
+            continue
+        for part in leaderless:
+            if len(out) >= limit:
+                break
+            try:
+                out.append(elect_leader(image, topic, part, ELECTION_UNCLEAN))
+            except KafkaError:
+                continue
+    return out, len(out) >= limit
+
+
 def preferred_elections(image: MetadataImage, limit: int) -> list[PartitionChangeRecord]:
     """Up to ``limit`` records giving partitions back to their preferred replica (Kafka's
     ``maybeBalancePartitionLeaders``): the first replica, when it is in the ISR and usable."""
@@ -300,58 +330,62 @@ def _original(part: PartitionImage) -> tuple[int, ...]:
     return tuple(r for r in part.replicas if r not in part.adding_replicas)
 
 
-def reassign(topic: TopicImage, part: PartitionImage, target: list[int] | None
-             ) -> PartitionChangeRecord | None:
+def _reassign_change(image: MetadataImage, topic: TopicImage, part: PartitionImage,
+                     unclean: bool = False) -> PartitionChange:
+    usable = set(usable_brokers(image))
+    return PartitionChange(
+        topic, part, usable.__contains__, elr=elr_enabled(image),
+        min_isr=topic_min_isr(image, topic),
+        election=Election.UNCLEAN if unclean else Election.ONLINE)
+
+
+def reassign(image: MetadataImage, topic: TopicImage, part: PartitionImage,
+             target: list[int] | None, unclean: bool = False) -> PartitionChangeRecord | None:
     """AlterPartitionReassignments for one partition (Kafka's KRaft reassignment): the
-    replicas become target + the original ones not in it, with ``adding_replicas`` /
-    ``removing_replicas`` set; the new replicas catch up as followers and join the ISR, then
-    :func:`complete_reassignment` drops the removed ones. ``target`` None cancels a
-    reassignment in progress (back to the original replicas). None: nothing to write."""
+    replicas become target + the current ones not in it, with ``adding_replicas`` /
+    ``removing_replicas`` set; the new replicas catch up as followers and join the ISR, and
+    the change that lets the reassignment complete completes it (kraft/partition_change.py:
+    the removed replicas leave, ELR follows the new ISR). ``target`` None cancels a
+    reassignment in progress (Kafka's ``PartitionReassignmentRevert``: back to the original
+    replicas, the ISR without the added ones; when that leaves it empty the first original
+    replica is the ISR, which takes ``unclean`` (the topic's
+    ``unclean.leader.election.enable``), else INVALID_REPLICA_ASSIGNMENT). None: nothing to
+    write."""
+    change = _reassign_change(image, topic, part)
     original = _original(part)
     if target is None:
         if not part.adding_replicas and not part.removing_replicas:
             raise KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)
-        return _finish(topic, part, original)
+        isr = tuple(r for r in part.isr if r not in part.adding_replicas)
+        if not isr:
+            if not unclean:
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Unable to revert partition assignment for {topic.name}:{part.partition}"
+                    " because it would require an unclean leader election.")
+            isr = original[:1]
+        change = _reassign_change(image, topic, part, unclean)
+        change.target_isr, change.target_replicas = isr, original
+        change.target_adding = change.target_removing = ()
+        return change.build()
+    # Kafka's PartitionReassignmentReplicas: against the current replicas (a reassignment in
+    # progress included), added and removed ones sorted by id (a TreeSet)
     want = tuple(target)
-    adding = tuple(r for r in want if r not in original)
-    removing = tuple(r for r in original if r not in want)
-    merged = want + tuple(r for r in original if r not in want)
-    if merged == part.replicas and adding == part.adding_replicas \
-            and removing == part.removing_replicas:
-        return None
-    return PartitionChangeRecord(
-        partition_id=part.partition, topic_id=topic.topic_id, replicas=list(merged),
-        adding_replicas=list(adding), removing_replicas=list(removing))
+    change.target_adding = tuple(sorted(set(want) - set(part.replicas)))
+    change.target_removing = tuple(sorted(set(part.replicas) - set(want)))
+    change.target_replicas = want + change.target_removing
+    return change.build()
 
 
-def _finish(topic: TopicImage, part: PartitionImage, replicas: tuple[int, ...]
-            ) -> PartitionChangeRecord:
-    isr = tuple(r for r in part.isr if r in replicas)  # the ISR's own order, as Kafka
-    leader = part.leader if part.leader in replicas else next(
-        (r for r in replicas if r in isr), NO_LEADER)
-    if leader == part.leader and any(r not in replicas for r in part.replicas):
-        # Kafka bumps the leader epoch when replicas leave (fencing the removed ones) by
-        # naming the same leader in the record
-        leader_field = part.leader
-    else:
-        leader_field = leader if leader != part.leader else NO_LEADER_CHANGE
-    return PartitionChangeRecord(
-        partition_id=part.partition, topic_id=topic.topic_id, replicas=list(replicas),
-        isr=list(isr) if isr else list(part.isr), adding_replicas=[], removing_replicas=[],
-        leader=leader_field)
-
-
-def complete_reassignment(topic: TopicImage, part: PartitionImage
+def complete_reassignment(image: MetadataImage, topic: TopicImage, part: PartitionImage
                           ) -> PartitionChangeRecord | None:
-    """The record ending a reassignment once every target replica is in the ISR (the removed
-    replicas leave the replicas and the ISR; a removed leader hands over to the first target
-    replica in the ISR), else None."""
+    """The record ending a reassignment in progress once it can end (see :func:`reassign`),
+    else None. (Any change of the partition completes it then; this is for the moments
+    nothing else changes.)"""
     if not part.adding_replicas and not part.removing_replicas:
         return None
-    target = tuple(r for r in part.replicas if r not in part.removing_replicas)
-    if not all(r in part.isr for r in target):
-        return None
-    return _finish(topic, part, target)
+    rec = _reassign_change(image, topic, part).build()
+    return rec if rec is not None and rec.replicas is not None else None
 
 
 def reassignments(image: MetadataImage) -> list[tuple[str, PartitionImage]]:

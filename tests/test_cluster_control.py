@@ -395,32 +395,35 @@ def test_reassignment_adds_then_removes() -> None:
     c.up(1, 2, 3)
     c.topic("t", 1, 2, assignments={0: [1, 2]})
     t = c.image.topics["t"]
-    assert rc.reassign(t, t.partitions[0], [1, 2]) is None
-    c.commit([rc.reassign(t, t.partitions[0], [2, 3])])
+    assert rc.reassign(c.image, t, t.partitions[0], [1, 2]) is None
+    c.commit([rc.reassign(c.image, t, t.partitions[0], [2, 3])])
     p = c.image.topics["t"].partitions[0]
     assert (p.replicas, p.adding_replicas, p.removing_replicas) == ((2, 3, 1), (3,), (1,))
     assert rc.reassignments(c.image) == [("t", p)]
-    assert rc.complete_reassignment(c.image.topics["t"], p) is None  # 3 not in the ISR yet
+    # 3 not in the ISR yet
+    assert rc.complete_reassignment(c.image, c.image.topics["t"], p) is None
     t = c.image.topics["t"]
-    c.commit([rc.alter_partition(c.image, t, p, p.leader, p.leader_epoch, p.partition_epoch,
-                                 [rc.IsrMember(1), rc.IsrMember(2), rc.IsrMember(3)], 0)])
+    # the AlterPartition that adds 3 completes the reassignment in the same record, as
+    # Kafka's PartitionChangeBuilder does
+    rec = rc.alter_partition(c.image, t, p, p.leader, p.leader_epoch, p.partition_epoch,
+                             [rc.IsrMember(1), rc.IsrMember(2), rc.IsrMember(3)], 0)
+    assert rec is not None and rec.replicas == [2, 3] and rec.isr == [2, 3]
+    c.commit([rec])
     t = c.image.topics["t"]
-    done = rc.complete_reassignment(t, t.partitions[0])
-    assert done is not None
-    c.commit([done])
+    assert rc.complete_reassignment(c.image, t, t.partitions[0]) is None
     p = c.image.topics["t"].partitions[0]
     assert (p.replicas, p.isr, p.leader, p.adding_replicas) == ((2, 3), (2, 3), 2, ())
     assert p.leader_epoch == 1  # a new leader
     assert rc.reassignments(c.image) == []
     with pytest.raises(KafkaError) as e:
-        rc.reassign(c.image.topics["t"], p, None)
+        rc.reassign(c.image, c.image.topics["t"], p, None)
     assert e.value.code == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
     # a cancel goes back to the original replicas (in the order of the merged list, as
     # Kafka's PartitionReassignmentRevert)
-    c.commit([rc.reassign(c.image.topics["t"], p, [1, 3])])
+    c.commit([rc.reassign(c.image, c.image.topics["t"], p, [1, 3])])
     assert c.image.topics["t"].partitions[0].replicas == (1, 3, 2)
     t = c.image.topics["t"]
-    c.commit([rc.reassign(t, t.partitions[0], None)])
+    c.commit([rc.reassign(c.image, t, t.partitions[0], None)])
     p = c.image.topics["t"].partitions[0]
     assert (p.replicas, p.adding_replicas, p.removing_replicas) == ((3, 2), (), ())
 
@@ -436,7 +439,10 @@ class CheckedCluster(Cluster):
                     or r.topic_id != topic.topic_id or r.leader < 0:
                 continue
             old = self.image.topics["t"].partitions[r.partition_id]
-            if r.leader not in old.isr and r.leader not in old.eligible_leader_replicas:
+            # (a reassignment completed by an AlterPartition: a leader from the new ISR)
+            completed = r.replicas is not None and r.isr is not None and r.leader in r.isr
+            if r.leader not in old.isr and r.leader not in old.eligible_leader_replicas \
+                    and not completed:
                 assert r.leader_recovery_state == rc.LEADER_RECOVERING, (old, r)
         super().commit(records)
 
@@ -503,14 +509,30 @@ class LeadershipMachine(RuleBasedStateMachine):
         t = self.c.image.topics["t"]
         self._try(lambda: [rc.elect_leader(self.c.image, t, t.partitions[p], kind)])
 
+    @rule(p=st.integers(0, 5), order=st.permutations([1, 2, 3, 4]), n=st.integers(1, 4),
+          cancel=st.booleans())
+    def reassign(self, p: int, order: list[int], n: int, cancel: bool) -> None:
+        t = self.c.image.topics["t"]
+        self._try(lambda: [rc.reassign(self.c.image, t, t.partitions[p],
+                                       None if cancel else order[:n])])
+
+    @rule(limit=st.integers(1, 6))
+    def unclean_sweep(self, limit: int) -> None:
+        """The periodic electUnclean task, every topic with unclean.leader.election.enable."""
+        recs, more = rc.unclean_elections(self.c.image, lambda _t: True, limit)
+        assert more == (len(recs) >= limit)
+        self.c.commit(recs)
+
     @invariant()
     def leadership_is_sound(self) -> None:
         img = self.c.image
         for p in img.topics["t"].partitions.values():
             assert (p.isr or self.ELR) and set(p.isr) <= set(p.replicas), p
             assert p.leader == -1 or p.leader in p.isr, p
+            assert set(p.adding_replicas) | set(p.removing_replicas) <= set(p.replicas), p
             elr = set(p.eligible_leader_replicas)
-            assert not elr & set(p.isr) and elr <= set(p.replicas), p
+            # (ELR may keep a replica a completed reassignment removed, as Kafka 4.3.1)
+            assert not elr & set(p.isr) and elr <= {1, 2, 3, 4}, p
             assert not elr or (self.ELR and len(p.isr) < self.MIN_ISR), p
             if p.leader != -1:
                 assert not img.brokers[p.leader].fenced, (p, img.brokers[p.leader])
@@ -571,15 +593,14 @@ def test_reassignment_keeps_the_isr_order_and_bumps_the_epoch_when_replicas_leav
     c.up(1, 2, 3)
     c.topic("t", 2, 2, assignments={0: [1, 2], 1: [2, 3]})
     t = c.image.topics["t"]
-    c.commit([rc.reassign(t, t.partitions[0], [3, 1]), rc.reassign(t, t.partitions[1], [3, 2])])
+    c.commit([rc.reassign(c.image, t, t.partitions[0], [3, 1]),
+              rc.reassign(c.image, t, t.partitions[1], [3, 2])])
     t = c.image.topics["t"]
     p, q = t.partitions[0], t.partitions[1]
     assert (q.replicas, q.isr, q.leader, q.leader_epoch) == ((3, 2), (2, 3), 2, 0)
     c.commit([rc.alter_partition(c.image, t, p, 1, p.leader_epoch, p.partition_epoch,
                                  [rc.IsrMember(1), rc.IsrMember(2), rc.IsrMember(3)], 0)])
     t = c.image.topics["t"]
-    done = rc.complete_reassignment(t, t.partitions[0])
-    assert done is not None
-    c.commit([done])
+    assert rc.complete_reassignment(c.image, t, t.partitions[0]) is None  # done already
     p = c.image.topics["t"].partitions[0]
     assert (p.replicas, p.isr, p.leader, p.leader_epoch) == ((3, 1), (1, 3), 1, 1)

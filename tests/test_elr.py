@@ -223,3 +223,148 @@ def test_partition_change_properties(
         assert new.eligible_leader_replicas == ()
         assert unclean or part.last_known_elr == (rec.leader,)
     assert change(new, None) is None
+
+
+def reassign(c: Cluster, target: list[int] | None, unclean: bool = False) -> None:
+    rec = rc.reassign(c.image, c.image.topics["t"], part(c), target, unclean=unclean)
+    assert rec is not None
+    c.commit([rec])
+
+
+def alter_isr(c: Cluster, isr: list[int]) -> None:
+    p = part(c)
+    rec = rc.alter_partition(c.image, c.image.topics["t"], p, p.leader, p.leader_epoch,
+                             p.partition_epoch, [rc.IsrMember(b) for b in isr], 0)
+    assert rec is not None
+    c.commit([rec])
+
+
+def test_reassignment_completing_keeps_elr_of_the_old_isr() -> None:
+    """As measured on Kafka 4.3.1 (docs/FINDINGS.md F, compat_tests/explore_elr.py A):
+    replicas [2, 1, 3], min ISR 3, 3 fenced (ISR [2, 1], ELR [3]); reassigned to [2, 1] it
+    completes at once (one record: replicas [2, 1], leader epoch bumped) and ELR is computed
+    for the new ISR [2, 1] against the min ISR of the old replica set (3): 3 stays in ELR
+    although it is no replica any more, until it registers again after its unclean
+    shutdown."""
+    c = Cluster(min_isr=3)
+    c.up(1, 2, 3)
+    c.topic("t", 1, 3, assignments={0: [2, 1, 3]})
+    c.heartbeat(3, fence=True)
+    assert state(c) == (2, (2, 1), (3,), ())
+    reassign(c, [2, 1])
+    p = part(c)
+    assert (p.replicas, p.isr, p.eligible_leader_replicas, p.leader, p.leader_epoch) == \
+        ((2, 1), (2, 1), (3,), 2, 1)
+    assert (p.adding_replicas, p.removing_replicas) == ((), ())
+    register_again(c, 3, clean=False)
+    assert state(c) == (2, (2, 1), (), ())
+
+
+def test_reassignment_applies_min_isr_to_the_new_isr() -> None:
+    """Replicas [1, 2, 3], min ISR 2; 3 and 2 fenced: ISR [1], ELR [2]. Reassigned to
+    [1, 4] (fewer added than removed: every remaining replica must be in the ISR), the
+    AlterPartition that adds 4 completes it: ISR [1, 4] is at min ISR, so ELR is cleared."""
+    c = Cluster(min_isr=2)
+    c.up(1, 2, 3, 4)
+    c.topic("t", 1, 3, assignments={0: [1, 2, 3]})
+    c.heartbeat(3, fence=True)
+    c.heartbeat(2, fence=True)
+    assert state(c) == (1, (1,), (2,), ())
+    reassign(c, [1, 4])
+    p = part(c)
+    assert (p.replicas, p.adding_replicas, p.removing_replicas) == ((1, 4, 2, 3), (4,), (2, 3))
+    assert rc.complete_reassignment(c.image, c.image.topics["t"], p) is None
+    alter_isr(c, [1, 4])
+    p = part(c)
+    assert (p.replicas, p.isr, p.eligible_leader_replicas, p.last_known_elr) == \
+        ((1, 4), (1, 4), (), ())
+    assert (p.adding_replicas, p.removing_replicas) == ((), ())
+
+
+def test_reassignment_completes_without_a_retained_replica_in_the_isr() -> None:
+    """Kafka's completion rule: the ISR without the removed replicas must hold every added
+    one (and, only when fewer are added than removed, every remaining replica). Replicas
+    [1, 2, 3], min ISR 3, 2 fenced (ISR [1, 3], ELR [2]); [1, 2, 4] completes once 4 is in
+    the ISR although 2 is not. The new ISR [1, 4] is below min ISR: ELR = (old ELR + old ISR)
+    - new ISR, so the removed 3 joins it (as Kafka's maybePopulateTargetElr)."""
+    c = Cluster(min_isr=3)
+    c.up(1, 2, 3, 4)
+    c.topic("t", 1, 3, assignments={0: [1, 2, 3]})
+    c.heartbeat(2, fence=True)
+    assert state(c) == (1, (1, 3), (2,), ())
+    reassign(c, [1, 2, 4])
+    alter_isr(c, [1, 3, 4])
+    p = part(c)
+    assert (p.replicas, p.isr, p.eligible_leader_replicas) == ((1, 2, 4), (1, 4), (2, 3))
+
+
+def test_reassignment_cancel_with_an_empty_isr_needs_unclean() -> None:
+    """Kafka's PartitionReassignmentRevert: the ISR without the added replicas; empty, it is
+    the first original replica, which takes unclean.leader.election.enable (else
+    INVALID_REPLICA_ASSIGNMENT)."""
+    c = Cluster(min_isr=1)
+    c.up(1, 2, 3)
+    c.topic("t", 1, 1, assignments={0: [1]})
+    reassign(c, [2])
+    alter_isr(c, [1, 2])  # completes: replicas [2]
+    assert part(c).replicas == (2,)
+    reassign(c, [3])  # 3 never joins; 2 is fenced: ISR empty, 2 in ELR? (min ISR 1: no)
+    c.heartbeat(2, fence=True)
+    p = part(c)
+    assert (p.replicas, p.isr, p.leader) == ((3, 2), (), -1)
+    with pytest.raises(KafkaError) as e:
+        rc.reassign(c.image, c.image.topics["t"], p, None)
+    assert e.value.code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    reassign(c, None, unclean=True)
+    p = part(c)
+    assert (p.replicas, p.isr, p.adding_replicas, p.removing_replicas) == ((2,), (2,), (), ())
+
+
+def test_unclean_shutdown_leaves_the_isr() -> None:
+    """Kafka 4.3.1 (handleBrokerShutdown -> generateLeaderAndIsrUpdates with
+    brokerWithUncleanShutdown): a broker that registers again after an unclean shutdown
+    while still in an ISR (its session not expired: here a new controller had none for it)
+    leaves that ISR and does not join ELR; leadership moves. After a clean shutdown it leaves
+    the ISR too, but joins ELR when the ISR drops below min ISR."""
+    c = cluster(min_isr=2)
+    assert state(c) == (1, (1, 2, 3), (), ())
+    register_again(c, 1, clean=False)
+    assert state(c) == (2, (2, 3), (), ())
+    c.heartbeat(1)  # unfenced, not in the ISR (it must catch up first)
+    register_again(c, 2, clean=True)
+    assert state(c) == (3, (3,), (2,), ())
+    register_again(c, 3, clean=False)  # 2 (fenced until it heartbeats) is the ELR
+    assert state(c) == (-1, (), (2,), (3,))
+    c.heartbeat(2)
+    assert state(c) == (2, (2,), (), ())
+
+
+def test_periodic_unclean_election() -> None:
+    """Kafka's electUnclean task (maybeElectUncleanLeaders): leaderless partitions of topics
+    with unclean.leader.election.enable get any live replica as leader (ISR [it], leader
+    recovery RECOVERING, ELR and LastKnownElr cleared); others are left; a partition with no
+    live replica is skipped; at most ``limit`` records, ``more`` when the limit was hit."""
+    c = Cluster(min_isr=3)
+    c.up(1, 2, 3)
+    c.topic("t", 3, 3, assignments={0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]})
+    c.topic("u", 1, 1, assignments={0: [3]})
+    for b in (1, 2, 3):
+        c.heartbeat(b, fence=True)
+    for b in (1, 2):
+        register_again(c, b, clean=False)  # out of ELR, not the last known leader of 0
+        c.heartbeat(b)
+    t = c.image.topics["t"]
+    assert [p.leader for p in t.partitions.values()] == [-1, -1, -1]
+    assert rc.unclean_elections(c.image, lambda _t: False, 10) == ([], False)
+    recs, more = rc.unclean_elections(c.image, lambda name: name == "t", 10)
+    assert not more and len(recs) == 3
+    assert all(r.topic_id == t.topic_id and r.leader in (1, 2) and r.isr == [r.leader]
+               and r.leader_recovery_state == rc.LEADER_RECOVERING for r in recs)
+    recs, more = rc.unclean_elections(c.image, lambda _t: True, 2)  # "u": 3 is fenced
+    assert more and len(recs) == 2
+    c.commit(rc.unclean_elections(c.image, lambda _t: True, 10)[0])
+    for p in c.image.topics["t"].partitions.values():
+        assert p.leader in (1, 2) and p.isr == (p.leader,)
+        assert (p.eligible_leader_replicas, p.last_known_elr) == ((), ())
+    assert c.image.topics["u"].partitions[0].leader == -1
+    assert rc.unclean_elections(c.image, lambda _t: True, 10) == ([], False)
