@@ -8,10 +8,10 @@ passed in can decide:
   INCONSISTENT_CLUSTER_ID (other cluster id), UNSUPPORTED_VERSION (the broker cannot serve the
   finalized ``metadata.version``), DUPLICATE_BROKER_REGISTRATION (another incarnation of that
   id still has a live session). A new incarnation after the session expired, or the same
-  incarnation again, replaces the registration with a new epoch; unless it names the epoch it
-  shut down cleanly from (``previous_broker_epoch``, KIP-966), it leaves every ELR and
-  leadership (an unclean shutdown may have lost its unflushed tail); a new incarnation after a
-  clean shutdown (or an unclean one without ELR) leaves every ISR and leadership.
+  incarnation again, replaces the registration with a new epoch. A new incarnation leaves
+  every ISR and leadership; unless it names the epoch it shut down cleanly from
+  (``previous_broker_epoch``, KIP-966) it also leaves every ELR and does not join one (an
+  unclean shutdown may have lost its unflushed tail), as Kafka 4.3.1 does.
 - ``heartbeat``: BrokerHeartbeat. STALE_BROKER_EPOCH for an unknown broker or an old epoch.
   A fenced broker is unfenced once its ``current_metadata_offset`` reaches its registration
   record (it has caught up) and it does not ask to stay fenced: BrokerRegistrationChangeRecord
@@ -136,7 +136,8 @@ class ClusterControl:
             # a new incarnation (Kafka's handleBrokerShutdown): it leaves every ISR and
             # leadership; after an unclean shutdown (KIP-966: not the epoch it shut down
             # cleanly from) its replicas may have lost unflushed data, so with ELR it leaves
-            # every ELR and leadership instead (its ISR memberships stay, as in Kafka 4.3.1)
+            # every ELR too and joins none (Kafka 4.3.1's generateLeaderAndIsrUpdates with
+            # brokerWithUncleanShutdown: out of the target ISR and of ELR)
             clean = existing is not None and reg.previous_broker_epoch == existing.epoch
             usable = set(rc.usable_brokers(image)) - {reg.broker_id}
             shutdown = rc.isolate_broker if clean else rc.unclean_shutdown
