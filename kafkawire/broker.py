@@ -925,6 +925,7 @@ class Broker:
                 await nursery.start(self.quorum.run)  # the Raft driver, snapshots
                 await nursery.start(self.controller.run_session_expiry)
                 await nursery.start(self.controller.run_leader_rebalance)
+                await nursery.start(self.controller.run_unclean_elections)
                 await nursery.start(self.fetchers.run)
                 await nursery.start(self.isr.run)
                 self.fetchers.update(list(self.replicas or ()))

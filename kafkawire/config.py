@@ -233,6 +233,8 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     # the controller's preferred-leader balancing (kafkawire/controller_service.py)
     "auto.leader.rebalance.enable": ("boolean", True),
     "leader.imbalance.check.interval.seconds": ("long", 300),
+    # the controller's periodic unclean election of leaderless partitions (internal in Kafka)
+    "unclean.leader.election.interval.ms": ("long", 300000),
     "cluster.id": ("string", None),
     # Reported like Kafka (a PASSWORD: sensitive, value hidden); read per listener by
     # kafkawire.security_config.
@@ -324,6 +326,7 @@ KAFKAWIRE_CONFIGS: dict[str, tuple[str, Any]] = {
 # Kafka's internal configs (``defineInternal``): accepted, never listed by DescribeConfigs.
 INTERNAL_BROKER_CONFIGS = frozenset({
     "log.initial.task.delay.ms", "internal.metadata.log.segment.bytes", "log.open.files.max",
+    "unclean.leader.election.interval.ms",
 })
 
 # Keys Kafka has no default for (DescribeConfigs lists no DEFAULT_CONFIG synonym); kafkawire
