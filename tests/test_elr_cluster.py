@@ -9,6 +9,9 @@ combined controller node, three broker-only nodes on loopback), a topic with RF 
   the leader's UnderMinIsrPartitionCount is 1.
 - The killed broker restarts (an unclean shutdown: it leaves ELR at registration), catches up,
   rejoins the ISR; ELR is empty and the high watermark moves on.
+
+And the controller's periodic unclean election (``unclean.leader.election.interval.ms``) of a
+leaderless partition once its topic gets ``unclean.leader.election.enable``.
 """
 
 from __future__ import annotations
@@ -17,12 +20,19 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bench import failover
+from protocol._generated.alter_partition_reassignments_request import (
+    AlterPartitionReassignmentsRequest,
+)
 from protocol._generated.describe_topic_partitions_request import (
     DescribeTopicPartitionsRequest,
+)
+from protocol._generated.incremental_alter_configs_request import (
+    IncrementalAlterConfigsRequest,
 )
 from tests.conftest import RawClient
 from tests.replication_cluster import ReplicationCluster, replication_cluster
@@ -125,3 +135,56 @@ def test_elr_and_high_watermark_with_a_follower_killed(cluster: ReplicationClust
     assert view is not None and view[2:] == ([], [])
     failover.wait_until(lambda: high_watermark(boot, topic) == 4, 30,
                         "the high watermark to move once the ISR is back at min ISR")
+
+
+def admin_request(address: str, req: Any, version: int) -> Any:
+    raw = RawClient(address)
+    try:
+        return raw.request(req, version)
+    finally:
+        raw.sock.close()
+
+
+@pytest.fixture
+def fast_unclean_cluster(tmp_path: Path) -> Iterator[ReplicationCluster]:
+    with replication_cluster(brokers=2, base_dir=tmp_path,
+                             overrides={"unclean.leader.election.interval.ms": "1000"}) as c:
+        yield c
+
+
+def test_periodic_unclean_election_once_the_topic_allows_it(
+        fast_unclean_cluster: ReplicationCluster) -> None:
+    """Kafka's electUnclean task (``unclean.leader.election.interval.ms``, 1 s here): an RF 1
+    partition whose replica is killed is leaderless (ELR and LastKnownElr: the dead one);
+    reassigned to the other broker (which cannot catch up: no leader) it stays leaderless
+    while its topic has no ``unclean.leader.election.enable``; set to true, the controller's
+    next periodic run makes that broker leader without any broker event, with an empty log
+    (the record written before is lost, as an unclean election loses it on Kafka). Measured
+    on Kafka 4.3.1 the same way: compat_tests/explore_elr.py part B (docs/FINDINGS.md F)."""
+    c = fast_unclean_cluster
+    admin = c.admin_bootstrap
+    dead, other = c.broker_ids
+    topic = f"unclean-{uuid.uuid4().hex[:8]}"
+    failover.create_topic(admin, topic, [dead], min_isr=1)
+    assert produce(c.bootstrap, topic, "all", b"lost") == ("NONE", 0)
+    c.kill(dead)
+    failover.wait_until(lambda: (v := elr_view(admin, topic)) is not None and v[0] == -1, 30,
+                        f"{topic} leaderless once broker {dead} is fenced")
+    assert elr_view(admin, topic) == (-1, [], [dead], [dead])
+    R = AlterPartitionReassignmentsRequest
+    r = admin_request(admin, R(topics=[R.ReassignableTopic(name=topic, partitions=[
+        R.ReassignablePartition(partition_index=0, replicas=[other])])]), 0)
+    assert (r.error_code, r.responses[0].partitions[0].error_code) == (0, 0)
+    deadline = time.monotonic() + 2.5  # more than two periodic runs: nothing to elect yet
+    while time.monotonic() < deadline:
+        assert elr_view(admin, topic) == (-1, [], [dead], [dead])
+        time.sleep(0.3)
+    C = IncrementalAlterConfigsRequest
+    r = admin_request(admin, C(resources=[C.AlterConfigsResource(
+        resource_type=2, resource_name=topic, configs=[C.AlterableConfig(
+            name="unclean.leader.election.enable", config_operation=0, value="true")])]), 1)
+    assert r.responses[0].error_code == 0
+    failover.wait_until(lambda: (v := elr_view(admin, topic)) is not None and v[0] == other,
+                        30, f"the periodic unclean election to make broker {other} leader")
+    assert elr_view(admin, topic) == (other, [other], [], [])
+    assert produce(c.bootstrap, topic, "all", b"after") == ("NONE", 0)
