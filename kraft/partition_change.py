@@ -27,6 +27,14 @@ ELR, when enabled:
   ELR is cleared.
 * **LastKnownElr** holds the last known leader: set to [leader] when the ISR becomes empty,
   cleared when the partition has (or keeps) a leader.
+* **Reassignment.** Targets for the replicas and the replicas being added / removed; first of
+  all, a reassignment in progress completes when it can (Kafka's
+  ``maybeCompleteReassignment``: the ISR without the removed replicas is not empty and holds
+  the added ones, and all remaining ones when fewer are added than removed): the removed
+  replicas leave the replicas and the ISR, and everything above is decided for that new ISR
+  (ELR against min ISR: the old ISR members that left, removed ones included, as Kafka 4.3.1
+  keeps them). The election goes over the target replicas; when replicas leave, the record
+  names the leader (the leader epoch moves, fencing them).
 
 ELR lists are sorted by broker id (Kafka builds them from a hash set of small integers, which
 iterates in that order).
