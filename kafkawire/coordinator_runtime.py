@@ -513,6 +513,22 @@ class CoordinatorRuntime:
             return ErrorCode.NOT_COORDINATOR
         return ErrorCode.COORDINATOR_NOT_AVAILABLE if code else ErrorCode.NONE
 
+    async def wait_log_committed(self, partition: int) -> ErrorCode:
+        """Until everything in ``partition``'s log at the time of the call is committed: what
+        this runtime wrote and what it loaded (a new leader may hold records beyond its high
+        watermark). NONE, or the coordinator error. Side effects of a replayed record that
+        reach other partitions (transaction markers) wait for this: the record must survive
+        a failover of this partition first."""
+        replicas = self.broker.replicas
+        p = replicas.partition(self.topic.name, partition) if replicas is not None else None
+        if p is None or replicas is None:
+            return ErrorCode.NOT_COORDINATOR
+        end = max(p.log_end_offset, self._written_end.get(partition, 0))
+        code = await replicas.wait_for_high_watermark(p, end)
+        if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+            return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE if code else ErrorCode.NONE
+
     def _append(
         self,
         slot: _Slot,

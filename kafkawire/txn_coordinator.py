@@ -11,8 +11,9 @@ and writes transaction markers.
   blocks reserved through the metadata log, so they never repeat across restarts).
 * The marker sender (:meth:`serve`) takes the shards' marker jobs (transactions in
   PrepareCommit / PrepareAbort: after EndTxn, after a coordinator abort, and after a restart
-  for those replayed in a Prepare state) and writes a marker to every partition of the
-  transaction, in-process (``kafkawire.txn_markers``: the partition log, or the group
+  for those replayed in a Prepare state) and, once the Prepare record is committed (the
+  ``__transaction_state`` high watermark passed it; Kafka sends markers from the acks=all
+  append's callback), writes a marker to every partition of the transaction, in-process (``kafkawire.txn_markers``: the partition log, or the group
   coordinator's runtime for ``__consumer_offsets``), then appends CompleteCommit /
   CompleteAbort. Each transaction is its own task; partitions that are not available yet are
   retried with a backoff (``MARKER_RETRY_BACKOFF_MAX_MS``).
@@ -342,6 +343,13 @@ class TxnCoordinator:
         pending = list(job.partitions)
         backoff_ms = 50
         try:
+            # as Kafka (markers are sent from appendTransactionToLog's callback, after the
+            # Prepare record is replicated with acks=all): a marker written before the record
+            # commits could commit the transaction on some partitions while a new coordinator,
+            # whose log lost the record in a failover, aborts it on the others
+            code = await self.runtime.wait_log_committed(partition)
+            if code:
+                raise KafkaError(code, f"{job.transactional_id}: Prepare record not committed")
             while pending:
                 left = []
                 for topic, p in pending:

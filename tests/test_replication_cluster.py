@@ -771,3 +771,110 @@ def test_kafka_reassign_partitions_with_a_throttle(cluster: ReplicationCluster,
     # 6 MB at 200 kB/s, of which the 11 s window lets ~2.2 MB through at once: >= ~19 s
     assert throttled >= 12, (plain, throttled)
     assert throttled > plain + 5, (plain, throttled)
+
+
+def test_markers_wait_for_the_prepare_record_to_commit(tmp_path: Path) -> None:
+    """The transaction coordinator writes markers only once its PrepareCommit record is
+    replicated (Kafka sends them from the acks=all append's callback). Found by 100 leader
+    kills under bench/eos_failover.py: the COMMIT marker reached ``__consumer_offsets`` while
+    the record was only on the coordinator's own log; the coordinator was killed, the new one
+    (whose log never had the record) aborted the transaction on its other partition, and 500
+    records were lost at read_committed while their input offsets were committed.
+
+    ``__transaction_state`` has RF 2 here (leader L, follower F) and the data partition RF 1 on
+    the third broker. With F stopped the record cannot commit: no marker may reach the data
+    partition. Then L is killed and F resumed: F leads without the record; the client's
+    retried EndTxn may commit the transaction there or its timeout abort it, but either way
+    on every partition alike."""
+    import threading
+
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+    from kafkawire.coordinator_runtime import partition_for
+
+    txn_topic, parts = "__transaction_state", 4
+    overrides = {"transaction.state.log.replication.factor": "2",
+                 "transaction.state.log.num.partitions": str(parts),
+                 "transaction.state.log.min.isr": "2",
+                 "broker.session.timeout.ms": "15000", "replica.lag.time.max.ms": "30000"}
+    with replication_cluster(brokers=3, base_dir=tmp_path, overrides=overrides) as c:
+        def in_sync(p: int) -> bool:
+            return len((failover.partition_state(c.bootstrap, txn_topic, p) or (-1, [], []))[2]) == 2
+
+        failover.wait_until(lambda: ask_coordinator(c.admin_bootstrap, "warm-up", 1)
+                            and all(_try(lambda p=p: in_sync(p)) for p in range(parts)),
+                            120, "the transaction state topic with both replicas in sync")
+        # a partition of it on two of the killable brokers (not the controller's node)
+        state = {p: failover.partition_state(c.bootstrap, txn_topic, p) or (-1, [], [])
+                 for p in range(parts)}
+        txn_part = next(p for p in range(parts) if set(state[p][1]) <= set(c.broker_ids))
+        tid = next(t for t in (f"tx-{i}" for i in range(1000))
+                   if partition_for(t, parts) == txn_part)
+        lead, replicas, _ = state[txn_part]
+        follower = next(b for b in replicas if b != lead)
+        other = next(b for b in c.broker_ids if b not in replicas)
+        topic = f"txn-{uuid.uuid4().hex[:8]}"
+        failover.create_topic(c.admin_bootstrap, topic, [other], min_isr=1)
+
+        prod = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": tid,
+                         "transaction.timeout.ms": 5000})
+        prod.init_transactions(60)
+        prod.begin_transaction()
+        for i in range(10):
+            prod.produce(topic, b"v%d" % i, partition=0)
+        assert prod.flush(30) == 0
+        cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "prepare-check",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+        cons.assign([TopicPartition(topic, 0, 0)])
+        seen: list[bytes] = []
+        c.cluster.pause(follower)
+        outcome: list[object] = []
+        committer = threading.Thread(
+            target=lambda: outcome.append(_commit_outcome(prod, KafkaException)), daemon=True)
+        try:
+            committer.start()
+            # the coordinator has the commit request (and its PrepareCommit) within this; with
+            # the record uncommitted no marker may reach the data partition
+            end = time.monotonic() + 3
+            while time.monotonic() < end:
+                seen += [m.value() for m in cons.consume(100, 0.5) if m.error() is None]
+            assert seen == [], "a marker was written before the PrepareCommit record committed"
+            assert committer.is_alive(), "EndTxn answered before its record committed"
+            c.cluster.kill(lead)
+        finally:
+            c.cluster.resume(follower)
+        # the follower leads the transaction state without the record; once the old leader
+        # is back (min ISR 2), a new producer with the same id aborts the open transaction
+        # and commits its own: read_committed returns only the new records
+        failover.wait_until(lambda: _try(lambda: (failover.partition_state(
+            c.bootstrap, txn_topic, txn_part) or (-1,))[0] == follower), 90, "the follower to lead")
+        c.cluster.start_node(lead)
+        failover.wait_until(lambda: _try(lambda: in_sync(txn_part)), 90,
+                            "the old leader back in the ISR")
+        committer.join(90)
+        assert outcome, "the first commit_transaction did not return"
+        prod2 = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": tid})
+        prod2.init_transactions(90)
+        prod2.begin_transaction()
+        for i in range(10):
+            prod2.produce(topic, b"w%d" % i, partition=0)
+        prod2.commit_transaction(60)
+        deadline = time.monotonic() + 60
+        # librdkafka retries EndTxn with the new coordinator, which may still commit the
+        # transaction (it is Ongoing there) or may have aborted it at its timeout: either
+        # way, all or nothing of it on every partition
+        first = [b"v%d" % i for i in range(10)] if outcome[0] == "committed" else []
+        want = first + [b"w%d" % i for i in range(10)]
+        while len(seen) < len(want) and time.monotonic() < deadline:
+            seen += [m.value() for m in cons.consume(100, 0.5) if m.error() is None]
+        seen += [m.value() for m in cons.consume(100, 1) if m.error() is None]
+        cons.close()
+        assert seen == want, outcome
+
+
+def _commit_outcome(prod: Any, exc: type[Exception]) -> str:
+    try:
+        prod.commit_transaction(60)
+    except exc as e:
+        return f"failed: {e}"
+    return "committed"
