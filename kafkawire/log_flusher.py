@@ -33,6 +33,11 @@ import trio
 from kafkawire.config import LONG_MAX, BrokerConfig
 from kafkawire.metadata_log import METADATA_TOPIC
 from log.dirs import LogDirs
+from log.partition_log import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+)
 from log.partition_log import PartitionLog
 from protocol.errors import ErrorCode, KafkaError
 
@@ -116,14 +121,14 @@ class LogFlusher:
                 nursery.start_soon(self._commit_loop)
                 nursery.start_soon(self._flush_ms_loop)
                 values = self.config.values
-                for interval_key, write in (
-                    ("log.flush.offset.checkpoint.interval.ms", self.logs.checkpoint_recovery_points),
+                for interval_key, name in (
+                    ("log.flush.offset.checkpoint.interval.ms", RECOVERY_POINT_CHECKPOINT),
                     ("log.flush.start.offset.checkpoint.interval.ms",
-                     self.logs.checkpoint_log_start_offsets),
+                     LOG_START_OFFSET_CHECKPOINT),
                     ("replica.high.watermark.checkpoint.interval.ms",
-                     self.logs.checkpoint_high_watermarks),
+                     REPLICATION_OFFSET_CHECKPOINT),
                 ):
-                    nursery.start_soon(self._checkpoint_loop, int(values[interval_key]), write)
+                    nursery.start_soon(self._checkpoint_loop, int(values[interval_key]), name)
                 task_status.started()
         finally:
             self.logs.set_roll_listener(None)
@@ -181,25 +186,35 @@ class LogFlusher:
                 if now - plog.last_flush_ms >= plog.config.flush_ms and plog.dirty:
                     self.request(plog)
 
-    async def _checkpoint_loop(self, interval_ms: int, write: Callable[[], None]) -> None:
+    async def _checkpoint_loop(self, interval_ms: int, name: str) -> None:
         if interval_ms <= 0 or interval_ms >= LONG_MAX // 2:
             return
         while True:
             await trio.sleep(interval_ms / 1000.0)
-            await self._checkpoint(write)
+            await self._checkpoint(name)
 
-    async def _checkpoint(self, write: Callable[[], None]) -> None:
+    async def _checkpoint(self, *names: str) -> None:
+        """Write the offsets checkpoints ``names`` of the directories where they changed: the
+        text is built on the event loop from the partitions that changed since the last write
+        (``log.offsets_checkpoint``), the file written and fsynced on a worker thread."""
         async with self._checkpoint_lock:
-            if self.logs.offline:
-                return
-            try:  # a directory whose checkpoint fails goes offline there, the others go on
-                await trio.to_thread.run_sync(write)
-            except OSError as e:  # no directory failure (out of descriptors)
-                log.warning("writing a checkpoint file failed: %s", e)
+            for name in names:
+                if self.logs.offline:
+                    return
+                prepared = self.logs.prepare_checkpoint(name)
+                if not prepared:
+                    continue
+                try:  # a directory whose checkpoint fails goes offline there, the others go on
+                    await trio.to_thread.run_sync(self.logs.commit_checkpoint, name, prepared)
+                except OSError as e:  # no directory failure (out of descriptors)
+                    for m, _data in prepared:
+                        m.checkpoint_failed(name)
+                    log.warning("writing a checkpoint file failed: %s", e)
 
     async def checkpoint_log_start_offsets(self) -> None:
         """Write ``log-start-offset-checkpoint`` now (after DeleteRecords)."""
-        await self._checkpoint(self.logs.checkpoint_log_start_offsets)
+        await self._checkpoint(LOG_START_OFFSET_CHECKPOINT)
 
     async def checkpoint_all(self) -> None:
-        await self._checkpoint(self.logs.checkpoint)
+        await self._checkpoint(RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+                               REPLICATION_OFFSET_CHECKPOINT)
