@@ -70,8 +70,6 @@ class LogFlusher:
         self.config = config
         self.clock = clock
         self._pending: dict[int, PartitionLog] = {}
-        self._timed: list[PartitionLog] = []
-        self._timed_version = -1
         self._wakeup = trio.Event()
         self._round_done = trio.Event()
         self._failed: set[int] = set()
@@ -159,14 +157,9 @@ class LogFlusher:
             done.set()
 
     def _timed_logs(self) -> list[PartitionLog]:
-        """The logs with a finite ``flush.ms`` (usually none): recomputed only when a log is
-        created or deleted or a config changes, so an idle broker with 100,000 partitions does
-        not walk them all every second."""
-        if self._timed_version != self.logs.version:
-            self._timed = [plog for _tp, plog in self.logs
-                           if plog.config.flush_ms < LONG_MAX // 2]
-            self._timed_version = self.logs.version
-        return self._timed
+        """The logs with a finite ``flush.ms`` (usually none), from the log directories' index
+        of them, so a broker with 100,000 partitions does not walk them all every second."""
+        return self.logs.timed
 
     def _check_period_ms(self) -> int:
         scheduler = int(self.config.values.get("log.flush.scheduler.interval.ms") or LONG_MAX)

@@ -442,6 +442,11 @@ class LogDirs:
         """The logs with ``compact`` in their cleanup.policy, online directories only."""
         return [item for m in self.online for item in m.compacted.items()]
 
+    @property
+    def timed(self) -> list[PartitionLog]:
+        """The logs with a finite ``flush.ms``, online directories only."""
+        return [log for m in self.online for log in m.timed.values()]
+
     def topics(self) -> set[str]:
         """The topics with a log in an online directory."""
         return {t for m in self.online for t in m.topics()}

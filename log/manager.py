@@ -36,7 +36,7 @@ from log.checkpoint import (
     write_checkpoint_bytes,
     write_offsets_checkpoint,
 )
-from log.config import LogConfig
+from log.config import LONG_MAX, LogConfig
 from log.log_core import FlushJob, LogCore
 from log.offsets_checkpoint import OffsetsCheckpoint
 from log.partition_log import (
@@ -87,6 +87,8 @@ class LogManager:
         self._by_topic: dict[str, dict[int, PartitionLog]] = {}
         #: the logs whose cleanup.policy contains ``compact`` (the log cleaner's candidates)
         self.compacted: dict[TopicPartition, PartitionLog] = {}
+        #: the logs with a finite ``flush.ms`` (usually none: the flusher checks only these)
+        self.timed: dict[TopicPartition, PartitionLog] = {}
         self._checkpoints = {name: OffsetsCheckpoint(name, value) for name, value in (
             (RECOVERY_POINT_CHECKPOINT, _recovery_point),
             (LOG_START_OFFSET_CHECKPOINT, _listed_log_start_offset),
@@ -247,8 +249,7 @@ class LogManager:
         log.offsets_listener = self._offsets_changed
         self.logs[tp] = log
         self._by_topic.setdefault(tp[0], {})[tp[1]] = log
-        if log.config.compact:
-            self.compacted[tp] = log
+        self._index(tp, log)
         for c in self._checkpoints.values():
             c.dirty.add(tp)
 
@@ -263,6 +264,7 @@ class LogManager:
         if not topic:
             self._by_topic.pop(tp[0], None)
         self.compacted.pop(tp, None)
+        self.timed.pop(tp, None)
         for c in self._checkpoints.values():
             c.dirty.add(tp)
         return log
@@ -279,10 +281,16 @@ class LogManager:
         for partition, log in list(self._by_topic.get(topic, {}).items()):
             log.config = config
             log.producer_state.producer_id_expiration_ms = config.producer_id_expiration_ms
-            if config.compact:
-                self.compacted[(topic, partition)] = log
+            self._index((topic, partition), log)
+
+    def _index(self, tp: TopicPartition, log: PartitionLog) -> None:
+        """Keep ``compacted`` and ``timed`` in step with the log's config."""
+        for index, member in ((self.compacted, log.config.compact),
+                              (self.timed, log.config.flush_ms < LONG_MAX // 2)):
+            if member:
+                index[tp] = log
             else:
-                self.compacted.pop((topic, partition), None)
+                index.pop(tp, None)
 
     # -- maintenance ------------------------------------------------------------------------
     def flush_all(self) -> None:
