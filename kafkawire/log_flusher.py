@@ -37,8 +37,8 @@ from log.partition_log import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
+    PartitionLog,
 )
-from log.partition_log import PartitionLog
 from protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("kafkawire.log_flusher")
