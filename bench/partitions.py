@@ -139,18 +139,21 @@ def create_topics(bootstrap: str, topics: list[str], parts: int) -> None:
 
 def produce_all(bootstrap: str, topics: list[str], parts: int, tag: str,
                 sample: int = 1) -> None:
-    """One record to every ``sample``-th partition of each topic."""
+    """One record to every ``sample``-th partition of each topic, one producer per topic:
+    librdkafka's broker thread serves every partition a producer has written to at each of its
+    wakeups, so one producer writing to 100,000 partitions spends its time in the client
+    (about 600 s, quadratic in the partitions; the broker was mostly idle)."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
-                  "message.timeout.ms": 600000, "queue.buffering.max.messages": 1000000})
     for t in topics:
+        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
+                      "message.timeout.ms": 600000, "queue.buffering.max.messages": 1000000})
         for i in range(0, parts, sample):
             p.produce(t, value=f"{tag}-{t}-{i}".encode(), partition=i)
         p.poll(0)
-    left = p.flush(600)
-    if left:
-        raise RuntimeError(f"{left} records not delivered")
+        left = p.flush(600)
+        if left:
+            raise RuntimeError(f"{left} records not delivered to {t}")
 
 
 def consume_all(bootstrap: str, topics: list[str], parts: int, per_partition: int,
