@@ -166,3 +166,49 @@ def test_topic_switched_to_compact_gets_cleaned(tmp_path: Path) -> None:
         assert cp is not None and cp.get((t, 0), 0) > 0
     finally:
         bp.close()
+
+
+def test_metadata_writes_of_more_than_10000_records_are_split(tmp_path: Path) -> None:
+    """Fencing or registering a broker that leads 100,000 partitions writes a
+    PartitionChangeRecord for each (megabytes): as Kafka's controller, they go in batches of
+    at most 10,000 records, under the metadata log's max.message.bytes (8 MiB, Kafka's
+    KafkaRaftClient.MAX_BATCH_SIZE_BYTES), and replay in full after a restart."""
+    import uuid as uuid_mod
+
+    from kafkawire.metadata_log import MAX_RECORDS_PER_BATCH, MetadataQuorum
+    from kafkawire.purgatory import AppendNotifier
+    from kafkawire.replica_manager import ReplicaManager
+    from protocol._generated.partition_change_record import PartitionChangeRecord
+    from protocol._generated.partition_record import PartitionRecord
+    from protocol._generated.topic_record import TopicRecord
+    from protocol.records import iter_headers as headers
+
+    tid = uuid_mod.uuid4()
+    n = 25_000
+
+    def quorum() -> MetadataQuorum:
+        rm = ReplicaManager(LogManager.open(tmp_path, NOW), 1, AppendNotifier())
+        q = MetadataQuorum(rm, 1, lambda: NOW)
+        q.load()
+        assert q.is_active
+        return q
+
+    q = quorum()
+    q.append_sync([TopicRecord(name="big", topic_id=tid)])
+    for i in range(0, n, 5000):  # as CreateTopics would (at most 10,000 per request)
+        q.append_sync([PartitionRecord(partition_id=p, topic_id=tid, replicas=[1], isr=[1],
+                                       leader=1, leader_epoch=0, partition_epoch=0)
+                       for p in range(i, i + 5000)])
+    start = q.log.log_end_offset if q.log is not None else 0
+    q.append_sync([PartitionChangeRecord(partition_id=p, topic_id=tid, leader=-1, isr=[1])
+                   for p in range(n)])  # 1.4 MB of records: over the 1 MiB default
+    assert all(p.leader == -1 for p in q.image.topics["big"].partitions.values())
+    assert q.log is not None
+    data = q.log.read(start, 1 << 30).read_bytes()
+    sizes = [h.last_offset_delta + 1 for _pos, h in headers(data)]
+    assert sum(sizes) == n and max(sizes) == MAX_RECORDS_PER_BATCH and len(sizes) == 3
+    q.replicas.logs.close()
+    again = quorum()  # replayed from the log
+    parts = again.image.topics["big"].partitions
+    assert len(parts) == n and all(p.leader == -1 for p in parts.values())
+    again.replicas.logs.close()
