@@ -121,6 +121,7 @@ class LogManager:
         recovery = mgr._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
         starts = mgr._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
         hws = mgr._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
+        configs: dict[str, LogConfig] = {}  # one per topic, not one per partition
         for entry in sorted(os.scandir(path), key=lambda e: e.name):
             if not entry.is_dir():
                 continue
@@ -133,9 +134,12 @@ class LogManager:
             tp = parse_partition_dir_name(name)
             if tp is None:
                 continue
+            config = configs.get(tp[0])
+            if config is None:
+                config = configs[tp[0]] = mgr.config_for(tp[0])
             log = PartitionLog.open(
                 Path(entry.path),
-                mgr.config_for(tp[0]),
+                config,
                 now_ms,
                 clean_shutdown=clean,
                 recovery_point=recovery.get(tp, 0),
