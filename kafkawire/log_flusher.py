@@ -33,6 +33,7 @@ import trio
 from kafkawire.config import LONG_MAX, BrokerConfig
 from kafkawire.metadata_log import METADATA_TOPIC
 from log.dirs import LogDirs
+from log.manager import LogManager
 from log.partition_log import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -47,6 +48,8 @@ log = logging.getLogger("kafkawire.log_flusher")
 IDLE_CHECK_MS = 1000
 #: the shortest period at which ``flush.ms`` is checked
 MIN_CHECK_MS = 5
+#: checkpoint rows recomputed between two yields to the event loop
+CHECKPOINT_SLICE = 5000
 
 
 def _flush_all(logs: list[PartitionLog]) -> list[tuple[PartitionLog, OSError]]:
@@ -194,7 +197,7 @@ class LogFlusher:
             for name in names:
                 if self.logs.offline:
                     return
-                prepared = self.logs.prepare_checkpoint(name)
+                prepared = await self._prepare(name)
                 if not prepared:
                     continue
                 try:  # a directory whose checkpoint fails goes offline there, the others go on
@@ -203,6 +206,25 @@ class LogFlusher:
                     for m, _data in prepared:
                         m.checkpoint_failed(name)
                     log.warning("writing a checkpoint file failed: %s", e)
+
+    async def _prepare(self, name: str) -> list[tuple[LogManager, bytes]]:
+        """The online directories whose checkpoint ``name`` changed, with its new text: the
+        changed rows are recomputed :data:`CHECKPOINT_SLICE` at a time with a yield to the
+        event loop between slices (100,000 changed partitions take ~0.2-0.4 s)."""
+        out: list[tuple[LogManager, bytes]] = []
+        for m in self.logs.online:
+            c = m.offsets_checkpoint(name)
+            dirty, changed = c.take()
+            try:
+                for i in range(0, len(dirty), CHECKPOINT_SLICE):
+                    changed = c.update(m.logs, dirty[i : i + CHECKPOINT_SLICE]) or changed
+                    await trio.lowlevel.checkpoint()
+            except BaseException:
+                c.give_back(dirty, changed)
+                raise
+            if changed:
+                out.append((m, c.render()))
+        return out
 
     async def checkpoint_log_start_offsets(self) -> None:
         """Write ``log-start-offset-checkpoint`` now (after DeleteRecords)."""

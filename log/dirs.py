@@ -420,16 +420,6 @@ class LogDirs:
     def checkpoint_high_watermarks(self) -> None:
         self._each_online(lambda m: m.checkpoint_high_watermarks())
 
-    def prepare_checkpoint(self, name: str) -> list[tuple[LogManager, bytes]]:
-        """The online directories whose checkpoint ``name`` changed, with its new text (owning
-        thread; see ``log.offsets_checkpoint``)."""
-        out: list[tuple[LogManager, bytes]] = []
-        for m in self.online:
-            data = m.prepare_checkpoint(name)
-            if data is not None:
-                out.append((m, data))
-        return out
-
     def commit_checkpoint(self, name: str, prepared: list[tuple[LogManager, bytes]]) -> None:
         """Write what :meth:`prepare_checkpoint` returned (a worker thread): a directory whose
         write fails goes offline, the others go on (as :meth:`_each_online`)."""

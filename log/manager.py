@@ -328,6 +328,11 @@ class LogManager:
         if data is not None:
             self.commit_checkpoint(name, data)
 
+    def offsets_checkpoint(self, name: str) -> OffsetsCheckpoint:
+        """The rows and changed partitions of checkpoint ``name`` (the flusher prepares its
+        text in slices, yielding to the event loop between them)."""
+        return self._checkpoints[name]
+
     def prepare_checkpoint(self, name: str) -> bytes | None:
         """The new text of checkpoint ``name``, or None when nothing changed since it was last
         written (owning thread; costs the changed partitions plus one join of the rows)."""

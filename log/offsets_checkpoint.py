@@ -50,12 +50,28 @@ class OffsetsCheckpoint:
 
     def prepare(self, logs: Mapping[TopicPartition, PartitionLog]) -> bytes | None:
         """The file's new content, or None when it would be what was last written."""
-        if not self.dirty and not self.stale:
-            return None
+        dirty, changed = self.take()
+        changed = self.update(logs, dirty) or changed
+        return self.render() if changed else None
+
+    def take(self) -> tuple[list[TopicPartition], bool]:
+        """The partitions changed since the last take, and whether the file must be written
+        whatever they hold (:meth:`update` them, then :meth:`render` if anything changed;
+        a caller that stops halfway gives the rest back with :meth:`give_back`)."""
         dirty, self.dirty = self.dirty, set()
-        changed = self.stale
+        stale, self.stale = self.stale, False
+        return list(dirty), stale
+
+    def give_back(self, tps: list[TopicPartition], stale: bool) -> None:
+        self.dirty.update(tps)
+        self.stale = self.stale or stale
+
+    def update(self, logs: Mapping[TopicPartition, PartitionLog],
+               tps: list[TopicPartition]) -> bool:
+        """Recompute the rows of ``tps``; True if one of them differs from the file's."""
+        changed = False
         rows = self.rows
-        for tp in dirty:
+        for tp in tps:
             log = logs.get(tp)
             value = self.value_of(log) if log is not None else None
             if value is None:
@@ -65,10 +81,12 @@ class OffsetsCheckpoint:
             if rows.get(tp) != row:
                 rows[tp] = row
                 changed = True
-        if not changed:
-            return None
-        self.stale = False
+        return changed
+
+    def render(self) -> bytes:
+        """The file's text from the current rows."""
         self.prepared += 1
+        rows = self.rows
         head = f"{CHECKPOINT_VERSION}\n{len(rows)}\n"
         body = "\n".join(rows.values())
         return (head + body + "\n" if rows else head).encode("utf-8")
