@@ -139,18 +139,30 @@ def create_topics(bootstrap: str, topics: list[str], parts: int) -> None:
 
 def produce_all(bootstrap: str, topics: list[str], parts: int, tag: str,
                 sample: int = 1) -> None:
-    """One record to every ``sample``-th partition of each topic."""
-    from confluent_kafka import Producer
+    """One record to every ``sample``-th partition of each topic, one producer per topic:
+    librdkafka's broker thread serves every partition a producer has written to at each of its
+    wakeups, so one producer writing to 100,000 partitions spends its time in the client
+    (about 600 s, quadratic in the partitions; the broker was mostly idle)."""
+    from confluent_kafka import KafkaError, Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
-                  "message.timeout.ms": 600000, "queue.buffering.max.messages": 1000000})
+    failed: list[KafkaError] = []
+
+    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            failed.append(err)
+
     for t in topics:
+        p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
+                      "message.timeout.ms": 600000, "queue.buffering.max.messages": 1000000})
         for i in range(0, parts, sample):
-            p.produce(t, value=f"{tag}-{t}-{i}".encode(), partition=i)
+            p.produce(t, value=f"{tag}-{t}-{i}".encode(), partition=i, on_delivery=on_delivery)
         p.poll(0)
-    left = p.flush(600)
-    if left:
-        raise RuntimeError(f"{left} records not delivered")
+        left = p.flush(600)
+        # a record that outlived message.timeout.ms leaves the queue failed: flush() counts
+        # it as gone, only its delivery report says it was never written
+        if left or failed:
+            raise RuntimeError(f"{left} records still queued, {len(failed)} failed "
+                               f"({failed[:1]}) for {t}")
 
 
 def consume_all(bootstrap: str, topics: list[str], parts: int, per_partition: int,

@@ -401,7 +401,7 @@ class Broker:
     def refresh_log_configs(self, topics: list[str] | None = None) -> None:
         """Re-derive the LogConfig of the local logs of ``topics`` (all when None)."""
         assert self.logs is not None
-        names = {tp[0] for tp, _log in self.logs if tp[0] != "__cluster_metadata"}
+        names = self.logs.topics() - {"__cluster_metadata"}
         for name in sorted(names if topics is None else names & set(topics)):
             self.logs.update_config(name, self.topic_log_config(name))
 

@@ -44,6 +44,8 @@ log = logging.getLogger("kafkawire.isr")
 TopicPartition = tuple[str, int]
 #: the shortest pause between two full scans (a tiny replica.lag.time.max.ms in a test)
 SCAN_INTERVAL_MIN_MS = 10
+#: leaders looked at between two yields to the event loop in a scan
+SCAN_SLICE = 1000
 
 
 class IsrManager:
@@ -86,12 +88,22 @@ class IsrManager:
                 now = self.clock_ms()
                 if now >= next_scan:
                     next_scan = now + interval_ms
-                    tps = [tp for tp, p in self.replicas if p.is_leader]
                     self._woken.clear()
+                    await self._scan(nursery, now)
                 else:
                     tps, self._woken = sorted(self._woken), set()
-                for tp in tps:
-                    self._maybe_change(nursery, tp, now)
+                    for tp in tps:
+                        self._maybe_change(nursery, tp, now)
+
+    async def _scan(self, nursery: trio.Nursery, now: int) -> None:
+        """The periodic look at every leader, in slices with a yield to the event loop between
+        them; a leader with no follower and itself alone in the ISR has nothing to change."""
+        tps = [tp for tp, p in self.replicas
+               if p.is_leader and (p.followers or p.isr != {p.local_id})]
+        for i in range(0, len(tps), SCAN_SLICE):
+            for tp in tps[i : i + SCAN_SLICE]:
+                self._maybe_change(nursery, tp, now)
+            await trio.lowlevel.checkpoint()
 
     def _maybe_change(self, nursery: trio.Nursery, tp: TopicPartition, now: int) -> None:
         if tp in self._in_flight:

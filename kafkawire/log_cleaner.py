@@ -103,7 +103,9 @@ class LogCleanerService:
         logs = self.broker.logs
         assert logs is not None
         checkpoints = logs.cleaner_checkpoints()
-        candidates = [(tp, plog) for tp, plog in logs if tp[0] != METADATA_TOPIC]
+        # only the compacted logs (the directories keep an index of them, updated on creation,
+        # deletion and config changes): not a walk of every partition each backoff
+        candidates = [(tp, plog) for tp, plog in logs.compacted if tp[0] != METADATA_TOPIC]
         ltc, forced = grab_filthiest(
             candidates, checkpoints, now_ms(), skip=self._in_progress | self.uncleanable | self.paused
         )

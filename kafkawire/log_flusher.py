@@ -33,7 +33,13 @@ import trio
 from kafkawire.config import LONG_MAX, BrokerConfig
 from kafkawire.metadata_log import METADATA_TOPIC
 from log.dirs import LogDirs
-from log.partition_log import PartitionLog
+from log.manager import LogManager
+from log.partition_log import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    PartitionLog,
+)
 from protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("kafkawire.log_flusher")
@@ -42,6 +48,8 @@ log = logging.getLogger("kafkawire.log_flusher")
 IDLE_CHECK_MS = 1000
 #: the shortest period at which ``flush.ms`` is checked
 MIN_CHECK_MS = 5
+#: checkpoint rows recomputed between two yields to the event loop
+CHECKPOINT_SLICE = 5000
 
 
 def _flush_all(logs: list[PartitionLog]) -> list[tuple[PartitionLog, OSError]]:
@@ -65,8 +73,6 @@ class LogFlusher:
         self.config = config
         self.clock = clock
         self._pending: dict[int, PartitionLog] = {}
-        self._timed: list[PartitionLog] = []
-        self._timed_version = -1
         self._wakeup = trio.Event()
         self._round_done = trio.Event()
         self._failed: set[int] = set()
@@ -116,14 +122,14 @@ class LogFlusher:
                 nursery.start_soon(self._commit_loop)
                 nursery.start_soon(self._flush_ms_loop)
                 values = self.config.values
-                for interval_key, write in (
-                    ("log.flush.offset.checkpoint.interval.ms", self.logs.checkpoint_recovery_points),
+                for interval_key, name in (
+                    ("log.flush.offset.checkpoint.interval.ms", RECOVERY_POINT_CHECKPOINT),
                     ("log.flush.start.offset.checkpoint.interval.ms",
-                     self.logs.checkpoint_log_start_offsets),
+                     LOG_START_OFFSET_CHECKPOINT),
                     ("replica.high.watermark.checkpoint.interval.ms",
-                     self.logs.checkpoint_high_watermarks),
+                     REPLICATION_OFFSET_CHECKPOINT),
                 ):
-                    nursery.start_soon(self._checkpoint_loop, int(values[interval_key]), write)
+                    nursery.start_soon(self._checkpoint_loop, int(values[interval_key]), name)
                 task_status.started()
         finally:
             self.logs.set_roll_listener(None)
@@ -154,14 +160,9 @@ class LogFlusher:
             done.set()
 
     def _timed_logs(self) -> list[PartitionLog]:
-        """The logs with a finite ``flush.ms`` (usually none): recomputed only when a log is
-        created or deleted or a config changes, so an idle broker with 100,000 partitions does
-        not walk them all every second."""
-        if self._timed_version != self.logs.version:
-            self._timed = [plog for _tp, plog in self.logs
-                           if plog.config.flush_ms < LONG_MAX // 2]
-            self._timed_version = self.logs.version
-        return self._timed
+        """The logs with a finite ``flush.ms`` (usually none), from the log directories' index
+        of them, so a broker with 100,000 partitions does not walk them all every second."""
+        return self.logs.timed
 
     def _check_period_ms(self) -> int:
         scheduler = int(self.config.values.get("log.flush.scheduler.interval.ms") or LONG_MAX)
@@ -181,25 +182,54 @@ class LogFlusher:
                 if now - plog.last_flush_ms >= plog.config.flush_ms and plog.dirty:
                     self.request(plog)
 
-    async def _checkpoint_loop(self, interval_ms: int, write: Callable[[], None]) -> None:
+    async def _checkpoint_loop(self, interval_ms: int, name: str) -> None:
         if interval_ms <= 0 or interval_ms >= LONG_MAX // 2:
             return
         while True:
             await trio.sleep(interval_ms / 1000.0)
-            await self._checkpoint(write)
+            await self._checkpoint(name)
 
-    async def _checkpoint(self, write: Callable[[], None]) -> None:
+    async def _checkpoint(self, *names: str) -> None:
+        """Write the offsets checkpoints ``names`` of the directories where they changed: the
+        text is built on the event loop from the partitions that changed since the last write
+        (``log.offsets_checkpoint``), the file written and fsynced on a worker thread."""
         async with self._checkpoint_lock:
-            if self.logs.offline:
-                return
-            try:  # a directory whose checkpoint fails goes offline there, the others go on
-                await trio.to_thread.run_sync(write)
-            except OSError as e:  # no directory failure (out of descriptors)
-                log.warning("writing a checkpoint file failed: %s", e)
+            for name in names:
+                if self.logs.offline:
+                    return
+                prepared = await self._prepare(name)
+                if not prepared:
+                    continue
+                try:  # a directory whose checkpoint fails goes offline there, the others go on
+                    await trio.to_thread.run_sync(self.logs.commit_checkpoint, name, prepared)
+                except OSError as e:  # no directory failure (out of descriptors)
+                    for m, _data in prepared:
+                        m.checkpoint_failed(name)
+                    log.warning("writing a checkpoint file failed: %s", e)
+
+    async def _prepare(self, name: str) -> list[tuple[LogManager, bytes]]:
+        """The online directories whose checkpoint ``name`` changed, with its new text: the
+        changed rows are recomputed :data:`CHECKPOINT_SLICE` at a time with a yield to the
+        event loop between slices (100,000 changed partitions take ~0.2-0.4 s)."""
+        out: list[tuple[LogManager, bytes]] = []
+        for m in self.logs.online:
+            c = m.offsets_checkpoint(name)
+            dirty, changed = c.take()
+            try:
+                for i in range(0, len(dirty), CHECKPOINT_SLICE):
+                    changed = c.update(m.logs, dirty[i : i + CHECKPOINT_SLICE]) or changed
+                    await trio.lowlevel.checkpoint()
+            except BaseException:
+                c.give_back(dirty, changed)
+                raise
+            if changed:
+                out.append((m, c.render()))
+        return out
 
     async def checkpoint_log_start_offsets(self) -> None:
         """Write ``log-start-offset-checkpoint`` now (after DeleteRecords)."""
-        await self._checkpoint(self.logs.checkpoint_log_start_offsets)
+        await self._checkpoint(LOG_START_OFFSET_CHECKPOINT)
 
     async def checkpoint_all(self) -> None:
-        await self._checkpoint(self.logs.checkpoint)
+        await self._checkpoint(RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+                               REPLICATION_OFFSET_CHECKPOINT)

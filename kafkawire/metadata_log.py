@@ -334,9 +334,18 @@ class MetadataQuorum:
         return raft
 
     def _append(self, records: list[Any]) -> tuple[int, int]:
-        """Hand one batch to the leader: (its epoch, the offset of the last record)."""
+        """Hand the records to the leader: (its epoch, the offset of the last record).
+
+        As Kafka's QuorumController (``MAX_RECORDS_PER_BATCH``), more than 10,000 records go
+        in several batches: fencing or registering a broker that leads 100,000 partitions
+        writes a PartitionChangeRecord for each (several MB). Requests that must be atomic
+        stay under that (CreateTopics and CreatePartitions refuse more records per request)."""
         raft = self._check_leader()
-        last = raft.append(self.clock(), [encode_record(r) for r in records])
+        now = self.clock()
+        last = -1
+        for i in range(0, len(records), MAX_RECORDS_PER_BATCH):
+            chunk = records[i : i + MAX_RECORDS_PER_BATCH]
+            last = raft.append(now, [encode_record(r) for r in chunk])
         return raft.epoch, last
 
     def append_sync(self, records: list[Any]) -> None:
@@ -463,13 +472,19 @@ def _fields(config: RaftConfig) -> dict[str, Any]:
     return {f.name: getattr(config, f.name) for f in fields(config)}
 
 
+#: Kafka's QuorumController.MAX_RECORDS_PER_BATCH: the records of one metadata batch
+MAX_RECORDS_PER_BATCH = 10_000
+#: Kafka's KafkaRaftClient.MAX_BATCH_SIZE_BYTES, the metadata log's max.message.bytes
+MAX_BATCH_SIZE_BYTES = 8 * 1024 * 1024
+
+
 def metadata_log_config(
     segment_bytes: int = 1024 * 1024 * 1024, segment_ms: int = 7 * 24 * 3_600_000
 ) -> LogConfig:
     """``__cluster_metadata``: no retention and no cleaning of its own (snapshots clean it),
     ``metadata.log.segment.bytes`` / ``metadata.log.segment.ms``."""
     return LogConfig(segment_bytes=segment_bytes, segment_ms=segment_ms, retention_ms=-1,
-                     retention_bytes=-1)
+                     retention_bytes=-1, max_message_bytes=MAX_BATCH_SIZE_BYTES)
 
 
 _SECRET_WORDS = ("password", "jaas", "secret")

@@ -8,8 +8,10 @@ internal start-up delay, 30 s by default) each partition log deletes the segment
 ``retention.ms``. As in Kafka, compacted logs are left to the log cleaner while it is enabled
 (it runs the same deletion when it has nothing to clean), and the metadata log is never touched.
 
-Deleting files is a few syscalls per segment, done on the event loop; file descriptors still
-held by a Fetch being sent keep their data readable until the send ends.
+Deleting files is a few syscalls per segment, done on the event loop in slices of
+``SLICE_LOGS`` logs with a yield between them; file descriptors still held by a Fetch being sent
+keep their data readable until the send ends. The compacted logs come from the log
+directories' index of them (``LogManager.compacted``), not from a walk of every log.
 
 Every ``producer.id.expiration.check.interval.ms`` producers idle for longer than
 ``producer.id.expiration.ms`` are forgotten (none with an open transaction).
@@ -28,6 +30,7 @@ from kraft.tokens import expired_records
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
+    from log.partition_log import PartitionLog
 
 log = logging.getLogger("kafkawire.retention")
 
@@ -36,28 +39,51 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+#: logs a retention pass handles between two yields to the event loop
+SLICE_LOGS = 500
+
+
 def delete_old_segments(broker: Broker, *, compacted: bool) -> int:
     """One retention pass over the logs with (``compacted``) or without ``compact`` in their
-    cleanup.policy. Returns the number of segments deleted."""
+    cleanup.policy, all at once (the compacted ones come from the directories' index of them).
+    Returns the number of segments deleted."""
     assert broker.logs is not None
-    cleaner = broker.cleaner
+    logs = broker.logs.compacted if compacted else list(broker.logs)
     now = now_ms()
+    return sum(_delete_old(broker, tp, plog, compacted, now) for tp, plog in logs)
+
+
+async def delete_old_segments_sliced(broker: Broker, *, compacted: bool) -> int:
+    """:func:`delete_old_segments` in slices of :data:`SLICE_LOGS` logs with a yield to the
+    event loop between them (100,000 partitions would otherwise hold it for seconds)."""
+    assert broker.logs is not None
+    logs = broker.logs.compacted if compacted else list(broker.logs)
     total = 0
-    for (topic, partition), plog in broker.logs:
-        if topic == METADATA_TOPIC or plog.closed or plog.config.compact != compacted:
-            continue
-        if cleaner is not None and cleaner.in_progress((topic, partition)):
-            continue
-        before = plog.log_start_offset
-        n = plog.delete_old_segments(now)
-        if n:
-            total += n
-            log.info(
-                "deleted %d segment(s) of %s-%d (log start offset %d -> %d)",
-                n, topic, partition, before, plog.log_start_offset,
-            )
-            broker.notifier.notify(topic, partition)
+    for i in range(0, len(logs), SLICE_LOGS):
+        now = now_ms()
+        total += sum(_delete_old(broker, tp, plog, compacted, now)
+                     for tp, plog in logs[i : i + SLICE_LOGS])
+        await trio.lowlevel.checkpoint()
     return total
+
+
+def _delete_old(broker: Broker, tp: tuple[str, int], plog: PartitionLog, compacted: bool,
+                now: int) -> int:
+    topic, partition = tp
+    if topic == METADATA_TOPIC or plog.closed or plog.config.compact != compacted:
+        return 0
+    cleaner = broker.cleaner
+    if cleaner is not None and cleaner.in_progress(tp):
+        return 0
+    before = plog.log_start_offset
+    n = plog.delete_old_segments(now)
+    if n:
+        log.info(
+            "deleted %d segment(s) of %s-%d (log start offset %d -> %d)",
+            n, topic, partition, before, plog.log_start_offset,
+        )
+        broker.notifier.notify(topic, partition)
+    return n
 
 
 async def run_retention(broker: Broker) -> None:
@@ -66,9 +92,9 @@ async def run_retention(broker: Broker) -> None:
     interval_s = max(int(values["log.retention.check.interval.ms"]), 1) / 1000.0
     while True:
         cleaner = broker.cleaner
-        delete_old_segments(broker, compacted=False)
+        await delete_old_segments_sliced(broker, compacted=False)
         if cleaner is None or not cleaner.enabled:
-            delete_old_segments(broker, compacted=True)
+            await delete_old_segments_sliced(broker, compacted=True)
         await trio.sleep(interval_s)
 
 

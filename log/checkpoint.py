@@ -30,6 +30,7 @@ __all__ = [
     "syncfs",
     "read_checkpoint",
     "write_checkpoint",
+    "write_checkpoint_bytes",
     "read_offsets_checkpoint",
     "write_offsets_checkpoint",
     "read_epoch_checkpoint",
@@ -110,19 +111,23 @@ def write_checkpoint(
     if not sync:
         _write_in_place(path, data.encode("utf-8"))
         return
+    write_checkpoint_bytes(path, data.encode("utf-8"))
+
+
+def write_checkpoint_bytes(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` durably: ``<name>.tmp`` written and fsynced, renamed over
+    the target, the directory fsynced (Kafka's ``CheckpointFile``)."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data.encode("utf-8"))
+        view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        if sync:
-            os.fsync(fd)
+        os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    if sync:
-        fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def _write_in_place(path: Path, data: bytes) -> None:

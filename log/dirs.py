@@ -359,7 +359,7 @@ class LogDirs:
         gone = src_m.log_dir / suffixed_dir_name(topic, partition, unique_id, DELETE_DIR_SUFFIX)
         source.detach()
         del self.futures[tp]
-        del src_m.logs[tp]
+        src_m.forget(tp)
         try:
             os.rename(source.dir, gone)
             fsync_dir(src_m.log_dir)
@@ -378,8 +378,7 @@ class LogDirs:
         for epoch, offset in epochs:  # an epoch begun at the log end (no batch of it yet)
             if offset >= log.log_start_offset:
                 log.assign_leader_epoch(epoch, offset)
-        log.roll_listener = dest._roll_listener
-        dest.logs[tp] = log
+        dest.adopt(tp, log)
         cleaned = src_m._cleaner_offsets.pop(tp, None)
         if cleaned is not None:
             dest._cleaner_offsets[tp] = cleaned
@@ -420,6 +419,27 @@ class LogDirs:
 
     def checkpoint_high_watermarks(self) -> None:
         self._each_online(lambda m: m.checkpoint_high_watermarks())
+
+    def commit_checkpoint(self, name: str, prepared: list[tuple[LogManager, bytes]]) -> None:
+        """Write what :meth:`prepare_checkpoint` returned (a worker thread): a directory whose
+        write fails goes offline, the others go on (as :meth:`_each_online`)."""
+        texts = {id(m): data for m, data in prepared}
+        self._each_online(
+            lambda m: m.commit_checkpoint(name, texts[id(m)]) if id(m) in texts else None)
+
+    @property
+    def compacted(self) -> list[tuple[TopicPartition, PartitionLog]]:
+        """The logs with ``compact`` in their cleanup.policy, online directories only."""
+        return [item for m in self.online for item in m.compacted.items()]
+
+    @property
+    def timed(self) -> list[PartitionLog]:
+        """The logs with a finite ``flush.ms``, online directories only."""
+        return [log for m in self.online for log in m.timed.values()]
+
+    def topics(self) -> set[str]:
+        """The topics with a log in an online directory."""
+        return {t for m in self.online for t in m.topics()}
 
     def cleaner_checkpoints(self) -> dict[TopicPartition, int]:
         out: dict[TopicPartition, int] = {}

@@ -213,16 +213,19 @@ class LogCore:
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._leo = 0
-        self.log_start_offset = 0
-        self._hw = 0
+        #: called (owning thread) when the high watermark, log start offset or recovery point
+        #: may have changed: the log manager keeps its checkpoints' dirty sets with it
+        self.offsets_listener: Callable[[LogCore], None] | None = None
+        self._log_start_offset = 0
+        self._hw_value = 0
         self.producer_state = ProducerStateManager(config.producer_id_expiration_ms)
         self.leader_epochs = LeaderEpochCache(None)
         self._lru: OrderedDict[int, LogSegment] = OrderedDict()
         self._now_ms = now_ms
         # flush bookkeeping (see the module docstring for who writes what)
         self._generation = 0  # bumped by truncation
-        self._flushed = (0, 0)  # (offset made durable, generation it was made in)
-        self._rp_floor = 0  # recovery point right after the last truncation
+        self._flushed_value = (0, 0)  # (offset made durable, generation it was made in)
+        self._rp_floor_value = 0  # recovery point right after the last truncation
         self._unsynced_paths: deque[Path] = deque()
         #: the epoch cache holds an entry not written to its file yet (assign_leader_epoch)
         self._epochs_unwritten = False
@@ -243,9 +246,55 @@ class LogCore:
     def log_end_offset(self) -> int:
         return self._leo
 
+    # The four fields the offset checkpoints are made of: every assignment tells the listener,
+    # so a checkpoint rewrites only what changed (and nothing when nothing did).
+    def _offsets_changed(self) -> None:
+        if self.offsets_listener is not None:
+            self.offsets_listener(self)
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @log_start_offset.setter
+    def log_start_offset(self, value: int) -> None:
+        if value != self._log_start_offset:
+            self._log_start_offset = value
+            self._offsets_changed()
+
+    @property
+    def _hw(self) -> int:
+        return self._hw_value
+
+    @_hw.setter
+    def _hw(self, value: int) -> None:
+        if value != self._hw_value:
+            self._hw_value = value
+            self._offsets_changed()
+
+    @property
+    def _flushed(self) -> tuple[int, int]:
+        return self._flushed_value
+
+    @_flushed.setter
+    def _flushed(self, value: tuple[int, int]) -> None:
+        if value != self._flushed_value:
+            self._flushed_value = value
+            self._offsets_changed()
+
+    @property
+    def _rp_floor(self) -> int:
+        return self._rp_floor_value
+
+    @_rp_floor.setter
+    def _rp_floor(self, value: int) -> None:
+        if value != self._rp_floor_value:
+            self._rp_floor_value = value
+            self._offsets_changed()
+
     @property
     def high_watermark(self) -> int:
-        return self._hw
+        return self._hw_value
 
     @property
     def recovery_point(self) -> int:
@@ -275,6 +324,10 @@ class LogCore:
     @property
     def segments(self) -> list[SegmentInfo]:
         return [SegmentInfo(s.base_offset, s.size, s.max_timestamp, s.log_path) for s in self._segments]
+
+    @property
+    def first_segment_base_offset(self) -> int:
+        return self._segments[0].base_offset
 
     @property
     def active_segment_base_offset(self) -> int:

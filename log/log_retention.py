@@ -66,6 +66,7 @@ class LogRetention(LogCore):
         """Before truncating: freeze the recovery point, then invalidate running flushes."""
         self._rp_floor = min(self.recovery_point, self._leo)
         self._generation += 1
+        self._offsets_changed()
 
     def _truncate_fully(self, offset: int) -> None:
         self._bump_generation()
@@ -158,6 +159,7 @@ class LogRetention(LogCore):
             seg.delete_files()
             self._delete_snapshot(seg.base_offset)
         self._dir_version += 1
+        self._offsets_changed()  # the first segment changed (log-start-offset-checkpoint)
         new_start = max(self.log_start_offset, self._segments[0].base_offset)
         if new_start != self.log_start_offset:
             self.log_start_offset = new_start

@@ -33,10 +33,12 @@ from log.checkpoint import (
     fsync_dir,
     read_offsets_checkpoint,
     syncfs,
+    write_checkpoint_bytes,
     write_offsets_checkpoint,
 )
-from log.config import LogConfig
-from log.log_core import FlushJob
+from log.config import LONG_MAX, LogConfig
+from log.log_core import FlushJob, LogCore
+from log.offsets_checkpoint import OffsetsCheckpoint
 from log.partition_log import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
@@ -81,6 +83,17 @@ class LogManager:
         self._closed = False
         self._roll_listener: Callable[[PartitionLog], None] | None = None
         self._cleaner_offsets: dict[TopicPartition, int] = {}
+        #: the logs by topic (a config change touches only its topic's logs)
+        self._by_topic: dict[str, dict[int, PartitionLog]] = {}
+        #: the logs whose cleanup.policy contains ``compact`` (the log cleaner's candidates)
+        self.compacted: dict[TopicPartition, PartitionLog] = {}
+        #: the logs with a finite ``flush.ms`` (usually none: the flusher checks only these)
+        self.timed: dict[TopicPartition, PartitionLog] = {}
+        self._checkpoints = {name: OffsetsCheckpoint(name, value) for name, value in (
+            (RECOVERY_POINT_CHECKPOINT, _recovery_point),
+            (LOG_START_OFFSET_CHECKPOINT, _listed_log_start_offset),
+            (REPLICATION_OFFSET_CHECKPOINT, _high_watermark),
+        )}
         #: why the directory went offline (Kafka's log dir failure), None while it is online
         self.offline_reason: str | None = None
 
@@ -108,6 +121,7 @@ class LogManager:
         recovery = mgr._read_checkpoint(RECOVERY_POINT_CHECKPOINT)
         starts = mgr._read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
         hws = mgr._read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
+        configs: dict[str, LogConfig] = {}  # one per topic, not one per partition
         for entry in sorted(os.scandir(path), key=lambda e: e.name):
             if not entry.is_dir():
                 continue
@@ -120,9 +134,12 @@ class LogManager:
             tp = parse_partition_dir_name(name)
             if tp is None:
                 continue
+            config = configs.get(tp[0])
+            if config is None:
+                config = configs[tp[0]] = mgr.config_for(tp[0])
             log = PartitionLog.open(
                 Path(entry.path),
-                mgr.config_for(tp[0]),
+                config,
                 now_ms,
                 clean_shutdown=clean,
                 recovery_point=recovery.get(tp, 0),
@@ -130,7 +147,7 @@ class LogManager:
                 high_watermark=hws.get(tp),
                 defer_sync=True,
             )
-            mgr.logs[tp] = log
+            mgr.adopt(tp, log)
         mgr._sync_recovered()
         cleaned = mgr._read_checkpoint(CLEANER_OFFSET_CHECKPOINT)
         mgr._cleaner_offsets = {tp: o for tp, o in cleaned.items() if tp in mgr.logs}
@@ -202,8 +219,7 @@ class LogManager:
         )
         if sync_dir:
             fsync_dir(self.log_dir)
-        log.roll_listener = self._roll_listener
-        self.logs[key] = log
+        self.adopt(key, log)
         return log
 
     def sync_dir(self) -> None:
@@ -218,7 +234,7 @@ class LogManager:
 
     def delete(self, topic: str, partition: int) -> bool:
         """Remove a partition's log and directory. Returns False if it was not here."""
-        log = self.logs.pop((topic, partition), None)
+        log = self.forget((topic, partition))
         if log is None:
             return False
         log.delete()
@@ -231,11 +247,54 @@ class LogManager:
         for _, log in self:
             log.roll_listener = listener
 
+    def adopt(self, tp: TopicPartition, log: PartitionLog) -> None:
+        """Take ``log`` in as ``tp``'s (created, opened, or moved here from another directory)."""
+        log.roll_listener = self._roll_listener
+        log.offsets_listener = self._offsets_changed
+        self.logs[tp] = log
+        self._by_topic.setdefault(tp[0], {})[tp[1]] = log
+        self._index(tp, log)
+        for c in self._checkpoints.values():
+            c.dirty.add(tp)
+
+    def forget(self, tp: TopicPartition) -> PartitionLog | None:
+        """Stop holding ``tp``'s log (deleted, or moved to another directory)."""
+        log = self.logs.pop(tp, None)
+        if log is None:
+            return None
+        log.offsets_listener = None
+        topic = self._by_topic.get(tp[0], {})
+        topic.pop(tp[1], None)
+        if not topic:
+            self._by_topic.pop(tp[0], None)
+        self.compacted.pop(tp, None)
+        self.timed.pop(tp, None)
+        for c in self._checkpoints.values():
+            c.dirty.add(tp)
+        return log
+
+    def _offsets_changed(self, log: LogCore) -> None:
+        tp = (log.topic, log.partition)
+        for c in self._checkpoints.values():
+            c.dirty.add(tp)
+
+    def topics(self) -> list[str]:
+        return list(self._by_topic)
+
     def update_config(self, topic: str, config: LogConfig) -> None:
-        for (t, _), log in self.logs.items():
-            if t == topic:
-                log.config = config
-                log.producer_state.producer_id_expiration_ms = config.producer_id_expiration_ms
+        for partition, log in list(self._by_topic.get(topic, {}).items()):
+            log.config = config
+            log.producer_state.producer_id_expiration_ms = config.producer_id_expiration_ms
+            self._index((topic, partition), log)
+
+    def _index(self, tp: TopicPartition, log: PartitionLog) -> None:
+        """Keep ``compacted`` and ``timed`` in step with the log's config."""
+        for index, member in ((self.compacted, log.config.compact),
+                              (self.timed, log.config.flush_ms < LONG_MAX // 2)):
+            if member:
+                index[tp] = log
+            else:
+                index.pop(tp, None)
 
     # -- maintenance ------------------------------------------------------------------------
     def flush_all(self) -> None:
@@ -252,29 +311,49 @@ class LogManager:
 
     def checkpoint_recovery_points(self) -> None:
         """``recovery-point-offset-checkpoint``: where recovery starts after a crash."""
-        write_offsets_checkpoint(
-            self.log_dir / RECOVERY_POINT_CHECKPOINT,
-            {tp: log.recovery_point for tp, log in self},
-        )
+        self.write_checkpoint(RECOVERY_POINT_CHECKPOINT)
 
     def checkpoint_log_start_offsets(self) -> None:
         """``log-start-offset-checkpoint``: as Kafka, only starts above the first segment's base
         (a start at a segment boundary is what the files say anyway)."""
-        write_offsets_checkpoint(
-            self.log_dir / LOG_START_OFFSET_CHECKPOINT,
-            {
-                tp: log.log_start_offset
-                for tp, log in self
-                if log.log_start_offset > log.segments[0].base_offset
-            },
-        )
+        self.write_checkpoint(LOG_START_OFFSET_CHECKPOINT)
 
     def checkpoint_high_watermarks(self) -> None:
         """``replication-offset-checkpoint``: the high watermark of every partition."""
-        write_offsets_checkpoint(
-            self.log_dir / REPLICATION_OFFSET_CHECKPOINT,
-            {tp: log.high_watermark for tp, log in self},
-        )
+        self.write_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
+
+    def write_checkpoint(self, name: str) -> None:
+        """Write checkpoint ``name`` if anything in it changed (owning thread, blocking)."""
+        data = self.prepare_checkpoint(name)
+        if data is not None:
+            self.commit_checkpoint(name, data)
+
+    def offsets_checkpoint(self, name: str) -> OffsetsCheckpoint:
+        """The rows and changed partitions of checkpoint ``name`` (the flusher prepares its
+        text in slices, yielding to the event loop between them)."""
+        return self._checkpoints[name]
+
+    def prepare_checkpoint(self, name: str) -> bytes | None:
+        """The new text of checkpoint ``name``, or None when nothing changed since it was last
+        written (owning thread; costs the changed partitions plus one join of the rows)."""
+        return self._checkpoints[name].prepare(self.logs)
+
+    def commit_checkpoint(self, name: str, data: bytes) -> None:
+        """Write what :meth:`prepare_checkpoint` returned (any thread). On an error the next
+        prepare rewrites the file."""
+        try:
+            write_checkpoint_bytes(self.log_dir / name, data)
+        except BaseException:
+            self.checkpoint_failed(name)
+            raise
+
+    def checkpoint_failed(self, name: str) -> None:
+        """The text prepared for ``name`` was not written: rewrite it at the next checkpoint."""
+        self._checkpoints[name].failed()
+
+    def checkpoint_stats(self, name: str) -> int:
+        """How many times checkpoint ``name`` was prepared for writing (tests, metrics)."""
+        return self._checkpoints[name].prepared
 
     # -- the log cleaner's checkpoint -------------------------------------------------------
     def cleaner_checkpoints(self) -> dict[TopicPartition, int]:
@@ -345,6 +424,19 @@ class LogManager:
             os.close(fd)
         fsync_dir(self.log_dir)
         self._closed = True
+
+
+def _recovery_point(log: PartitionLog) -> int | None:
+    return log.recovery_point
+
+
+def _listed_log_start_offset(log: PartitionLog) -> int | None:
+    start = log.log_start_offset
+    return start if start > log.first_segment_base_offset else None
+
+
+def _high_watermark(log: PartitionLog) -> int | None:
+    return log.high_watermark
 
 
 #: From this many logs with something to fsync on, one ``syncfs`` of the file system is cheaper

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkawire.apis.share_fetch import ack_error_message
+from kafkawire.apis.share_fetch import ack_error_message, leader_epoch
 from protocol._generated.share_acknowledge_request import ShareAcknowledgeRequest
 from protocol._generated.share_acknowledge_response import ShareAcknowledgeResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -50,8 +50,6 @@ async def handle(
     except KafkaError as e:
         return _error(e.code, e.message)
     renew = ctx.api_version >= 2 and req.is_renew_ack
-    epochs = {(t.topic_id, p.partition): p.leader_epoch
-              for t in broker.image.topics.values() for p in t.partitions.values()}
     topics = []
     for t in req.topics:
         parts = []
@@ -67,7 +65,7 @@ async def handle(
                 error_message=ack_error_message(code),
                 current_leader=Resp.LeaderIdAndEpoch(
                     leader_id=broker.node_id,
-                    leader_epoch=epochs.get((t.topic_id, ap.partition_index), -1))))
+                    leader_epoch=leader_epoch(broker, t.topic_id, ap.partition_index))))
         if parts:
             topics.append(Resp.ShareAcknowledgeTopicResponse(topic_id=t.topic_id,
                                                              partitions=parts))

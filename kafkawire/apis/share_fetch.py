@@ -143,7 +143,6 @@ async def handle(broker: Broker, ctx: RequestContext, req: ShareFetchRequest) ->
     except KafkaError as e:
         return _error(e.code, e.message)
     parts: dict[tuple[uuid.UUID, int], Part] = {}
-    leader_epochs = _leader_epochs(broker)
     renew = ctx.api_version >= 2 and req.is_renew_ack
 
     def part(tid: uuid.UUID, p: int) -> Part:
@@ -151,7 +150,7 @@ async def handle(broker: Broker, ctx: RequestContext, req: ShareFetchRequest) ->
             parts[(tid, p)] = Part(
                 partition_index=p, error_code=0, acknowledge_error_code=0, records=b"",
                 acquired_records=[], current_leader=Resp.LeaderIdAndEpoch(
-                    leader_id=broker.node_id, leader_epoch=leader_epochs.get((tid, p), -1)))
+                    leader_id=broker.node_id, leader_epoch=leader_epoch(broker, tid, p)))
         return parts[(tid, p)]
 
     hold: dict[tuple[uuid.UUID, int], list[tuple[int, int]]] = {}
@@ -185,9 +184,12 @@ async def handle(broker: Broker, ctx: RequestContext, req: ShareFetchRequest) ->
     )
 
 
-def _leader_epochs(broker: Broker) -> dict[tuple[uuid.UUID, int], int]:
-    return {(t.topic_id, p.partition): p.leader_epoch
-            for t in broker.image.topics.values() for p in t.partitions.values()}
+def leader_epoch(broker: Broker, topic_id: uuid.UUID, partition: int) -> int:
+    """The partition's leader epoch in the image, -1 when unknown (a lookup, not a walk of
+    every partition per request)."""
+    t = broker.image.topics_by_id.get(topic_id)
+    p = t.partitions.get(partition) if t is not None else None
+    return p.leader_epoch if p is not None else -1
 
 
 async def _fetch(
