@@ -190,8 +190,16 @@ class RaftDriver:
     def _client(self, dst: int, fetch: bool) -> NodeClient | None:
         key = (dst, fetch)
         client = self._clients.get(key)
+        addr = self.peers.get(dst)
+        if client is not None and addr is not None and (client.host, client.port) != addr:
+            # the voter moved (a VotersRecord from UpdateRaftVoter, KIP-853): a connection
+            # cached for its old listener would keep failing, and a leader no follower can
+            # reach resigns at each check-quorum while it keeps winning the votes
+            self._clients.pop(key)
+            if self._nursery is not None:
+                self._nursery.start_soon(client.aclose)
+            client = None
         if client is None:
-            addr = self.peers.get(dst)
             if addr is None:
                 return None
             client = NodeClient(addr[0], addr[1], f"{self.client_id}-{self.node.node_id}",
