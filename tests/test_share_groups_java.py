@@ -53,13 +53,16 @@ def _reset_earliest(tools: JavaTools, bs: str, group: str, name: str) -> None:
               "--topic", name, "--to-earliest", "--execute")
 
 
-def _members(bs: str, group: str) -> int:
+def _members(bs: str, group: str, assigned: bool = False) -> int:
+    """Members of the share group (``assigned``: only those whose current assignment, the one
+    their last heartbeat answer gave them, holds a partition)."""
     from protocol._generated.share_group_describe_request import ShareGroupDescribeRequest
     from tests.conftest import RawClient
 
     d = RawClient(bs).request(ShareGroupDescribeRequest(
         group_ids=[group], include_authorized_operations=False), 1)
-    return len(d.groups[0].members)
+    return sum(1 for m in d.groups[0].members
+               if not assigned or any(t.partitions for t in m.assignment.topic_partitions))
 
 
 def _start_offset(bs: str, group: str, name: str) -> int:
@@ -88,7 +91,9 @@ def test_console_share_consumers_split_a_partition(tools: JavaTools, jbroker: Br
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
              for _ in range(2)]
     deadline = time.monotonic() + 120
-    while _members(bs, group) < 2 and time.monotonic() < deadline:
+    # both consumers hold the partition before the records come (under load the second
+    # one's assignment can arrive a heartbeat interval later, and the first took all 40)
+    while _members(bs, group, assigned=True) < 2 and time.monotonic() < deadline:
         time.sleep(0.5)
     while _start_offset(bs, group, name) < 0 and time.monotonic() < deadline:
         time.sleep(0.5)  # the share partition starts at the high watermark (latest)
