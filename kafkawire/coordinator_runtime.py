@@ -502,16 +502,9 @@ class CoordinatorRuntime:
         """Until everything this runtime wrote to ``partition`` is committed (the high
         watermark passed it): NONE, or the coordinator error to answer instead."""
         end = self._written_end.get(partition)
-        replicas = self.broker.replicas
-        p = replicas.partition(self.topic.name, partition) if replicas is not None else None
         if end is None:
             return ErrorCode.NONE
-        if p is None or replicas is None:
-            return ErrorCode.NOT_COORDINATOR
-        code = await replicas.wait_for_high_watermark(p, end)
-        if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-            return ErrorCode.NOT_COORDINATOR
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE if code else ErrorCode.NONE
+        return await self._wait_high_watermark(partition, lambda _log_end: end)
 
     async def wait_log_committed(self, partition: int) -> ErrorCode:
         """Until everything in ``partition``'s log at the time of the call is committed: what
@@ -519,12 +512,17 @@ class CoordinatorRuntime:
         watermark). NONE, or the coordinator error. Side effects of a replayed record that
         reach other partitions (transaction markers) wait for this: the record must survive
         a failover of this partition first."""
+        return await self._wait_high_watermark(
+            partition, lambda log_end: max(log_end, self._written_end.get(partition, 0)))
+
+    async def _wait_high_watermark(self, partition: int, end: Callable[[int], int]) -> ErrorCode:
+        """Until the partition's high watermark reaches ``end(its log end offset)``: NONE, or
+        the coordinator error to answer instead."""
         replicas = self.broker.replicas
         p = replicas.partition(self.topic.name, partition) if replicas is not None else None
         if p is None or replicas is None:
             return ErrorCode.NOT_COORDINATOR
-        end = max(p.log_end_offset, self._written_end.get(partition, 0))
-        code = await replicas.wait_for_high_watermark(p, end)
+        code = await replicas.wait_for_high_watermark(p, end(p.log_end_offset))
         if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
             return ErrorCode.NOT_COORDINATOR
         return ErrorCode.COORDINATOR_NOT_AVAILABLE if code else ErrorCode.NONE
