@@ -69,8 +69,11 @@ SCENARIO_PROPS: dict[str, str] = {**CLUSTER_PROPS, "auto.leader.rebalance.enable
 class KafkaNode:
     """One combined broker+controller of a :class:`KafkaCluster`."""
 
-    def __init__(self, node_id: int, workdir: Path, props: dict[str, str]) -> None:
+    def __init__(self, node_id: int, workdir: Path, props: dict[str, str],
+                 version: str = "4.x") -> None:
         self.node_id = node_id
+        #: the Kafka line (``kafka_dist.LINES``: "4.x" = 4.3.1, "4.4" = 4.4.0)
+        self.version = version
         self.dir = workdir / f"node{node_id}"
         self.props = props
         self.port = free_port()
@@ -111,12 +114,13 @@ class KafkaNode:
 
     def format_command(self, cluster_id: str) -> list[str]:
         return java_command(
-            "kafka.tools.StorageTool", ["format", "-t", cluster_id, "-c", str(self.config_file)]
+            "kafka.tools.StorageTool", ["format", "-t", cluster_id, "-c", str(self.config_file)],
+            self.version,
         )
 
     def start(self, heap: str) -> None:
         cmd = java_command(
-            "kafka.Kafka", [str(self.config_file)], heap=heap, role="server",
+            "kafka.Kafka", [str(self.config_file)], self.version, heap=heap, role="server",
             log_file=self.log_file, jvm_opts=["-Xms64m"],
         )
         with open(self.dir / "stdout.log", "ab") as out:
@@ -158,13 +162,15 @@ class KafkaCluster:
         overrides: dict[str, str] | None = None,
         workdir: Path | None = None,
         heap: str = NODE_HEAP,
+        version: str = "4.x",
     ) -> None:
         self._own_workdir = workdir is None
+        self.version = version
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="kafka-cluster-"))
         self.heap = heap
         self.cluster_id = random_cluster_id()
         props = {**CLUSTER_PROPS, **(overrides or {})}
-        self.nodes = [KafkaNode(i, self.workdir, props) for i in range(1, nodes + 1)]
+        self.nodes = [KafkaNode(i, self.workdir, props, version) for i in range(1, nodes + 1)]
         self.voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
         self.start_seconds: float | None = None
 
@@ -189,7 +195,7 @@ class KafkaCluster:
 
     def format(self) -> None:
         """Format every node's storage with the cluster id, the JVMs in parallel."""
-        fetch("4.x")
+        fetch(self.version)
         procs = []
         for n in self.nodes:
             n.write_config(self.voters)
@@ -301,15 +307,16 @@ def broker_count(address: str) -> int:
 
 @contextlib.contextmanager
 def running_kafka_cluster(
-    nodes: int = 3, overrides: dict[str, str] | None = None
+    nodes: int = 3, overrides: dict[str, str] | None = None, version: str = "4.x"
 ) -> Iterator[KafkaCluster]:
-    with KafkaCluster(nodes, overrides=overrides) as cluster:
+    with KafkaCluster(nodes, overrides=overrides, version=version) as cluster:
         yield cluster
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m compat_tests.kafka_cluster")
     ap.add_argument("--nodes", type=int, default=3)
+    ap.add_argument("--version", default="4.x", help="a Kafka line: 4.x (4.3.1) or 4.4 (4.4.0)")
     a = ap.parse_args(argv)
 
     def interrupt(signum: int, frame: object) -> None:
@@ -317,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, interrupt)
-    with KafkaCluster(a.nodes) as c:
+    with KafkaCluster(a.nodes, version=a.version) as c:
         print(f"Kafka cluster on {c.bootstrap} (started in {c.start_seconds}s); "
               f"directory {c.workdir}; Ctrl-C stops it", flush=True)
         with contextlib.suppress(KeyboardInterrupt):

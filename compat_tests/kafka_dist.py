@@ -40,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 POM = HERE / "pom.xml"
 
 KAFKA4_VERSION = "4.3.1"
+KAFKA44_VERSION = "4.4.0"
 KAFKA39_VERSION = "3.9.2"
 
 # JVM settings: the machine has two cores shared with everything else.
@@ -80,6 +81,8 @@ class Line:
 
 LINES: dict[str, Line] = {
     "4.x": Line("4.x", KAFKA4_VERSION, "kafka4", True),
+    # Kafka 4.4.0: the 4.x line's artifacts but kafka-shell (not on Maven Central for 4.4.0)
+    "4.4": Line("4.4", KAFKA44_VERSION, "kafka44", True),
     "3.9": Line("3.9", KAFKA39_VERSION, "kafka39", False),
 }
 
@@ -88,7 +91,10 @@ def line_for(version: str) -> Line:
     if version in LINES:
         return LINES[version]
     for ln in LINES.values():
-        if version == ln.version or version.startswith(ln.name.rstrip("x")):
+        if version == ln.version:
+            return ln
+    for ln in LINES.values():
+        if version.startswith(ln.name.rstrip("x")):
             return ln
     raise KafkaDistError(f"unknown Kafka line {version!r}; known: {', '.join(LINES)}")
 
