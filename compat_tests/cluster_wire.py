@@ -425,11 +425,24 @@ _TEXT_NODE_FIELDS = re.compile(r"\b(Leader|Replicas|Isr|Elr|LastKnownElr|Coordin
                                r"COORDINATOR \(ID\)|LeaderId|LeaderEpoch)(:?\s+)(-?[\d,]+)")
 
 
+#: the same as text, in the Java tools' parsed outputs (``kafka-metadata-quorum`` status):
+#: node ids, the quorum's epoch, and follower lags (timing)
+TEXT_NODE_KEYS = frozenset({"LeaderId"})
+TEXT_TIMING_KEYS = {"LeaderEpoch": "<quorum epoch>", "MaxFollowerLag": "<lag>",
+                    "MaxFollowerLagTimeMs": "<lag>"}
+#: tokens of the tools' split output lines followed by a node id / a list of node ids
+TOKEN_NODE = frozenset({"Leader:", "Coordinator:"})
+TOKEN_NODE_LIST = frozenset({"Replicas:", "Isr:", "Elr:", "LastKnownElr:"})
+#: ``kafka-metadata-quorum describe --replication`` rows end with the node's role
+QUORUM_ROLES = frozenset({"Leader", "Follower", "Observer"})
+
+
 def normalize_on_cluster(obj: Any, nodes: set[int], ports: set[int]) -> Any:
     """What legitimately differs between two 3-node clusters running the same scenario: which
     node leads (partitions, quorum, coordinators) and in which order the controller listed the
-    replicas, and the nodes' ports. Node ids become ``"<node>"``, replica lists are sorted,
-    ports ``"<port>"`` (as numbers and inside text)."""
+    replicas, the quorum's epoch and follower lags (timing), and the nodes' ports. Node ids
+    become ``"<node>"``, replica lists are sorted, ports ``"<port>"`` (as numbers and inside
+    text)."""
     if isinstance(obj, dict):
         out: dict[str, Any] = {}
         quorum = "current_voters" in obj  # a DescribeQuorum partition
@@ -441,11 +454,24 @@ def normalize_on_cluster(obj: Any, nodes: set[int], ports: set[int]) -> Any:
             elif k in NODE_LIST_KEYS and isinstance(v, list) and all(
                     isinstance(x, int) for x in v):
                 out[k] = sorted(v)
+            elif k in TEXT_NODE_KEYS and isinstance(v, str) and v.isdigit() and int(v) in nodes:
+                out[k] = "<node>"
+            elif k in TEXT_TIMING_KEYS and isinstance(v, str) and v.isdigit():
+                out[k] = TEXT_TIMING_KEYS[k]
             else:
                 out[k] = normalize_on_cluster(v, nodes, ports)
         return out
     if isinstance(obj, list):
-        return [normalize_on_cluster(x, nodes, ports) for x in obj]
+        items = [normalize_on_cluster(x, nodes, ports) for x in obj]
+        if items and all(isinstance(x, str) for x in items):
+            return _tokens(items, nodes)
+        rows = [x for x in items if _quorum_row(x, nodes)]
+        if rows:
+            for r in rows:
+                r[0] = "<node>"
+            head = [x for x in items if not _quorum_row(x, nodes) and x not in rows]
+            return head + sorted(rows, key=json_key)
+        return items
     if isinstance(obj, int) and not isinstance(obj, bool) and obj in ports:
         return "<port>"
     if isinstance(obj, str):
@@ -453,6 +479,30 @@ def normalize_on_cluster(obj: Any, nodes: set[int], ports: set[int]) -> Any:
             if any(str(p) in obj for p in ports) else obj
         return _TEXT_NODE_FIELDS.sub(_text_nodes, s)
     return obj
+
+
+def json_key(x: Any) -> str:
+    import json
+
+    return json.dumps(x, sort_keys=True)
+
+
+def _quorum_row(x: Any, nodes: set[int]) -> bool:
+    return (isinstance(x, list) and len(x) > 2 and isinstance(x[0], str) and x[0].isdigit()
+            and int(x[0]) in nodes and x[-1] in QUORUM_ROLES)
+
+
+def _tokens(items: list[str], nodes: set[int]) -> list[str]:
+    """A tool's output line split into tokens: ``Leader: 2 Replicas: 2,3,1`` ->
+    ``Leader: <node> Replicas: 1,2,3``."""
+    out = list(items)
+    for i in range(len(out) - 1):
+        nxt = out[i + 1]
+        if out[i] in TOKEN_NODE and nxt.isdigit() and int(nxt) in nodes:
+            out[i + 1] = "<node>"
+        elif out[i] in TOKEN_NODE_LIST and re.fullmatch(r"\d+(,\d+)*", nxt):
+            out[i + 1] = ",".join(str(n) for n in sorted(int(x) for x in nxt.split(",")))
+    return out
 
 
 def _text_nodes(m: re.Match[str]) -> str:
