@@ -445,7 +445,8 @@ def normalize_on_cluster(obj: Any, nodes: set[int], ports: set[int]) -> Any:
     text)."""
     if isinstance(obj, dict):
         out: dict[str, Any] = {}
-        quorum = "current_voters" in obj  # a DescribeQuorum partition
+        # a DescribeQuorum partition (raw, or as scenarios_admin._quorum_outcome shows it)
+        quorum = "current_voters" in obj or ("voters" in obj and "high_watermark" in obj)
         for k, v in obj.items():
             if quorum and k == "leader_epoch" and isinstance(v, int) and v > 0:
                 out[k] = "<quorum epoch>"  # counts elections: timing, on three voters

@@ -22,7 +22,8 @@ Suites (each fetched with its registry's own client, the versions pinned below):
   use the running cluster instead of starting Kafka), ``KAFKA_VERSION``.
 * ``librdkafka``: ``tests/`` of the librdkafka that the ``node-rdkafka`` npm package vendors
   (``npm pack``), built with ``make -C tests build`` (no SASL/zstd/curl; the tests needing them
-  skip), run as ``test-runner -Q -p1`` (the quick suite, one test at a time) with
+  skip), run as ``test-runner -Q -L -E -p1`` (the quick suite without the broker-less and
+  socket-emulation tests, one test at a time) with
   ``test.conf``'s ``metadata.broker.list`` = the three nodes and ``TEST_KAFKA_VERSION``.
 * ``confluent-kafka-python``: not runnable from a registry: its PyPI sdists prune ``tests/``
   (checked 1.9.2, 2.0.2, 2.3.0, 2.16.2), so ``fetch`` reports it and ``run`` skips it.
@@ -145,10 +146,38 @@ def franz_go_binary() -> Path:
     return binary
 
 
+KAFKA_PYTHON_SERVICE_SHIM = '''"""Written by kafkawire's compat_tests/suites.py: the sdist has no test/service.py."""
+
+
+class ExternalService:
+    """A broker someone else runs (KAFKA_URI): nothing to start, stop or wait for."""
+
+    def __init__(self, host, port):
+        self.host, self.port = host, port
+
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
+
+    def wait_for(self, pattern, timeout=30):
+        return True
+
+    def dump_logs(self):
+        pass
+
+
+class SpawnedService:
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError("set KAFKA_URI: spawning brokers is not supported here")
+'''
+
+
 def kafka_python_tests() -> Path:
     """The kafka-python sdist (its ``test/`` directory), extracted once."""
     root = suites_dir() / f"kafka-python-{KAFKA_PYTHON_VERSION}"
-    if (root / "test" / "integration").exists():
+    if (root / "test" / "service.py").exists():
         return root
     dl = suites_dir() / "dl"
     dl.mkdir(exist_ok=True)
@@ -159,6 +188,13 @@ def kafka_python_tests() -> Path:
         with tarfile.open(sdist) as tf:
             tf.extractall(tmp, filter="data")
         shutil.move(str(Path(tmp) / f"kafka_python-{KAFKA_PYTHON_VERSION}"), root)
+    # its tests import ``test.testutil``: without an __init__.py the standard library's own
+    # ``test`` package wins over the sdist's namespace package
+    (root / "test" / "__init__.py").touch()
+    # the sdist lacks test/service.py, which its fixtures import; against a running broker
+    # (KAFKA_URI) they only construct an ExternalService, whose start/stop do nothing: our own
+    # stand-in, which refuses to spawn brokers
+    (root / "test" / "service.py").write_text(KAFKA_PYTHON_SERVICE_SHIM)
     return root
 
 
@@ -277,8 +313,9 @@ def run_kafka_python(addresses: list[str], system: str, res: SuiteResult, log: P
     root = kafka_python_tests()
     junit = log.with_suffix(".xml")
     version = KAFKA_LINES.get(system, ("", "4.3.1"))[1]
+    # KAFKA_ROOT: the fixtures insist on a Kafka directory even when they spawn nothing
     env = {"KAFKA_URI": f"kafka://{addresses[0]}", "KAFKA_VERSION": version,
-           "PYTHONPATH": str(root)}
+           "PYTHONPATH": str(root), "KAFKA_ROOT": str(cache_dir())}
     res.exit_status = sh([sys.executable, "-m", "pytest", "test/integration", "-p",
                           "no:cacheprovider", "-p", "no:kafkawire", "-q", "-rfE",
                           "-o", "addopts=", "--timeout", "300", f"--junitxml={junit}"],
@@ -296,7 +333,9 @@ def run_kafka_python(addresses: list[str], system: str, res: SuiteResult, log: P
             res.passed.append(name)
 
 
+#: a row of test-runner's closing summary table: ``| 0001_multiobj | PASSED | 1.234s |``
 _RDK_RESULT = re.compile(r"^\|\s+(\d{4}_\S+)\s+\|\s+(PASSED|FAILED|SKIPPED)\s")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def run_librdkafka(addresses: list[str], system: str, res: SuiteResult, log: Path) -> None:
@@ -305,13 +344,18 @@ def run_librdkafka(addresses: list[str], system: str, res: SuiteResult, log: Pat
     conf.write_text(f"metadata.broker.list={','.join(addresses)}\n"
                     "test.timeout.multiplier=3\n")
     version = KAFKA_LINES.get(system, ("", "4.3.1"))[1]
+    # the runner links the shared librdkafka it was built with (as run-test.sh sets it up)
+    libs = f"{tests.parent / 'src'}:{tests.parent / 'src-cpp'}"
     env = {"RDKAFKA_TEST_CONF": str(conf), "TEST_KAFKA_VERSION": version,
+           "LD_LIBRARY_PATH": libs,
            "TESTS_SKIP": os.environ.get("RDK_TESTS_SKIP", "")}
-    res.exit_status = sh(["./test-runner", "-Q", "-p1"], cwd=tests, env=env, log=log,
+    # -Q quick mode, -L without the broker-less (mock cluster) tests, -E without the socket
+    # emulation ones (as `make quick`), -p1 one test at a time
+    res.exit_status = sh(["./test-runner", "-Q", "-L", "-E", "-p1"], cwd=tests, env=env, log=log,
                          timeout=TIMEOUTS["librdkafka"])
     seen: dict[str, str] = {}
     for line in log.read_text(errors="replace").splitlines():
-        m = _RDK_RESULT.match(line)
+        m = _RDK_RESULT.match(_ANSI.sub("", line).strip())
         if m:
             seen[m.group(1)] = m.group(2)
     for name, state in seen.items():
