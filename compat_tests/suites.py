@@ -333,8 +333,9 @@ def run_kafka_python(addresses: list[str], system: str, res: SuiteResult, log: P
             res.passed.append(name)
 
 
-#: a row of test-runner's closing summary table: ``| 0001_multiobj | PASSED | 1.234s |``
-_RDK_RESULT = re.compile(r"^\|\s+(\d{4}_\S+)\s+\|\s+(PASSED|FAILED|SKIPPED)\s")
+#: a row of test-runner's closing summary table (``| 0001_multiobj | PASSED | 1.234s |``) or
+#: its line at the end of each test (``===== Test 0001_multiobj PASSED =====``)
+_RDK_RESULT = re.compile(r"^(?:\|\s+|.*=+ Test )(\d{4}_\S+)\s+(?:\|\s+)?(PASSED|FAILED|SKIPPED)\b")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -353,11 +354,16 @@ def run_librdkafka(addresses: list[str], system: str, res: SuiteResult, log: Pat
     # emulation ones (as `make quick`), -p1 one test at a time
     res.exit_status = sh(["./test-runner", "-Q", "-L", "-E", "-p1"], cwd=tests, env=env, log=log,
                          timeout=TIMEOUTS["librdkafka"])
+    parse_librdkafka(log, res)
+
+
+def parse_librdkafka(log: Path, res: SuiteResult) -> None:
     seen: dict[str, str] = {}
     for line in log.read_text(errors="replace").splitlines():
         m = _RDK_RESULT.match(_ANSI.sub("", line).strip())
         if m:
             seen[m.group(1)] = m.group(2)
+    res.passed, res.failed, res.skipped = [], [], []
     for name, state in seen.items():
         {"PASSED": res.passed, "FAILED": res.failed, "SKIPPED": res.skipped}[state].append(name)
 
