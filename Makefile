@@ -230,7 +230,8 @@ suites: $(STAMP) deps-java
 	$(PY) -m compat_tests.kafka_dist fetch
 	$(PY) -m compat_tests.suites run --system $(SYSTEMS) --suite $(SUITES) --out ./data/suites
 
-## compat-record: re-record Kafka's outcomes into compat_tests/expected/ (Kafka only)
+## compat-record: re-record Kafka's outcomes into compat_tests/expected/ (Kafka only; the 3-node
+## ones into expected/cluster3/ for the CI list: KAFKAWIRE_COMPAT_CLUSTER=all for every scenario)
 compat-record: $(STAMP)
 	$(PY) -m compat_tests.kafka_dist fetch
 	KAFKAWIRE_COMPAT_TARGETS=kafka KAFKAWIRE_COMPAT_RECORD=1 $(PY) -m pytest compat_tests -m compat $(PYTEST_ARGS)

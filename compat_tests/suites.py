@@ -59,6 +59,9 @@ KAFKA_LINES = {"kafka": ("4.x", "4.3.1"), "kafka44": ("4.4", "4.4.0")}
 
 #: what the suites expect of a test cluster, beyond CLUSTER_PROPS, on both systems
 SUITE_PROPS = {
+    # librdkafka's and kafka-python's own test clusters create 4 partitions per topic, and
+    # some of their tests produce to partition 3 of an auto-created topic
+    "num.partitions": "4",
     "auto.create.topics.enable": "true",
     "delete.topic.enable": "true",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
