@@ -56,9 +56,10 @@ ON_CLUSTER_CI = (
     "scram_credentials",
     "classic_group_protocol",
     "group_edge_cases",
-    "group_commit_assignment_epochs",
     "client_confluent",
 )
+# not in CI: group_commit_assignment_epochs (its 1.1 s sleep past the assignment interval: at
+# load 50+ Kafka's own outcome differed from its recording, STALE_MEMBER_EPOCH for 0)
 
 
 #: single-node scenarios that say nothing on a cluster: name -> why
