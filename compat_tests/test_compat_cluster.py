@@ -107,17 +107,34 @@ def test_scenario_on_cluster(
 
 
 def reset_broker_configs(bootstrap: str, nodes: list[int]) -> None:
-    """Remove every dynamic broker config, the cluster-wide defaults and each node's (a legacy
-    AlterConfigs of an empty set replaces them all). On one node each scenario leaves the
+    """Remove the dynamic broker configs a scenario left, the cluster-wide defaults and each
+    node's (a legacy AlterConfigs replaces the whole set). On one node each scenario leaves the
     broker as the next expects; on the shared clusters a default such as
-    ``min.insync.replicas=1`` (``dynamic_broker_configs``) would reach the 3-node scenarios
-    that follow, whose recordings have the static 2."""
+    ``min.insync.replicas=1`` (``dynamic_broker_configs``) reached the 3-node scenarios that
+    follow. The cluster-level ``min.insync.replicas`` cannot be removed while ELR is enabled
+    (KIP-966: INVALID_CONFIG on both systems), so it goes back to the clusters' static value.
+    Nothing is sent when nothing was left (so sources stay STATIC_BROKER_CONFIG)."""
+    from compat_tests.kafka_cluster import SCENARIO_PROPS
     from protocol._generated.alter_configs_request import AlterConfigsRequest as AC
+    from protocol._generated.describe_configs_request import DescribeConfigsRequest as DC
 
     with open_connection(bootstrap) as c:
         for name in ["", *map(str, nodes)]:
-            c.request(AC(resources=[AC.AlterConfigsResource(
-                resource_type=4, resource_name=name, configs=[])], validate_only=False), 2)
+            r = c.request(DC(resources=[DC.DescribeConfigsResource(
+                resource_type=4, resource_name=name, configuration_keys=None)],
+                include_synonyms=False), 4)
+            source = 3 if name == "" else 2  # DYNAMIC_DEFAULT_BROKER_CONFIG / DYNAMIC_BROKER
+            left = {e.name: e.value for e in r.results[0].configs if e.config_source == source}
+            keep = ({"min.insync.replicas": SCENARIO_PROPS["min.insync.replicas"]}
+                    if name == "" and "min.insync.replicas" in left else {})
+            if left == keep:
+                continue
+            ans = c.request(AC(resources=[AC.AlterConfigsResource(
+                resource_type=4, resource_name=name,
+                configs=[AC.AlterableConfig(name=k, value=v) for k, v in keep.items()])],
+                validate_only=False), 2)
+            err = ans.responses[0].error_code
+            assert err == 0, f"resetting broker configs of {name!r}: error {err}"
 
 
 @pytest.mark.parametrize("target", TARGETS)
