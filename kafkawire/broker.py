@@ -94,6 +94,9 @@ from log.file_cache import FILE_CACHE
 from log.partition_log import PartitionLog
 from protocol._generated.config_record import ConfigRecord
 from protocol._generated.create_topics_request import CreateTopicsRequest
+from protocol._generated.describe_user_scram_credentials_response import (
+    DescribeUserScramCredentialsResponse,
+)
 from protocol._generated.partition_record import PartitionRecord
 from protocol._generated.topic_record import TopicRecord
 from protocol.errors import ErrorCode, KafkaError
@@ -153,11 +156,18 @@ CLUSTER_GATED: dict[int, int] = {
 }
 
 
-def cluster_denied(response_cls: Any) -> Any:
+def cluster_denied(response_cls: Any, request: Any = None) -> Any:
+    """The response of a CLUSTER_GATED API denied (the request's ``getErrorResponse``).
+    DescribeUserScramCredentials also carries one result per user named, with the error (and
+    no user name), as Kafka's."""
     resp = response_cls()
     resp.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     if hasattr(resp, "error_message"):
         resp.error_message = "Cluster authorization failed."
+    if isinstance(resp, DescribeUserScramCredentialsResponse) and request is not None:
+        resp.results = [DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult(
+            user="", error_code=resp.error_code, error_message=resp.error_message,
+            credential_infos=[]) for _user in request.users or ()]
     return resp
 
 
@@ -606,7 +616,7 @@ class Broker:
             ctx.authorizer = self.authorizer
             gate = CLUSTER_GATED.get(ctx.api_key)
             if gate is not None and not ctx.allowed(gate, CLUSTER, CLUSTER_NAME):
-                return cluster_denied(handler.response_cls)
+                return cluster_denied(handler.response_cls, request)
         if not self.image.client_quotas:
             return await handler.handle(self, ctx, request)
         started = time.perf_counter()
