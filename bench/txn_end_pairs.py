@@ -2,7 +2,8 @@
 version 2, EndTxn v5), N times, against any cluster: what franz-go's GroupTransactSession does
 when a rebalance revokes it right after a commit. Counts the answers the abort got first
 (Kafka: CONCURRENT_TRANSACTIONS while the commit's markers are written, then NONE; never
-PRODUCER_FENCED) and times each transaction (produce to every partition, commit, abort).
+PRODUCER_FENCED) and times each transaction (produce to every partition, commit, abort) and the wait for the
+commit's markers (EndTxn(commit) answered until the abort is accepted).
 
     .venv/bin/python bench/txn_end_pairs.py --bootstrap 127.0.0.1:9092 [--pairs 50] [--partitions 3]
 
@@ -23,6 +24,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from protocol._generated.create_topics_request import CreateTopicsRequest  # noqa: E402
+from protocol._generated.describe_transactions_request import (  # noqa: E402
+    DescribeTransactionsRequest,
+)
 from protocol._generated.end_txn_request import EndTxnRequest  # noqa: E402
 from protocol._generated.find_coordinator_request import FindCoordinatorRequest  # noqa: E402
 from protocol._generated.init_producer_id_request import InitProducerIdRequest  # noqa: E402
@@ -137,14 +141,22 @@ class Pairs:
                 time.sleep(0.05)
         return retries
 
+    def state(self) -> str:
+        r = self.conn(self.coordinator).request(
+            DescribeTransactionsRequest(transactional_ids=[self.tid]), 0)
+        return str(r.transaction_states[0].transaction_state)
+
     def end(self, pid: int, epoch: int, commit: bool) -> Any:
         return self.conn(self.coordinator).request(EndTxnRequest(
             transactional_id=self.tid, producer_id=pid, producer_epoch=epoch,
             committed=commit), 5)
 
 
-def run(bootstrap: str, pairs: int, partitions: int) -> dict[str, Any]:
-    """The answers the immediate aborts got first and the time of each round."""
+def run(bootstrap: str, pairs: int, partitions: int, watch_markers: bool = False
+        ) -> dict[str, Any]:
+    """The answers the immediate aborts got first and the time of each round. With
+    ``watch_markers`` the abort waits until DescribeTransactions shows CompleteCommit, and the
+    marker times are that wait (comparable on a coordinator that fences the abort)."""
     w = Pairs(bootstrap, partitions)
     try:
         w.setup()
@@ -152,6 +164,9 @@ def run(bootstrap: str, pairs: int, partitions: int) -> dict[str, Any]:
         first: Counter[str] = Counter()
         produce_retries = 0
         rounds = []
+        #: EndTxn(commit) answered -> the abort accepted: the commit's markers written and
+        #: its CompleteCommit recorded (polled every 5 ms)
+        markers: list[float] = []
         for _ in range(pairs):
             t0 = time.monotonic()
             produce_retries += w.produce(pid, epoch)
@@ -161,12 +176,20 @@ def run(bootstrap: str, pairs: int, partitions: int) -> dict[str, Any]:
                 time.sleep(0.02)
             assert c.error_code == 0, ErrorCode(c.error_code).name
             pid, epoch = int(c.producer_id), int(c.producer_epoch)
+            committed = time.monotonic()
+            if watch_markers:  # the coordinator's own view, before the abort
+                while w.state() != "CompleteCommit":
+                    assert time.monotonic() < deadline
+                    time.sleep(0.005)
+                markers.append(time.monotonic() - committed)
             a = w.end(pid, epoch, False)
             first[ErrorCode(a.error_code).name] += 1
             while a.error_code in RETRIABLE:
                 assert time.monotonic() < deadline
-                time.sleep(0.02)
+                time.sleep(0.005)
                 a = w.end(pid, epoch, False)
+            if not watch_markers:
+                markers.append(time.monotonic() - committed)
             if a.error_code == ErrorCode.PRODUCER_FENCED:
                 pid, epoch = w.init()  # fatal for a client; start over to keep counting
             else:
@@ -178,6 +201,9 @@ def run(bootstrap: str, pairs: int, partitions: int) -> dict[str, Any]:
             "fenced": first.get("PRODUCER_FENCED", 0), "produce_retries": produce_retries,
             "round_ms_median": round(statistics.median(rounds) * 1000, 1),
             "round_ms_max": round(max(rounds) * 1000, 1),
+            "markers_ms_median": round(statistics.median(markers) * 1000, 1),
+            "markers_ms_p90": round(sorted(markers)[int(len(markers) * 0.9)] * 1000, 1),
+            "markers_ms_max": round(max(markers) * 1000, 1),
         }
     finally:
         w.close()
@@ -188,8 +214,10 @@ def main() -> None:
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--pairs", type=int, default=50)
     ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument("--watch-markers", action="store_true",
+                    help="wait for CompleteCommit (DescribeTransactions) before each abort")
     args = ap.parse_args()
-    print(json.dumps(run(args.bootstrap, args.pairs, args.partitions)))
+    print(json.dumps(run(args.bootstrap, args.pairs, args.partitions, args.watch_markers)))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@ and writes transaction markers.
   rather than leaving the transaction stuck in a Prepare state.
 
 Partitions led by another node are reached with WriteTxnMarkers (key 27, served by
-``apis/write_txn_markers.py``) to their leader (``kafkawire.txn_markers.send_marker``).
+``apis/write_txn_markers.py``) to their leader, one request per leader with all its partitions,
+every leader and the local partitions at once (``kafkawire.txn_markers.write_markers``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import trio
 
 from kafkawire.node_client import NodeDisconnected, NodeUnsupportedVersion
-from kafkawire.txn_markers import OFFSETS_TOPIC, write_marker
+from kafkawire.txn_markers import OFFSETS_TOPIC, write_markers
 from protocol._generated.add_partitions_to_txn_request import AddPartitionsToTxnRequest
 from protocol.coordinator import CoordinatorRecord
 from protocol.errors import ErrorCode, KafkaError
@@ -352,11 +353,14 @@ class TxnCoordinator:
                 raise KafkaError(code, f"{job.transactional_id}: Prepare record not committed")
             while pending:
                 left = []
+                # all partitions at once: one WriteTxnMarkers per other leader, the ones led
+                # here appended together (kafkawire.txn_markers.write_markers)
+                codes = await write_markers(
+                    self.broker, pending, job.producer_id, job.producer_epoch, job.commit,
+                    coordinator_epoch, job.transaction_version, forward=True,
+                )
                 for topic, p in pending:
-                    code = await write_marker(
-                        self.broker, topic, p, job.producer_id, job.producer_epoch, job.commit,
-                        coordinator_epoch, job.transaction_version, forward=True,
-                    )
+                    code = codes[(topic, p)]
                     if code in _MOVED_ON:
                         log.warning(
                             "marker for %s (producer %d epoch %d) on %s-%d: %s; counted as done",
