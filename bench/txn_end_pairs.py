@@ -209,6 +209,68 @@ def run(bootstrap: str, pairs: int, partitions: int, watch_markers: bool = False
         w.close()
 
 
+def run_commit_produce(bootstrap: str, rounds: int, partitions: int) -> dict[str, Any]:
+    """EndTxn(commit) and at once the next transaction's first write to every partition, all
+    partitions at once (what a transactional client does between two transactions): the first
+    answer of each write and the time until every partition took it. The broker retries
+    CONCURRENT_TRANSACTIONS for up to add.partitions.to.txn.retry.backoff.max.ms (100 ms)
+    before the client sees it (KAFKA-18654)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    w = Pairs(bootstrap, partitions)
+    own: dict[int, RawClient] = {}
+    try:
+        w.setup()
+        own = {p: RawClient(a, "txn-end-pairs-produce") for p, a in w.leaders.items()}
+        pid, epoch = w.init()
+        w.produce(pid, epoch)
+        first: Counter[str] = Counter()
+        waits: list[float] = []
+
+        def write(p: int, pid: int, epoch: int) -> tuple[int, int]:
+            batch = build_batch([SimpleRecord(value=b"v", key=b"k")], producer_id=pid,
+                                producer_epoch=epoch, base_sequence=0, is_transactional=True)
+            req = ProduceRequest(transactional_id=w.tid, acks=-1, timeout_ms=30000,
+                                 topic_data=[ProduceRequest.TopicProduceData(
+                                     name=w.topic, partition_data=[
+                                         ProduceRequest.PartitionProduceData(
+                                             index=p, records=batch)])])
+            codes = []
+            deadline = time.monotonic() + 60
+            while True:
+                r = own[p].request(req, 12).responses[0].partition_responses[0]
+                codes.append(r.error_code)
+                if r.error_code == 0:
+                    return codes[0], len(codes) - 1
+                assert r.error_code in RETRIABLE and time.monotonic() < deadline, (
+                    ErrorCode(r.error_code).name)
+                time.sleep(0.1)  # a client's retry.backoff.ms
+
+        with ThreadPoolExecutor(partitions) as pool:
+            for _ in range(rounds):
+                deadline = time.monotonic() + 60
+                while (c := w.end(pid, epoch, True)).error_code in RETRIABLE:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.02)
+                assert c.error_code == 0, ErrorCode(c.error_code).name
+                pid, epoch = int(c.producer_id), int(c.producer_epoch)
+                t0 = time.monotonic()
+                for code, _retries in pool.map(write, list(own), [pid] * len(own),
+                                               [epoch] * len(own)):
+                    first[ErrorCode(code).name] += 1
+                waits.append(time.monotonic() - t0)
+        return {
+            "rounds": rounds, "partitions": partitions, "first_write_answer": dict(first),
+            "write_ms_median": round(statistics.median(waits) * 1000, 1),
+            "write_ms_p90": round(sorted(waits)[int(len(waits) * 0.9)] * 1000, 1),
+            "write_ms_max": round(max(waits) * 1000, 1),
+        }
+    finally:
+        for c in own.values():
+            c.close()
+        w.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--bootstrap", required=True)
@@ -216,8 +278,13 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--watch-markers", action="store_true",
                     help="wait for CompleteCommit (DescribeTransactions) before each abort")
+    ap.add_argument("--commit-produce", action="store_true",
+                    help="commit, then the next transaction's first write at once (no aborts)")
     args = ap.parse_args()
-    print(json.dumps(run(args.bootstrap, args.pairs, args.partitions, args.watch_markers)))
+    if args.commit_produce:
+        print(json.dumps(run_commit_produce(args.bootstrap, args.pairs, args.partitions)))
+    else:
+        print(json.dumps(run(args.bootstrap, args.pairs, args.partitions, args.watch_markers)))
 
 
 if __name__ == "__main__":

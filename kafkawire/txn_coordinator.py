@@ -33,7 +33,7 @@ every leader and the local partitions at once (``kafkawire.txn_markers.write_mar
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -244,12 +244,7 @@ class TxnCoordinator:
         after an EndTxn) is retried here every ``add.partitions.to.txn.retry.backoff.ms`` for
         up to ``add.partitions.to.txn.retry.backoff.max.ms`` (at most ``request.timeout.ms``)
         before the caller gets it (the underlying code, second in the pair)."""
-        values = self.broker.config.values
-        backoff_ms = int(values["add.partitions.to.txn.retry.backoff.ms"])
-        budget_ms = min(int(values["add.partitions.to.txn.retry.backoff.max.ms"]),
-                        int(values["request.timeout.ms"]))
-        deadline = trio.current_time() + budget_ms / 1000
-        while True:
+        async def add() -> ErrorCode:
             try:
                 code: ErrorCode = await self.run(
                     transactional_id,
@@ -260,11 +255,26 @@ class TxnCoordinator:
                 )
             except KafkaError as e:
                 code = e.code
-            if (
-                not retry or code != ErrorCode.CONCURRENT_TRANSACTIONS
-                or trio.current_time() + backoff_ms / 1000 > deadline
-            ):
-                return _mapped(code, True), code
+            return code
+
+        code = await (self._retry_concurrent(add) if retry else add())
+        return _mapped(code, True), code
+
+    async def _retry_concurrent(self, attempt: Callable[[], Awaitable[ErrorCode]]) -> ErrorCode:
+        """``attempt()`` again every ``add.partitions.to.txn.retry.backoff.ms`` while it answers
+        CONCURRENT_TRANSACTIONS, for up to ``add.partitions.to.txn.retry.backoff.max.ms`` (at
+        most ``request.timeout.ms``): Kafka's ReplicaManager for a transaction-version-2 write
+        (KAFKA-18654), whether the coordinator is on this broker or another one."""
+        values = self.broker.config.values
+        backoff_ms = int(values["add.partitions.to.txn.retry.backoff.ms"])
+        budget_ms = min(int(values["add.partitions.to.txn.retry.backoff.max.ms"]),
+                        int(values["request.timeout.ms"]))
+        deadline = trio.current_time() + budget_ms / 1000
+        while True:
+            code = await attempt()
+            if (code != ErrorCode.CONCURRENT_TRANSACTIONS
+                    or trio.current_time() + backoff_ms / 1000 > deadline):
+                return code
             await trio.sleep(backoff_ms / 1000)
 
     def remote_coordinator(self, transactional_id: str) -> int | None:
@@ -309,10 +319,15 @@ class TxnCoordinator:
         producer_id: int, producer_epoch: int, version: int,
     ) -> tuple[ErrorCode, ErrorCode]:
         """Produce's KIP-890 check when the coordinator is on ``leader``: v12+ adds the
-        partition, older versions verify it. (mapped code, coordinator's code) as
-        :meth:`verify`."""
-        code = await self.ask_remote(leader, transactional_id, topic, partition, producer_id,
-                                     producer_epoch, verify_only=version < 12)
+        partition (retrying CONCURRENT_TRANSACTIONS as :meth:`add_implicitly` does: on 3 nodes
+        most partitions are led away from the coordinator, and without it the first write after
+        an EndTxn went back to the client, which refreshes its metadata before trying again),
+        older versions verify it. (mapped code, coordinator's code) as :meth:`verify`."""
+        async def ask() -> ErrorCode:
+            return await self.ask_remote(leader, transactional_id, topic, partition, producer_id,
+                                         producer_epoch, verify_only=version < 12)
+
+        code = await (self._retry_concurrent(ask) if version >= 12 else ask())
         return _mapped(code, version >= 11), code
 
     def shard_or_error(self, transactional_id: str) -> TxnShard | ErrorCode:
