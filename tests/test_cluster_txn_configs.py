@@ -5,6 +5,9 @@ section "Issue 27: transactions, compaction after creation, configs"):
 - EndTxn v5 (transaction version 2) right after a commit, at the epoch the commit returned:
   CONCURRENT_TRANSACTIONS while the commit's markers are written, then NONE; never
   PRODUCER_FENCED (franz-go's GroupTransactSession after a revoke). Was 50 of 50 fenced.
+- The next transaction's first write right after a commit waits in the broker for the
+  commit's markers (the broker's CONCURRENT_TRANSACTIONS retry), also on brokers that are not
+  the transaction coordinator.
 - ``cleanup.policy=compact`` set after creation: keyless records are refused (INVALID_RECORD) by
   the leader on every broker, not only on the node that committed the change; and accepted
   again once the policy is back to ``delete``.
@@ -19,6 +22,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from bench.txn_end_pairs import run as run_end_pairs
+from bench.txn_end_pairs import run_commit_produce
 from kafkawire.cluster import LocalCluster
 from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.incremental_alter_configs_request import (
@@ -35,7 +39,10 @@ from tests.cluster_helpers import request, wait_for
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     c = LocalCluster(tmp_path_factory.mktemp("c27") / "cluster")
     try:
-        c.up(3, timeout_s=180)
+        # the broker's retry of CONCURRENT_TRANSACTIONS for a transaction-version-2 write
+        # (100 ms by default) long enough to outlast the markers on a loaded machine
+        c.up(3, overrides={"add.partitions.to.txn.retry.backoff.max.ms": "20000"},
+             timeout_s=180)
         yield c
     finally:
         if c.state_path.exists():
@@ -48,6 +55,15 @@ def test_abort_at_the_epoch_a_commit_returned_is_never_fenced(cluster: LocalClus
     res = run_end_pairs(cluster.bootstrap, 50, 3)
     assert res["fenced"] == 0, res
     assert set(res["first_abort_answer"]) <= {"CONCURRENT_TRANSACTIONS", "NONE"}, res
+
+
+def test_first_write_after_a_commit_waits_in_the_broker(cluster: LocalCluster) -> None:
+    """The next transaction's first write to every partition right after EndTxn(commit): the
+    broker leading the partition retries the coordinator's CONCURRENT_TRANSACTIONS while the
+    commit's markers are written (Kafka's KAFKA-18654), also when the coordinator is on another
+    broker (it answered the client at once, which then refreshed its metadata)."""
+    res = run_commit_produce(cluster.bootstrap, 10, 3)
+    assert res["first_write_answer"] == {"NONE": 30}, res
 
 
 def _produce_keyless(address: str, topic: str, partition: int) -> int:
