@@ -105,6 +105,50 @@ def txn_config(values: dict[str, Any]) -> TxnConfig:
     )
 
 
+class _RemoteAsk:
+    """One partition a write asks a remote coordinator to add or verify."""
+
+    def __init__(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                 verify_only: bool, partition: tuple[str, int]) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.verify_only = verify_only
+        self.partition = partition
+        self.code = ErrorCode.NOT_COORDINATOR
+        self.done = trio.Event()
+
+    def finish(self, code: ErrorCode) -> None:
+        if not self.done.is_set():
+            self.code = code
+            self.done.set()
+
+
+class _RemoteQueue:
+    """The asks waiting for one coordinator broker, and whether a request to it is out."""
+
+    def __init__(self) -> None:
+        self.waiting: list[_RemoteAsk] = []
+        self.sending = False
+        #: set (and replaced) each time a request is answered: the waiting writers look again
+        self.turn = trio.Event()
+
+
+def _one_batch(waiting: list[_RemoteAsk]) -> tuple[list[_RemoteAsk], list[_RemoteAsk]]:
+    """The asks that can share one request (a transactional id once, with one producer id,
+    epoch and verify flag), and the rest for the next one."""
+    batch: list[_RemoteAsk] = []
+    rest: list[_RemoteAsk] = []
+    seen: dict[str, tuple[int, int, bool]] = {}
+    for e in waiting:
+        key = (e.producer_id, e.producer_epoch, e.verify_only)
+        if seen.setdefault(e.transactional_id, key) == key:
+            batch.append(e)
+        else:
+            rest.append(e)
+    return batch, rest
+
+
 class TxnCoordinator:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -113,6 +157,8 @@ class TxnCoordinator:
         self.runtime.shard_factory = self._new_shard
         self.runtime.after_timer.append(lambda _partition: self.wake())
         self._wake = trio.Event()
+        #: AddPartitionsToTxn asks waiting per coordinator broker (:meth:`ask_remote`)
+        self._remote_asks: dict[int, _RemoteQueue] = {}
 
     def verification_enabled(self) -> bool:
         """``transaction.partition.verification.enable``, dynamic broker configs included."""
@@ -292,27 +338,79 @@ class TxnCoordinator:
         """AddPartitionsToTxn v4+ (broker to coordinator, KIP-890) to the coordinator on
         ``leader``: ``verify_only`` checks that the partition is in the transaction, else it is
         added (transaction version 2). The coordinator's code for the partition; a connection
-        failure is NOT_COORDINATOR (retriable for the writer)."""
+        failure is NOT_COORDINATOR (retriable for the writer).
+
+        As Kafka's AddPartitionsToTxnManager: the asks for one coordinator broker that arrive
+        while a request to it is in flight wait and go out together in the next one (one
+        AddPartitionsToTxn with every transaction and partition), instead of one round trip
+        each over the one connection to that broker. Asked one by one, a Produce to n new
+        partitions of a transaction waited n coordinator writes in turn, and on a loaded
+        3-node cluster the writes of many producers queued long enough for Produce requests
+        to time out (franz-go's TestTxnEtl)."""
+        entry = _RemoteAsk(transactional_id, producer_id, producer_epoch, verify_only,
+                           (topic, partition))
+        queue = self._remote_asks.setdefault(leader, _RemoteQueue())
+        queue.waiting.append(entry)
+        # whoever finds no request out sends the next one (with everything waiting), and hands
+        # over once it is answered: a writer never serves others past its own answer
+        while not entry.done.is_set():
+            if queue.sending:
+                await queue.turn.wait()
+                continue
+            queue.sending = True
+            batch: list[_RemoteAsk] = []
+            try:
+                batch, queue.waiting = _one_batch(queue.waiting)
+                await self._send_asks(leader, batch)
+            finally:
+                for e in batch:  # a cancelled send: retriable for the writers in it
+                    e.finish(ErrorCode.NOT_COORDINATOR)
+                queue.sending = False
+                queue.turn.set()
+                queue.turn = trio.Event()
+        return entry.code
+
+    async def _send_asks(self, leader: int, batch: list[_RemoteAsk]) -> None:
+        """One AddPartitionsToTxn for ``batch`` (distinct transactional ids); each entry gets
+        its partition's code."""
         client = self.broker.peers.get(leader)
         if client is None:
-            return ErrorCode.NOT_COORDINATOR
+            for e in batch:
+                e.finish(ErrorCode.NOT_COORDINATOR)
+            return
         Req = AddPartitionsToTxnRequest
-        req = Req(transactions=[Req.AddPartitionsToTxnTransaction(
-            transactional_id=transactional_id, producer_id=producer_id,
-            producer_epoch=producer_epoch, verify_only=verify_only,
-            topics=[Req.AddPartitionsToTxnTopic(name=topic, partitions=[partition])])])
+        by_txn: dict[str, list[_RemoteAsk]] = {}
+        for e in batch:
+            by_txn.setdefault(e.transactional_id, []).append(e)
+        txns = []
+        for tid, entries in by_txn.items():
+            topics: dict[str, list[int]] = {}
+            for e in entries:
+                topics.setdefault(e.partition[0], []).append(e.partition[1])
+            first = entries[0]
+            txns.append(Req.AddPartitionsToTxnTransaction(
+                transactional_id=tid, producer_id=first.producer_id,
+                producer_epoch=first.producer_epoch, verify_only=first.verify_only,
+                topics=[Req.AddPartitionsToTxnTopic(name=t, partitions=ps)
+                        for t, ps in topics.items()]))
         try:
-            resp = await client.request(req)
+            resp = await client.request(Req(transactions=txns))
         except (NodeDisconnected, NodeUnsupportedVersion):
-            return ErrorCode.NOT_COORDINATOR
-        if resp.error_code != ErrorCode.NONE:
-            return ErrorCode(resp.error_code)
+            for e in batch:
+                e.finish(ErrorCode.NOT_COORDINATOR)
+            return
+        codes: dict[tuple[str, str, int], ErrorCode] = {}
         for t in resp.results_by_transaction:
             for tr in t.topic_results:
                 for pr in tr.results_by_partition:
-                    if tr.name == topic and pr.partition_index == partition:
-                        return ErrorCode(pr.partition_error_code)
-        return ErrorCode.UNKNOWN_SERVER_ERROR
+                    codes[(t.transactional_id, tr.name, pr.partition_index)] = ErrorCode(
+                        pr.partition_error_code)
+        for e in batch:
+            if resp.error_code != ErrorCode.NONE:
+                e.finish(ErrorCode(resp.error_code))
+            else:
+                e.finish(codes.get((e.transactional_id, *e.partition),
+                                   ErrorCode.UNKNOWN_SERVER_ERROR))
 
     async def verify_remote(
         self, leader: int, transactional_id: str, topic: str, partition: int,
