@@ -224,5 +224,14 @@ ROUNDS ?= 20
 quorum-failover: $(STAMP)
 	$(PY) bench/quorum_failover.py --rounds $(ROUNDS)
 
+## metadata-propagation: a topic, an ACL and a topic config written WRITES (30) times each through
+## a non-leader node of a 3-node kafkawire cluster, then of a 3-node Apache Kafka (KAFKA_LINE=4.x:
+## 4.3.1, 4.4: 4.4.0): when every node shows each write (bench/metadata_propagation.py)
+KAFKA_LINE ?= 4.x
+WRITES ?= 30
+metadata-propagation: $(STAMP)
+	$(PY) -m compat_tests.kafka_dist fetch --line $(KAFKA_LINE)
+	$(PY) bench/metadata_propagation.py --rounds $(WRITES) --kafka-version $(KAFKA_LINE)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
