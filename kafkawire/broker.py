@@ -770,6 +770,12 @@ class Broker:
             lambda: lc.broker_epoch, self.inter_broker_listener, self.follower_quota,
             self.inter_broker_security)
         replicas.on_roles_applied = lambda: self.fetchers.update(list(replicas))
+        flusher = self.flusher
+        if flusher is not None:  # new logs' directory entries: fsynced on its worker thread
+            def flush_new(logs: list[PartitionLog]) -> None:
+                for plog in logs:
+                    flusher.request(plog)
+            replicas.on_logs_created = flush_new
         self.peers = PeerClients(self.node_id, lambda: self.image, self.inter_broker_listener,
                                  now_ms, int(cfg["request.timeout.ms"]),
                                  self.inter_broker_security)

@@ -243,9 +243,15 @@ class LogAppend(LogCore):
             active = self._roll_now(now_ms)
         self._write_and_commit(active, _contiguous_runs(view, batches), headers, pa, expected)
         epochs = self.leader_epochs
+        changed = False
         for h in headers:  # as Kafka: each batch's epoch, replacing entries it contradicts
             if h.partition_leader_epoch >= 0:
-                epochs.assign(h.partition_leader_epoch, h.base_offset)
+                changed |= epochs.assign(h.partition_leader_epoch, h.base_offset, persist=False)
+        if changed:
+            # Written in place now and fsynced by the next flush, as a leader's new epoch
+            # (``assign_leader_epoch``): not two fsyncs on the event loop per new epoch. A
+            # crash recovers the unflushed range, whose batches rebuild these entries.
+            self._flush_epochs_lazily()
         return AppendInfo(
             first_offset, last_offset, -1, self.log_start_offset, max_timestamp=max_ts,
             size_bytes=total, completed_txns=tuple(pa.completed_txns),

@@ -174,6 +174,8 @@ class FlushJob:
     dir: Path | None = None
     dir_version: int = 0
     owner: LogCore | None = None
+    #: the log directory holding a new partition directory (``defer_parent_sync``)
+    parent: Path | None = None
 
     def run(self) -> None:
         for seg, version in self.segments:
@@ -199,6 +201,11 @@ class FlushJob:
                 return
             if self.owner is not None and self.dir_version > self.owner._dir_synced_version:
                 self.owner._dir_synced_version = self.dir_version
+        if self.parent is not None:
+            try:
+                fsync_dir(self.parent)
+            except FileNotFoundError:
+                return
 
 
 
@@ -229,6 +236,8 @@ class LogCore:
         self._unsynced_paths: deque[Path] = deque()
         #: the epoch cache holds an entry not written to its file yet (assign_leader_epoch)
         self._epochs_unwritten = False
+        #: the log directory's entry for this log is not fsynced yet (``defer_parent_sync``)
+        self._parent_unsynced = False
         #: first offset recovery rewrote, while that is not fsynced yet (``_load``)
         self._recovered_from: int | None = None
         self._dir_version = 0
@@ -478,7 +487,17 @@ class LogCore:
         if dir_version != self._dir_synced_version:
             job.dir = self.dir
             job.dir_version = dir_version
+        if self._parent_unsynced:
+            self._parent_unsynced = False
+            job.dir = self.dir
+            job.parent = self.dir.parent
         return job
+
+    def defer_parent_sync(self) -> None:
+        """A new log whose creation did not fsync the log directory holding it: its first
+        flush (a worker thread's, ``kafkawire.log_flusher``) makes the directory entry durable
+        with the rest, instead of an fsync on the event loop at creation."""
+        self._parent_unsynced = True
 
     def mark_dir_synced(self, dir_version: int) -> None:
         """The directory's entries up to ``dir_version`` were made durable (``syncfs``)."""
