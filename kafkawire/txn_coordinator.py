@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from kafkawire.node_client import NodeDisconnected, NodeUnsupportedVersion
+from kafkawire.loop_monitor import SLOW_REQUEST_S, slow_requests
 from kafkawire.txn_markers import OFFSETS_TOPIC, write_marker
-from protocol._generated.add_partitions_to_txn_request import AddPartitionsToTxnRequest
+from kafkawire.txn_verification import VerificationBatcher
 from protocol.coordinator import CoordinatorRecord
 from protocol.errors import ErrorCode, KafkaError
 from txn.coordinator import NEED_PRODUCER_ID, MarkerJob, NeedProducerId, TxnConfig, TxnShard
@@ -107,6 +107,8 @@ def txn_config(values: dict[str, Any]) -> TxnConfig:
 class TxnCoordinator:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        #: Produce's checks sent to coordinators on other brokers, batched per broker
+        self.verifications = VerificationBatcher()
         self.runtime = broker.txn_runtime
         self.config = txn_config(broker.config.values)
         self.runtime.shard_factory = self._new_shard
@@ -249,6 +251,7 @@ class TxnCoordinator:
                         int(values["request.timeout.ms"]))
         deadline = trio.current_time() + budget_ms / 1000
         while True:
+            started = trio.current_time()
             try:
                 code: ErrorCode = await self.run(
                     transactional_id,
@@ -259,6 +262,11 @@ class TxnCoordinator:
                 )
             except KafkaError as e:
                 code = e.code
+            took = trio.current_time() - started
+            if SLOW_REQUEST_S > 0 and took >= SLOW_REQUEST_S / 2:
+                slow_requests.warning("adding %s-%d to %s's transaction took %.0f ms: %s",
+                                      topic, partition, transactional_id, took * 1000,
+                                      code.name)
             if (
                 not retry or code != ErrorCode.CONCURRENT_TRANSACTIONS
                 or trio.current_time() + backoff_ms / 1000 > deadline
@@ -285,23 +293,10 @@ class TxnCoordinator:
         client = self.broker.peers.get(leader)
         if client is None:
             return ErrorCode.NOT_COORDINATOR
-        Req = AddPartitionsToTxnRequest
-        req = Req(transactions=[Req.AddPartitionsToTxnTransaction(
-            transactional_id=transactional_id, producer_id=producer_id,
-            producer_epoch=producer_epoch, verify_only=verify_only,
-            topics=[Req.AddPartitionsToTxnTopic(name=topic, partitions=[partition])])])
-        try:
-            resp = await client.request(req)
-        except (NodeDisconnected, NodeUnsupportedVersion):
-            return ErrorCode.NOT_COORDINATOR
-        if resp.error_code != ErrorCode.NONE:
-            return ErrorCode(resp.error_code)
-        for t in resp.results_by_transaction:
-            for tr in t.topic_results:
-                for pr in tr.results_by_partition:
-                    if tr.name == topic and pr.partition_index == partition:
-                        return ErrorCode(pr.partition_error_code)
-        return ErrorCode.UNKNOWN_SERVER_ERROR
+        # batched with the other checks waiting for that broker (kafkawire.txn_verification)
+        return await self.verifications.ask(leader, client, transactional_id, producer_id,
+                                            producer_epoch, (topic, partition),
+                                            verify_only=verify_only)
 
     async def verify_remote(
         self, leader: int, transactional_id: str, topic: str, partition: int,

@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+import trio
+
 from kraft.acls import TOPIC, TRANSACTIONAL_ID, WRITE
 from protocol._generated.add_partitions_to_txn_request import AddPartitionsToTxnRequest
 from protocol._generated.add_partitions_to_txn_response import AddPartitionsToTxnResponse
@@ -139,15 +141,26 @@ async def handle(
         return AddPartitionsToTxnResponse(
             throttle_time_ms=0, results_by_topic_v3_and_below=topic_results(errors)
         )
-    results = []
-    for t in req.transactions:
-        errors = await add_or_verify(
+    # The transactions of a batch (a broker's KIP-890 checks, kafkawire.txn_verification, or
+    # Kafka's AddPartitionsToTxnManager) are handled together, as Kafka's coordinator does:
+    # each waits for its own write, not for the ones before it.
+    found: list[dict[TopicPartition, ErrorCode]] = [{} for _ in req.transactions]
+
+    async def one(i: int, t: AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction) -> None:
+        found[i] = await add_or_verify(
             broker, t.transactional_id, t.producer_id, t.producer_epoch, _parts(t.topics),
             t.verify_only, ctx=None if t.verify_only else ctx,
         )
-        results.append(
-            R.AddPartitionsToTxnResult(
-                transactional_id=t.transactional_id, topic_results=topic_results(errors)
-            )
-        )
+
+    if len(req.transactions) == 1:
+        await one(0, req.transactions[0])
+    else:
+        async with trio.open_nursery() as nursery:
+            for i, t in enumerate(req.transactions):
+                nursery.start_soon(one, i, t)
+    results = [
+        R.AddPartitionsToTxnResult(transactional_id=t.transactional_id,
+                                   topic_results=topic_results(errors))
+        for t, errors in zip(req.transactions, found, strict=True)
+    ]
     return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=0, results_by_transaction=results)

@@ -246,9 +246,11 @@ async def _append_partition(
                                       batches, v)
             took = time.perf_counter() - started
             if SLOW_REQUEST_S > 0 and took >= SLOW_REQUEST_S:
+                remote = broker.txn_coordinator.remote_coordinator(req.transactional_id)
                 slow_requests.warning("Produce of %s to %s-%d: the transaction verification "
-                                      "took %.0f ms", req.transactional_id, topic, pd.index,
-                                      took * 1000)
+                                      "took %.0f ms (coordinator on %s)", req.transactional_id,
+                                      topic, pd.index, took * 1000,
+                                      "this broker" if remote is None else f"broker {remote}")
         if plog.config.compact:  # the only records-level check, compacted topics only
             keyless = keyless_records(records, batches, DEFAULT_MAX_UNCOMPRESSED_BYTES)
             if keyless:
