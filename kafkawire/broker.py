@@ -779,6 +779,14 @@ class Broker:
         self.peers = PeerClients(self.node_id, lambda: self.image, self.inter_broker_listener,
                                  now_ms, int(cfg["request.timeout.ms"]),
                                  self.inter_broker_security)
+        #: Produce's transaction checks have connections of their own, as Kafka's
+        #: AddPartitionsToTxnManager has its own network client: on ``peers`` they waited
+        #: behind WriteTxnMarkers (each held until its marker was replicated), since a broker
+        #: handles one request of a connection at a time
+        self.txn_check_peers = PeerClients(self.node_id, lambda: self.image,
+                                           self.inter_broker_listener, now_ms,
+                                           int(cfg["request.timeout.ms"]),
+                                           self.inter_broker_security)
         self.isr = IsrManager(replicas, lambda: lc.channel, lambda: lc.broker_epoch,
                               lambda: self.image, now_ms, int(cfg["replica.lag.time.max.ms"]))
 

@@ -290,10 +290,11 @@ class TxnCoordinator:
         ``leader``: ``verify_only`` checks that the partition is in the transaction, else it is
         added (transaction version 2). The coordinator's code for the partition; a connection
         failure is NOT_COORDINATOR (retriable for the writer)."""
-        client = self.broker.peers.get(leader)
+        client = self.broker.txn_check_peers.get(leader)
         if client is None:
             return ErrorCode.NOT_COORDINATOR
-        # batched with the other checks waiting for that broker (kafkawire.txn_verification)
+        # batched with the other checks waiting for that broker (kafkawire.txn_verification),
+        # on connections of their own (not behind WriteTxnMarkers)
         return await self.verifications.ask(leader, client, transactional_id, producer_id,
                                             producer_epoch, (topic, partition),
                                             verify_only=verify_only)
