@@ -12,8 +12,8 @@ count:
   not read within the request's deadline), by request;
 * transactions: time from "beginning transaction" to "end transaction response successfully
   received" of the same transactional id (p50 / p90 / max) and their number;
-* quorum leader changes: distinct epochs in which a node became the Raft leader after the
-  first; kafkawire also logs "the controller did not run for N ms" (its event loop stalled);
+* quorum leader changes: leaders elected (distinct epochs) while the workload ran; kafkawire
+  also logs "the controller did not run for N ms" (its event loop stalled);
 * the load average at start and end, and whether the test passed.
 
 The franz-go test binary is built once from the Go module proxy's franz-go (``--franz-go``,
@@ -48,9 +48,21 @@ BEGIN_RE = re.compile(r"^\[?(\d\d):(\d\d):(\d\d(?:\.\d+)?).*beginning transactio
                       r"transactional_id: (\S+)")
 END_RE = re.compile(r"^\[?(\d\d):(\d\d):(\d\d(?:\.\d+)?).*end transaction response successfully "
                     r"received; transactional_id: ([^,\s]+)")
-KW_LEADER_RE = re.compile(r"metadata quorum: node (\d+) is Leader in epoch (\d+)")
+KW_LEADER_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+ .*metadata quorum: "
+                          r"node \d+ is Leader in epoch (\d+)", re.M)
 KW_STALL_RE = re.compile(r"the controller did not run for (\d+) ms")
-KAFKA_LEADER_RE = re.compile(r"[Tt]ransition(?:ed)? to Leader.*?epoch=(\d+)")
+KAFKA_LEADER_RE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+\] .*Completed "
+                             r"transition to Leader.*?epoch=(\d+)", re.M)
+
+
+def leader_epochs_since(text: str, pattern: re.Pattern[str], since: float) -> list[int]:
+    """The epochs in which a node became the quorum leader at or after ``since`` (epoch
+    seconds, local time as the logs write it): elections during the workload."""
+    out = []
+    for stamp, epoch in pattern.findall(text):
+        if time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) >= int(since):
+            out.append(int(epoch))
+    return out
 
 
 @dataclass
@@ -67,13 +79,16 @@ class Run:
     txn_p50_ms: float = 0.0
     txn_p90_ms: float = 0.0
     txn_max_ms: float = 0.0
+    started_at: float = 0.0
+    #: epochs with a leader elected during the workload
     leader_epochs: list[int] = field(default_factory=list)
     stalls_ms: list[int] = field(default_factory=list)
     tail: list[str] = field(default_factory=list)
 
     @property
     def leader_changes(self) -> int:
-        return max(0, len(set(self.leader_epochs)) - 1)
+        """Leaders elected while the workload ran (start-up elections not counted)."""
+        return len(set(self.leader_epochs))
 
     def line(self) -> str:
         stalls = (f"{len(self.stalls_ms)} (median {statistics.median(self.stalls_ms):.0f} ms, "
@@ -86,7 +101,7 @@ class Run:
 
 
 HEADER = ("| system | load avg (start -> end) | TestTxnEtl | wall | client request timeouts "
-          "| transactions | time per txn p50 / p90 / max | quorum leader changes "
+          "| transactions | time per txn p50 / p90 / max | quorum leaders elected during the run "
           "| 'controller did not run' stalls |\n|---|---|---|---|---|---|---|---|---|")
 
 
@@ -133,6 +148,7 @@ def run_franz(binary: Path, seeds: str, records: int, timeout_s: float, run: Run
     timeouts: Counter[str] = Counter()
     tail: list[str] = []
     start = time.monotonic()
+    run.started_at = time.time()
     with open(log_path, "w") as keep, subprocess.Popen(
             [str(binary), "-test.run", "^TestTxnEtl$", "-test.v", "-test.count", "1",
              "-test.timeout", f"{int(timeout_s)}s"], env=env, stdout=subprocess.PIPE,
@@ -146,7 +162,9 @@ def run_franz(binary: Path, seeds: str, records: int, timeout_s: float, run: Run
                 keep.write(line)
             elif (m := BEGIN_RE.search(line)) is not None:
                 began[m.group(4)] = _secs(m.group(1), m.group(2), m.group(3))
+                keep.write(line)
             elif (m := END_RE.search(line)) is not None:
+                keep.write(line)
                 t0 = began.pop(m.group(4), None)
                 if t0 is not None:
                     durations.append((_secs(m.group(1), m.group(2), m.group(3)) - t0) * 1000)
@@ -182,7 +200,7 @@ def run_kafkawire(binary: Path, args: argparse.Namespace, out: Path) -> Run:
                 run.load_end = os.getloadavg()[0]
             for n in cluster.broker_ids:
                 text = cluster.log_path(n).read_text(errors="replace")
-                run.leader_epochs += [int(e) for _, e in KW_LEADER_RE.findall(text)]
+                run.leader_epochs += leader_epochs_since(text, KW_LEADER_RE, run.started_at)
                 run.stalls_ms += [int(x) for x in KW_STALL_RE.findall(text)]
                 shutil.copy(cluster.log_path(n), out / f"kafkawire-node{n}.log")
         finally:
@@ -203,10 +221,11 @@ def run_kafka(binary: Path, args: argparse.Namespace, out: Path) -> Run:
             run.load_end = os.getloadavg()[0]
         for n in cluster.node_ids:
             node = cluster.node(n)
-            text = "".join(p.read_text(errors="replace") for p in sorted(
-                node.dir.rglob("*.log*")) if p.is_file() and p.stat().st_size < 200 << 20)
-            run.leader_epochs += [int(e) for e in KAFKA_LEADER_RE.findall(text)]
-            shutil.copy(node.log_file, out / f"kafka-node{n}.log")
+            text = "".join(p.read_text(errors="replace") for p in (
+                node.log_file, node.dir / "stdout.log") if p.is_file())
+            run.leader_epochs += leader_epochs_since(text, KAFKA_LEADER_RE, run.started_at)
+            if node.log_file.is_file():
+                shutil.copy(node.log_file, out / f"kafka-node{n}.log")
     return run
 
 
