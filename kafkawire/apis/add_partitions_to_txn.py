@@ -20,7 +20,7 @@ v4-5 (KIP-890 part 1, sent by brokers): several transactions per request; one wi
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -141,26 +141,19 @@ async def handle(
         return AddPartitionsToTxnResponse(
             throttle_time_ms=0, results_by_topic_v3_and_below=topic_results(errors)
         )
-    # The transactions of a batch (a broker's KIP-890 checks, kafkawire.txn_verification, or
-    # Kafka's AddPartitionsToTxnManager) are handled together, as Kafka's coordinator does:
-    # each waits for its own write, not for the ones before it.
-    found: list[dict[TopicPartition, ErrorCode]] = [{} for _ in req.transactions]
+    # the transactions of a broker's batch (KIP-890) at once: each coordinator write is appended
+    # at once and their replication is waited for together, not one after the other
+    results: list[Any] = [None] * len(req.transactions)
 
-    async def one(i: int, t: AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction) -> None:
-        found[i] = await add_or_verify(
+    async def one(i: int, t: Any) -> None:
+        errors = await add_or_verify(
             broker, t.transactional_id, t.producer_id, t.producer_epoch, _parts(t.topics),
             t.verify_only, ctx=None if t.verify_only else ctx,
         )
+        results[i] = R.AddPartitionsToTxnResult(
+            transactional_id=t.transactional_id, topic_results=topic_results(errors))
 
-    if len(req.transactions) == 1:
-        await one(0, req.transactions[0])
-    else:
-        async with trio.open_nursery() as nursery:
-            for i, t in enumerate(req.transactions):
-                nursery.start_soon(one, i, t)
-    results = [
-        R.AddPartitionsToTxnResult(transactional_id=t.transactional_id,
-                                   topic_results=topic_results(errors))
-        for t, errors in zip(req.transactions, found, strict=True)
-    ]
+    async with trio.open_nursery() as nursery:
+        for i, t in enumerate(req.transactions):
+            nursery.start_soon(one, i, t)
     return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=0, results_by_transaction=results)
