@@ -248,9 +248,15 @@ class LogAppender:
             active = self._roll(now_ms)
         self._write_and_commit(active, _contiguous_runs(view, batches), headers, pa, expected)
         epochs = self._epochs
+        changed = False
         for h in headers:  # as Kafka: each batch's epoch, replacing entries it contradicts
             if h.partition_leader_epoch >= 0:
-                epochs.assign(h.partition_leader_epoch, h.base_offset)
+                changed |= epochs.assign(h.partition_leader_epoch, h.base_offset, persist=False)
+        if changed:
+            # Written in place now and fsynced by the next flush, as a leader's new epoch
+            # (``write_epochs``): not two fsyncs on the event loop per new epoch (issue 27). A
+            # crash recovers the unflushed range, whose batches rebuild these entries.
+            self.write_epochs()
         return AppendInfo(
             first_offset, last_offset, -1, self._offsets.start, max_timestamp=max_ts,
             size_bytes=total, completed_txns=tuple(pa.completed_txns),

@@ -27,6 +27,8 @@ class FlushJob:
     dir: Path | None = None
     dir_version: int = 0
     owner: DirSync | None = None
+    #: the log directory holding a new partition directory (``DirSync.parent_unsynced``)
+    parent: Path | None = None
 
     def run(self) -> None:
         for seg, version in self.segments:
@@ -52,6 +54,11 @@ class FlushJob:
                 return
             if self.owner is not None:
                 self.owner.mark_synced(self.dir_version)
+        if self.parent is not None:
+            try:
+                fsync_dir(self.parent)
+            except FileNotFoundError:
+                return
 
 
 class LogFlush:
@@ -76,6 +83,10 @@ class LogFlush:
         if dir_version != ds.synced_version:
             job.dir = ds.dir
             job.dir_version = dir_version
+        if ds.parent_unsynced:
+            ds.parent_unsynced = False
+            job.dir = ds.dir
+            job.parent = ds.dir.parent
         return job
 
     def complete(self, job: FlushJob) -> None:

@@ -118,13 +118,16 @@ class DirSync:
     ``syncfs`` made durable; ``unsynced_paths`` are files written without an fsync since,
     handed to the next flush (a deque: the flusher pops while the owner appends)."""
 
-    __slots__ = ("dir", "version", "synced_version", "unsynced_paths")
+    __slots__ = ("dir", "version", "synced_version", "unsynced_paths", "parent_unsynced")
 
     def __init__(self, dir: Path) -> None:
         self.dir = dir
         self.version = 0
         self.synced_version = 0
         self.unsynced_paths: deque[Path] = deque()
+        #: a new log whose creation left the log directory's entry for it to the first flush
+        #: (``PartitionLog.defer_parent_sync``)
+        self.parent_unsynced = False
 
     def changed(self) -> None:
         """An entry of the directory was created, deleted or renamed."""

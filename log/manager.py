@@ -190,11 +190,12 @@ class LogManager:
 
     def create(
         self, topic: str, partition: int, now_ms: int, config: LogConfig | None = None,
-        *, sync_dir: bool = True,
+        *, sync_dir: bool = True, defer_dir_sync: bool = False,
     ) -> PartitionLog:
         """Create an empty partition log (TOPIC_ALREADY_EXISTS if it is already here).
         ``sync_dir=False``: the caller fsyncs the log directory once for many creations
-        (:meth:`sync_dir`)."""
+        (:meth:`sync_dir`); ``defer_dir_sync``: the log's first flush does
+        (``PartitionLog.defer_parent_sync``)."""
         if self._closed:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log manager is closed")
         if self.offline_reason is not None:
@@ -217,7 +218,9 @@ class LogManager:
             log_start_offset=0,
             high_watermark=0,
         )
-        if sync_dir:
+        if defer_dir_sync:
+            log.defer_parent_sync()
+        elif sync_dir:
             fsync_dir(self.log_dir)
         self.adopt(key, log)
         return log
@@ -227,10 +230,12 @@ class LogManager:
         fsync_dir(self.log_dir)
 
     def get_or_create(
-        self, topic: str, partition: int, now_ms: int, config: LogConfig | None = None
+        self, topic: str, partition: int, now_ms: int, config: LogConfig | None = None,
+        *, defer_dir_sync: bool = False,
     ) -> PartitionLog:
         log = self.logs.get((topic, partition))
-        return log if log is not None else self.create(topic, partition, now_ms, config)
+        return log if log is not None else self.create(topic, partition, now_ms, config,
+                                                       defer_dir_sync=defer_dir_sync)
 
     def delete(self, topic: str, partition: int) -> bool:
         """Remove a partition's log and directory. Returns False if it was not here."""

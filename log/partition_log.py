@@ -490,6 +490,12 @@ class PartitionLog:
         job.run()
         self._flush.complete(job)
 
+    def defer_parent_sync(self) -> None:
+        """A new log whose creation did not fsync the log directory holding it: its first
+        flush (a worker thread's, ``kafkawire.log_flusher``) makes the directory entry durable
+        with the rest, instead of an fsync on the event loop at creation (issue 27)."""
+        self._dir_sync.parent_unsynced = True
+
     def mark_dir_synced(self, dir_version: int) -> None:
         """The directory's entries up to ``dir_version`` were made durable (``syncfs``)."""
         self._dir_sync.mark_synced(dir_version)
