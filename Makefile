@@ -252,5 +252,24 @@ ROUNDS ?= 20
 quorum-failover: $(STAMP)
 	$(PY) bench/quorum_failover.py --rounds $(ROUNDS)
 
+## metadata-propagation: a topic, an ACL and a topic config written WRITES (30) times each through
+## a non-leader node of a 3-node kafkawire cluster, then of a 3-node Apache Kafka (KAFKA_LINE=4.x:
+## 4.3.1, 4.4: 4.4.0): when every node shows each write (bench/metadata_propagation.py)
+KAFKA_LINE ?= 4.x
+WRITES ?= 30
+metadata-propagation: $(STAMP)
+	$(PY) -m compat_tests.kafka_dist fetch --line $(KAFKA_LINE)
+	$(PY) bench/metadata_propagation.py --rounds $(WRITES) --kafka-version $(KAFKA_LINE)
+
+## cpu-starvation: a 3-node kafkawire then a 3-node Apache Kafka 4.3.1, each beside two busy
+## loops, under franz-go's TestTxnEtl (STARVE_RECORDS=50000 records, PAIRS=1 alternating pairs):
+## client request timeouts, time per transaction, leaders elected, controller stalls
+## (bench/cpu_starvation.py; builds the franz-go test binary from the Go module proxy once)
+STARVE_RECORDS ?= 50000
+PAIRS ?= 1
+cpu-starvation: $(STAMP)
+	$(PY) -m compat_tests.kafka_dist fetch --line 4.x
+	$(PY) bench/cpu_starvation.py --records $(STARVE_RECORDS) --pairs $(PAIRS)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
