@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 STAMP     := $(VENV)/.installed
 
-.PHONY: failover-java run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak crash-soak raft-sim quorum-failover failover eos-failover cluster-up cluster-down chaos docker-image docker-test
+.PHONY: compat-cluster eos-cluster suites failover-java run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak crash-soak raft-sim quorum-failover failover eos-failover cluster-up cluster-down chaos docker-image docker-test
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -156,6 +156,16 @@ eos-chain: $(STAMP)
 	$(PY) -m tests.eos_chain --records $(RECORDS) --churn-s 2 --kill
 	$(PY) -m tests.eos_chain --records $(RECORDS) --churn-s 2 --kill --kafka
 
+## eos-cluster: tests/eos_chain.py's consume-transform-produce chain with exactly-once and
+## members joining and leaving (a rebalance every 2 s), EOS_RECORDS (100,000) records, on 3
+## combined kafkawire nodes and then on 3 combined Apache Kafka 4.3.1 nodes, no kills
+## (bench/eos_failover.py --kills 0; figures in docs/BENCHMARKS.md)
+EOS_RECORDS ?= 100000
+eos-cluster: $(STAMP)
+	$(PY) -m compat_tests.kafka_dist fetch
+	$(PY) bench/eos_failover.py --records $(EOS_RECORDS) --churn-s 2 --kills 0
+	$(PY) bench/eos_failover.py --records $(EOS_RECORDS) --churn-s 2 --kills 0 --kafka
+
 ## failover: 1 controller + 3 brokers, RF=3, min.insync.replicas=2, an idempotent acks=all
 ## librdkafka producer, kill -9 of the partition leader KILLS (100) times: 0 acknowledged records
 ## lost, 0 duplicates, order kept (bench/failover.py; figures in docs/BENCHMARKS.md).
@@ -203,7 +213,25 @@ compat: $(STAMP)
 compat-fetch: $(STAMP)
 	$(PY) -m compat_tests.kafka_dist fetch
 
-## compat-record: re-record Kafka's outcomes into compat_tests/expected/ (Kafka only)
+## compat-cluster: every single-node scenario on a 3-node Apache Kafka 4.3.1 and a 3-node
+## kafkawire (the CI stage runs the ON_CLUSTER_CI subset), then the 3-node scenarios
+## (compat_tests/README.md, "Single-node scenarios on 3 nodes")
+compat-cluster: $(STAMP)
+	$(PY) -m compat_tests.kafka_dist fetch
+	KAFKAWIRE_COMPAT_CLUSTER=all $(PY) -m pytest compat_tests/test_compat_cluster.py -m compat $(PYTEST_ARGS)
+
+## suites: other people's integration suites (franz-go's pkg/kgo, kafka-python's
+## test/integration, librdkafka's tests/ quick suite) against fresh 3-node clusters of each of
+## SYSTEMS (kafkawire,kafka; kafka44 = Apache Kafka 4.4.0), SUITES to pick; results and logs in
+## ./data/suites, then the failures on kafkawire that Kafka passed (compat_tests/suites.py)
+SYSTEMS ?= kafkawire,kafka
+SUITES ?= franz-go,kafka-python,librdkafka
+suites: $(STAMP) deps-java
+	$(PY) -m compat_tests.kafka_dist fetch
+	$(PY) -m compat_tests.suites run --system $(SYSTEMS) --suite $(SUITES) --out ./data/suites
+
+## compat-record: re-record Kafka's outcomes into compat_tests/expected/ (Kafka only; the 3-node
+## ones into expected/cluster3/ for the CI list: KAFKAWIRE_COMPAT_CLUSTER=all for every scenario)
 compat-record: $(STAMP)
 	$(PY) -m compat_tests.kafka_dist fetch
 	KAFKAWIRE_COMPAT_TARGETS=kafka KAFKAWIRE_COMPAT_RECORD=1 $(PY) -m pytest compat_tests -m compat $(PYTEST_ARGS)
