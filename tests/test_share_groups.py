@@ -530,9 +530,14 @@ def test_delete_records_past_the_share_start_offset(sbroker: BrokerProcess) -> N
     c = consumer(bs, group, name, **{"share.acknowledgement.mode": "explicit"})
     try:
         joined(c, bs, group, name)  # starts at 0 (latest on an empty topic)
-        produce(bs, name, [b"e%d" % i for i in range(10)], batches=10)
-        admin = AdminClient({"bootstrap.servers": bs})
-        admin.delete_records([TopicPartition(name, 0, 6)])[TopicPartition(name, 0, 6)].result(30)
+    finally:
+        c.close()  # nothing fetched before the records below are deleted
+    produce(bs, name, [b"e%d" % i for i in range(10)], batches=10)
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.delete_records([TopicPartition(name, 0, 6)])[TopicPartition(name, 0, 6)].result(30)
+    assert start_offset(bs, group, name) == 0
+    c = consumer(bs, group, name, **{"share.acknowledgement.mode": "explicit"})
+    try:
         got: list[Any] = []
         poll_until([c], lambda: len(got) >= 4, 30, lambda _i, m: got.append(m))
         assert [m.value() for m in got] == [b"e6", b"e7", b"e8", b"e9"]
