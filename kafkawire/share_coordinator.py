@@ -176,6 +176,7 @@ class ShareService:
         self._write_locks: dict[SPKey, trio.Lock] = {}
         self._rearm = trio.Event()
         self._nursery: trio.Nursery | None = None
+        self._flushing = False
 
     # ---- configuration --------------------------------------------------------------------
     def enabled(self) -> bool:
@@ -635,10 +636,25 @@ class ShareService:
                     await self._rearm.wait()
                 try:
                     self.on_timer(now_ms())
-                    if self.dirty():
-                        nursery.start_soon(self.flush)
+                    if self.dirty() and not self._flushing:
+                        self._flushing = True
+                        nursery.start_soon(self._background_flush)
                 except Exception:
                     log.exception("share group timers")
+
+    async def _background_flush(self) -> None:
+        """Write what timers and closed sessions changed; one such task at a time (a share
+        coordinator that is moving makes each write retry for a while)."""
+        failed = False
+        try:
+            failed = bool(await self.flush())
+        except Exception:
+            log.exception("writing share state")
+        finally:
+            self._flushing = False
+        if failed:  # try again in a while, whatever else happens meanwhile
+            await trio.sleep(1.0)
+            self._rearm.set()
 
     # ---- share sessions ---------------------------------------------------------------------
     def session(self, group_id: str, member_id: str, epoch: int, conn_id: int) -> ShareSession:

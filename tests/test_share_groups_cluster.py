@@ -28,7 +28,10 @@ if not hasattr(confluent_kafka, "ShareConsumer"):
 
 from compat_tests import scenarios_share_cluster as sc  # noqa: E402
 from compat_tests.conftest import KafkawireClusterTarget  # noqa: E402
+from compat_tests.scenarios_cluster import bootstrap_of, creatable, create_and_wait  # noqa: E402
 from kafkawire.cluster import LocalCluster  # noqa: E402
+from protocol._generated.metadata_request import MetadataRequest  # noqa: E402
+from tests.cluster_helpers import wait_for  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -52,8 +55,8 @@ def test_share_consumer_gets_every_record_from_each_leader(
             got: Any = out[f"rf{rf}_leader{leader}"]
             assert got == {"distinct": 200, "deliveries": 200, "values_ok": True,
                            "delivery_counts": [1]}, (rf, leader, got)
-    with sc._connect_any(sc.bootstrap_of(cluster)) as c:
-        md = sc.MetadataRequest(topics=[sc.MetadataRequest.MetadataRequestTopic(
+    with sc._connect_any(bootstrap_of(cluster)) as c:
+        md = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(
             name="__share_group_state")], allow_auto_topic_creation=False)
         parts = c.request(md, 12).topics[0].partitions
     assert len(parts) == 50 and {len(p.replica_nodes) for p in parts} == {3}
@@ -73,3 +76,63 @@ def test_kill_9_with_exact_delivery_accounting(cluster: KafkawireClusterTarget,
     assert out["accepted_before_kill_delivered_again"] == [], out
     assert out["delivered_again_outside_held"] == [], out
     assert out["first_delivery_counts"] == [1], out
+
+
+def _group_coordinated_by(bs: str, node: int) -> str:
+    """A fresh group id whose coordinator (FindCoordinator) is ``node``."""
+    import uuid
+
+    from protocol._generated.find_coordinator_request import FindCoordinatorRequest
+
+    for _ in range(200):
+        group = "jg-" + uuid.uuid4().hex[:6]
+        with sc._connect_any(bs) as c:
+            r = c.request(FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), 4)
+        if r.coordinators[0].node_id == node:
+            return group
+    raise AssertionError(f"no group id coordinated by node {node}")
+
+
+def test_kafka_share_groups_tool_on_the_cluster(cluster: KafkawireClusterTarget) -> None:
+    """kafka-share-groups against three nodes: the group coordinated by node 1, the share
+    partitions led by nodes 2 and 3, their state wherever the key hashes. Reset, describe
+    (start offsets and lag), consume, delete the offsets, delete the group."""
+    import subprocess
+    import uuid
+
+    from compat_tests.kafka_dist import java_command
+    from tests.javatools import JavaTools, require_line
+
+    require_line("4.x")
+    tools = JavaTools("4.x")
+    bs = bootstrap_of(cluster)
+    name = "jq-" + uuid.uuid4().hex[:6]
+    with sc._connect_any(bs) as c:
+        create_and_wait(c, creatable(name, assignments=[[2, 3, 1], [3, 1, 2]]), cluster)
+    p = confluent_kafka.Producer({"bootstrap.servers": bs})
+    for i in range(10):
+        p.produce(name, value=f"m{i:03d}".encode(), partition=i % 2)
+    assert p.flush(30) == 0
+    group = _group_coordinated_by(bs, 1)
+
+    def describe() -> set[tuple[str, ...]]:
+        out = tools.run("share-groups", "--bootstrap-server", bs, "--describe", "--group",
+                        group).output
+        return {tuple(ln.split()[1:5]) for ln in out.splitlines() if ln.startswith(group)}
+
+    tools.run("share-groups", "--bootstrap-server", bs, "--reset-offsets", "--group", group,
+              "--topic", name, "--to-earliest", "--execute")
+    assert describe() == {(name, "0", "0", "5"), (name, "1", "0", "5")}
+    r = subprocess.run(java_command(tools.main_class("console-share-consumer"),
+                                    ["--bootstrap-server", bs, "--topic", name, "--group", group,
+                                     "--max-messages", "10", "--timeout-ms", "60000"], "4.x"),
+                       capture_output=True, text=True, timeout=240)
+    assert len([ln for ln in r.stdout.splitlines() if ln.startswith("m")]) == 10
+    done = {(name, "0", "5", "0"), (name, "1", "5", "0")}
+    wait_for(lambda: describe() == done, 60, "lag 0 (acknowledged when the consumer closes)")
+    tools.run("share-groups", "--bootstrap-server", bs, "--delete-offsets", "--group", group,
+              "--topic", name)
+    assert {r for r in describe() if r[2] != "-"} == set()
+    tools.run("share-groups", "--bootstrap-server", bs, "--delete", "--group", group)
+    out = tools.run("share-groups", "--bootstrap-server", bs, "--list").output
+    assert group not in out.split()
