@@ -237,13 +237,23 @@ def cluster_share_resubscribe(cluster: ClusterTarget) -> Outcome:
 # --- failover ---------------------------------------------------------------------------------
 
 
+def _mark(what: str, t0: list[float]) -> None:
+    import os
+    import sys
+
+    if os.environ.get("C27_TRACE"):
+        print(f"[{time.monotonic() - t0[0]:6.1f}s] {what}", file=sys.stderr, flush=True)
+
+
 def _failover(cluster: ClusterTarget, kill_state_leader: bool) -> Outcome:
-    """200 records, RF 3; the consumer accepts the first 100 (committed), holds the next
-    poll's records, then a node is killed with kill -9: the share partition's leader, or the
-    leader of its ``__share_group_state`` partition (chosen apart from the data leader). The
-    held records are accepted after the kill; the consumer goes on until all 200 are
-    accepted. Outcome: what was delivered again and with which delivery counts."""
+    """RF 3; the consumer accepts 100 records (committed), 50 more are produced and it holds
+    what its next poll returns, then a node is killed with kill -9: the share partition's
+    leader, or the leader of its ``__share_group_state`` partition (chosen apart from the data
+    leader). The held records are accepted after the kill, 50 more are produced, and the
+    consumer goes on until all 200 are accepted. Outcome: what was delivered again and with
+    which delivery counts."""
     ck = _clients()
+    t0 = [time.monotonic()]
     bs = bootstrap_of(cluster)
     base = "shf-" + uuid.uuid4().hex[:6]
     name = base + "-t"
@@ -251,10 +261,12 @@ def _failover(cluster: ClusterTarget, kill_state_leader: bool) -> Outcome:
     with _connect_any(bs) as conn:
         create_and_wait(conn, creatable(name, assignments=[_replicas(leader, 3)]), cluster)
     tid = _topic_id(bs, name)
-    _produce(bs, name, RECORDS, "f")
+    half = RECORDS // 2
+    _produce(bs, name, half, "f")
     group = base + "-g0"
     if kill_state_leader:  # a group whose state partition is led by another node
         group = _group_with_state_leader_apart(bs, base, name, tid, leader)
+    _mark("group chosen", t0)
     _earliest(bs, group)
     victim = _state_coordinator(bs, f"{group}:{tid}:0") if kill_state_leader else leader
     deliveries: dict[int, list[int]] = {}
@@ -273,11 +285,15 @@ def _failover(cluster: ClusterTarget, kill_state_leader: bool) -> Outcome:
             if msgs and not any(c.commit_sync(30).values()):
                 accepted |= {m.offset() for m in msgs}
         before_kill = set(accepted)
+        _mark("accepted half", t0)
+        _produce(bs, name, half // 2, "g")  # what the consumer holds at the kill
         while not held and time.monotonic() < deadline:
             held = [m for m in c.poll(0.5) if m.error() is None]
         for m in held:
             deliveries.setdefault(m.offset(), []).append(m.delivery_count())
+        _mark("held", t0)
         cluster.kill_node(victim)
+        _mark("killed", t0)
         for m in held:
             c.acknowledge(m, ck.AcknowledgeType.ACCEPT)
         try:
@@ -288,6 +304,8 @@ def _failover(cluster: ClusterTarget, kill_state_leader: bool) -> Outcome:
                 failed_commits += 1
         except ck.KafkaException:
             failed_commits += 1
+        _mark("held committed", t0)
+        _produce(bs, name, half - half // 2, "h")  # served by the new leader
         deadline = time.monotonic() + DRAIN_S
         while len(accepted) < RECORDS and time.monotonic() < deadline:
             msgs = [m for m in c.poll(0.5) if m.error() is None]
@@ -305,12 +323,17 @@ def _failover(cluster: ClusterTarget, kill_state_leader: bool) -> Outcome:
                 else:
                     failed_commits += 1
     finally:
+        _mark("all accepted", t0)
         c.close()
+        _mark("closed", t0)
         cluster.start_node(victim)
         with _connect_any(bs) as conn:
             wait_view(conn, name, full_isr(1))
+        _mark("restarted", t0)
     held_offsets = {m.offset() for m in held}
+    assert held and len(before_kill) < RECORDS, "nothing in flight at the kill"
     again = {o: counts for o, counts in deliveries.items() if len(counts) > 1}
+    _mark(f"held {len(held)}, delivered again {len(again)}", t0)
     return {
         "victim_is_data_leader": victim == leader,
         "delivered": len(deliveries),

@@ -78,24 +78,21 @@ def test_kill_9_with_exact_delivery_accounting(cluster: KafkawireClusterTarget,
     assert out["first_delivery_counts"] == [1], out
 
 
-def _group_coordinated_by(bs: str, node: int) -> str:
-    """A fresh group id whose coordinator (FindCoordinator) is ``node``."""
-    import uuid
-
+def _coordinator_of(bs: str, group: str) -> int:
     from protocol._generated.find_coordinator_request import FindCoordinatorRequest
 
-    for _ in range(200):
-        group = "jg-" + uuid.uuid4().hex[:6]
+    def ask() -> int:
         with sc._connect_any(bs) as c:
             r = c.request(FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), 4)
-        if r.coordinators[0].node_id == node:
-            return group
-    raise AssertionError(f"no group id coordinated by node {node}")
+        co = r.coordinators[0]
+        return int(co.node_id) if co.error_code == 0 else 0
+
+    return wait_for(ask, 60, f"the coordinator of {group}")
 
 
 def test_kafka_share_groups_tool_on_the_cluster(cluster: KafkawireClusterTarget) -> None:
-    """kafka-share-groups against three nodes: the group coordinated by node 1, the share
-    partitions led by nodes 2 and 3, their state wherever the key hashes. Reset, describe
+    """kafka-share-groups against three nodes: the share partitions led by the two nodes
+    that do not coordinate the group, their state wherever the key hashes. Reset, describe
     (start offsets and lag), consume, delete the offsets, delete the group."""
     import subprocess
     import uuid
@@ -106,14 +103,15 @@ def test_kafka_share_groups_tool_on_the_cluster(cluster: KafkawireClusterTarget)
     require_line("4.x")
     tools = JavaTools("4.x")
     bs = bootstrap_of(cluster)
-    name = "jq-" + uuid.uuid4().hex[:6]
+    name, group = "jq-" + uuid.uuid4().hex[:6], "jg-" + uuid.uuid4().hex[:6]
+    co = _coordinator_of(bs, group)
+    x, y = [n for n in (1, 2, 3) if n != co]
     with sc._connect_any(bs) as c:
-        create_and_wait(c, creatable(name, assignments=[[2, 3, 1], [3, 1, 2]]), cluster)
+        create_and_wait(c, creatable(name, assignments=[[x, y, co], [y, co, x]]), cluster)
     p = confluent_kafka.Producer({"bootstrap.servers": bs})
     for i in range(10):
         p.produce(name, value=f"m{i:03d}".encode(), partition=i % 2)
     assert p.flush(30) == 0
-    group = _group_coordinated_by(bs, 1)
 
     def describe() -> set[tuple[str, ...]]:
         out = tools.run("share-groups", "--bootstrap-server", bs, "--describe", "--group",
