@@ -508,30 +508,36 @@ class ShareService:
         complete = max(0, s.delivery_complete_count)
         return s.start_offset, s.leader_epoch, max(0, hw - s.start_offset - complete)
 
-    async def high_watermark(self, name: str, p: int) -> int | None:
+    async def high_watermark(self, name: str, p: int, wait_s: float = 5.0) -> int | None:
         """The partition's high watermark: from this broker when it leads the partition,
-        else from its leader (ListOffsets, latest); None when it cannot be had."""
-        b = self.broker
-        rp = b.replicas.partition(name, p) if b.replicas is not None else None
-        if rp is not None and rp.is_leader:
-            return int(rp.high_watermark)
-        t = b.image.topics.get(name)
-        pimg = t.partitions.get(p) if t is not None else None
-        if pimg is None or pimg.leader < 0:
-            return None
-        client = self.persister.peers().get(pimg.leader)
-        if client is None:
-            return None
+        else from its leader (ListOffsets, latest; a connection lost since the last request,
+        e.g. to a restarted broker, or a leader moving is retried for ``wait_s``); None when
+        it cannot be had."""
         from protocol._generated.list_offsets_request import ListOffsetsRequest as Req
 
-        try:
-            resp = await client.request(Req(replica_id=-1, isolation_level=0, topics=[
-                Req.ListOffsetsTopic(name=name, partitions=[Req.ListOffsetsPartition(
-                    partition_index=p, current_leader_epoch=-1, timestamp=-1)])]))
-        except (NodeDisconnected, NodeUnsupportedVersion):
-            return None
-        pr = resp.topics[0].partitions[0]
-        return int(pr.offset) if pr.error_code == ErrorCode.NONE else None
+        b = self.broker
+        deadline = trio.current_time() + wait_s
+        while True:
+            rp = b.replicas.partition(name, p) if b.replicas is not None else None
+            if rp is not None and rp.is_leader:
+                return int(rp.high_watermark)
+            t = b.image.topics.get(name)
+            pimg = t.partitions.get(p) if t is not None else None
+            client = self.persister.peers().get(pimg.leader) if (
+                pimg is not None and pimg.leader >= 0) else None
+            if client is not None:
+                try:
+                    resp = await client.request(Req(replica_id=-1, isolation_level=0, topics=[
+                        Req.ListOffsetsTopic(name=name, partitions=[Req.ListOffsetsPartition(
+                            partition_index=p, current_leader_epoch=-1, timestamp=-1)])]))
+                    pr = resp.topics[0].partitions[0]
+                    if pr.error_code == ErrorCode.NONE:
+                        return int(pr.offset)
+                except (NodeDisconnected, NodeUnsupportedVersion):
+                    pass
+            if trio.current_time() >= deadline:
+                return None
+            await trio.sleep(0.2)
 
     async def alter_offset(self, group_id: str, topic_id: uuid.UUID, p: int, start: int) -> None:
         """AlterShareGroupOffsets: the share partition restarts at ``start`` (nothing in
