@@ -518,6 +518,7 @@ class Broker:
         self.replicas.apply_image(self.image, now_ms(), self.topic_log_config)
         for runtime in self.coordinators_by_key_type.values():
             runtime.sync()
+        self.share.on_image()
 
     async def create_topic(
         self,
