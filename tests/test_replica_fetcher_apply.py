@@ -183,3 +183,39 @@ def test_a_fetch_with_a_stale_broker_epoch_does_not_join_the_isr(trio_of) -> Non
     assert a.member_broker_epoch(3, 9) == -1
     assert not broker_epoch_isr_eligible(None, 70)
     assert not broker_epoch_isr_eligible(70, None)
+
+
+def test_a_leader_epoch_that_wrote_nothing_is_dropped_when_following(trio_of) -> None:  # type: ignore[no-untyped-def]
+    """Issue 27: a node restarting after kill -9 was made leader (its old registration still
+    looked alive), assigned its epoch at its log end and was moved out by its own
+    registration before writing anything. As a follower it kept fetching with that epoch as
+    its last fetched one; the new leader, which never had it, answered a diverging epoch
+    ending at our log end, and nothing was cut: the same answer forever, the replica never
+    back in the ISR. Kafka's ``truncateTo`` drops the epoch entries at the log end even when
+    no data is cut; so must we."""
+    a, b, c = trio_of
+    replicas = (1, 2, 3)
+    a.become_leader(0, frozenset(replicas), replicas, NOW)
+    for f in (b, c):
+        f.become_follower(1, 0, frozenset(replicas), replicas)
+    produce(a, 3)
+    for _ in range(2):
+        for f in (b, c):
+            apply_fetched(f, answer(a, f), NOW)
+    assert a.high_watermark == b.log_end_offset == c.log_end_offset == 3
+    b.become_leader(1, frozenset(replicas), replicas, NOW)  # led, wrote nothing
+    assert b.log.leader_epochs.entries() == [(0, 0), (1, 3)]
+    c.become_leader(2, frozenset({1, 3}), replicas, NOW)
+    b.become_follower(3, 2, frozenset({1, 3}), replicas)
+    pd = answer(c, b)
+    assert pd.diverging_epoch is not None
+    assert (pd.diverging_epoch.epoch, pd.diverging_epoch.end_offset) == (0, 3)
+    assert apply_fetched(b, pd, NOW) == FetchOutcome.OK
+    assert b.log.leader_epochs.entries() == [(0, 0)] and b.log_end_offset == 3
+    produce(c, 2)
+    for _ in range(2):
+        pd = answer(c, b)
+        assert pd.diverging_epoch is None or pd.diverging_epoch.epoch < 0
+        apply_fetched(b, pd, NOW)
+    assert b.log_end_offset == c.log_end_offset == 5
+    assert c.wanted_isr(NOW, 10_000, lambda r, e: True) == frozenset(replicas)
