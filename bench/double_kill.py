@@ -48,7 +48,8 @@ from compat_tests.wire import Connection  # noqa: E402
 from protocol._generated.metadata_request import MetadataRequest  # noqa: E402
 
 TOPIC = "double-kill"
-#: librdkafka's RD_KAFKA_OFFSET_INVALID: a delivery report that carries no offset
+#: librdkafka's RD_KAFKA_OFFSET_INVALID: a delivery report that carries no offset (an implicit
+#: acknowledgement, bench/implicit_ack.py; confluent-kafka's Message.offset() gives None)
 NO_OFFSET = -1001
 
 PartitionState = tuple[int, tuple[int, ...], tuple[int, ...]]  # leader, replicas, ISR
@@ -97,7 +98,7 @@ class Producer:
             "retry.backoff.max.ms": 1000, "topic.metadata.refresh.interval.ms": 2000,
         })
         self.sent = 0
-        self.acked: dict[int, tuple[int, int]] = {}  # value -> (partition, offset)
+        self.acked: dict[int, tuple[int, int | None]] = {}  # value -> (partition, offset)
         self.failed: dict[int, str] = {}
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -224,7 +225,7 @@ def check(prod: Producer, log: dict[int, list[tuple[int, int]]], figures: Figure
         found = log.get(value)
         if not found:
             figures.lost.append(value)
-        elif offset == NO_OFFSET:
+        elif offset is None or offset == NO_OFFSET:
             figures.no_offset += 1
         elif (partition, offset) not in found:
             figures.moved.append((value, (partition, offset), found))
