@@ -220,10 +220,16 @@ def main() -> int:
     where.add_argument("--combined", action="store_true", help="3 combined kafkawire nodes")
     args = ap.parse_args()
     system = "Apache Kafka 4.3.1" if args.kafka else "kafkawire"
-    bad = 0
+    bad = aborted = 0
     totals = {"acknowledged": 0, "implicit": 0, "moved": 0, "lost": 0, "duplicated": 0}
     for i in range(1, args.runs + 1):
-        r = one_run(args, i)
+        try:
+            r = one_run(args, i)
+        except Exception as e:  # the harness (a node that cannot start...): say so, go on
+            aborted += 1
+            print(f"run {i}/{args.runs}: aborted, {type(e).__name__}: {str(e)[-600:]}",
+                  flush=True)
+            continue
         bad += failed(r)
         for k in totals:
             totals[k] += r[k] if isinstance(r[k], int) else len(r[k])
@@ -235,7 +241,7 @@ def main() -> int:
         if r["moved"]:
             print(f"  at another offset (value, reported, found): {r['moved'][:10]}", flush=True)
     print(f"\n{system}: {args.runs} runs of {args.kills} leader kills with {args.hogs} CPU hogs "
-          f"(nice {args.hog_nice}): {bad} failed; acknowledged {totals['acknowledged']}, of them "
+          f"(nice {args.hog_nice}): {bad} failed, {aborted} aborted; acknowledged {totals['acknowledged']}, of them "
           f"without an offset {totals['implicit']}; at another offset {totals['moved']}, lost "
           f"{totals['lost']}, duplicated {totals['duplicated']}")
     return 1 if bad else 0

@@ -219,3 +219,48 @@ def test_a_leader_epoch_that_wrote_nothing_is_dropped_when_following(trio_of) ->
         apply_fetched(b, pd, NOW)
     assert b.log_end_offset == c.log_end_offset == 5
     assert c.wanted_isr(NOW, 10_000, lambda r, e: True) == frozenset(replicas)
+
+
+def test_retries_on_a_new_leader_get_the_offsets_the_records_end_at(tmp_path: Path) -> None:
+    """Issue 27 #5, the paths a Produce gets its offsets from after a leader change: a retry of
+    a batch the new leader replicated is a duplicate answered with the offsets it has there
+    (also after a restart rebuilt the producer state), and a batch the old leader wrote alone
+    is appended again where the new leader's log ends; the old leader truncates its copy and
+    takes the new one, so every answer names where the records are on every replica."""
+    a, b = (open_partition(tmp_path, n) for n in (1, 2))
+    replicas = (1, 2)
+    pid = dict(producer_id=9, producer_epoch=0)
+
+    def idem(p: Partition, seq: int, n: int) -> tuple[int, int, bool]:
+        buf = build_batch([NOW] * n, base_sequence=seq, **pid)  # type: ignore[arg-type]
+        info = p.append_as_leader(buf, iter_headers(buf), now_ms=NOW)
+        return info.first_offset, info.last_offset, info.duplicate
+
+    a.become_leader(0, frozenset(replicas), replicas, NOW)
+    b.become_follower(1, 0, frozenset(replicas), replicas)
+    assert idem(a, 0, 2) == (0, 1, False)
+    assert idem(a, 2, 3) == (2, 4, False)
+    for _ in range(2):
+        apply_fetched(b, answer(a, b), NOW)
+    produce(a, 2)  # another producer's records, at 5-6, never replicated
+    assert idem(a, 5, 2) == (7, 8, False)  # nor is this batch: a dies before b fetches
+    b.become_leader(1, frozenset({2}), replicas, NOW)
+    assert idem(b, 2, 3) == (2, 4, True)  # replicated: a duplicate, where b has it
+    assert idem(b, 5, 2) == (5, 6, False)  # not replicated: written again, at b's end
+    a.become_follower(2, 1, frozenset({2}), replicas)
+    for _ in range(3):
+        apply_fetched(a, answer(b, a), NOW)
+    assert a.log.read(0, 1 << 20).read_bytes() == b.log.read(0, 1 << 20).read_bytes()
+    assert idem(b, 5, 2) == (5, 6, True)
+    for p in (a, b):  # restarted: the producer state comes back from the log
+        p.log.close()
+    a, b = (open_partition(tmp_path, n) for n in (1, 2))
+    try:
+        b.become_leader(3, frozenset(replicas), replicas, NOW)
+        assert idem(b, 2, 3) == (2, 4, True)
+        assert idem(b, 5, 2) == (5, 6, True)
+        a.become_leader(4, frozenset(replicas), replicas, NOW)
+        assert idem(a, 5, 2) == (5, 6, True)
+    finally:
+        for p in (a, b):
+            p.log.close()
