@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import shutil
 import sys
 import threading
@@ -359,7 +360,15 @@ def main() -> int:
                 figures.unflushed = prod.stop()
         took = time.monotonic() - started
         if prod is not None:
-            check(prod, read_back(boot, args.partitions), figures)
+            log = read_back(boot, args.partitions)
+            check(prod, log, figures)
+            if figures.lost or figures.duplicated or figures.moved:
+                where = save_evidence(cluster, args.out, f"{system}-records", args.keep)
+                (where / "records.json").write_text(json.dumps({
+                    "acked": {str(v): a for v, a in prod.acked.items()},
+                    "log": {str(v): w for v, w in log.items()},
+                    "lost": figures.lost, "moved": figures.moved}))
+                print(f"records' evidence in {where}", flush=True)
     print(f"\n{name}: {len(figures.trials)} double kills in {took:.0f} s, {args.partitions} "
           f"partitions, {args.rate:g} records/s")
     print(figures.markdown())
@@ -367,6 +376,9 @@ def main() -> int:
                          ("AT ANOTHER OFFSET", figures.moved)):
         if items:
             print(f"{label} (first 20): {items[:20]}")
+    if figures.lost and prod is not None:
+        print("lost, as their reports gave them (value: partition, offset): "
+              + ", ".join(f"{v}: {prod.acked[v]}" for v in figures.lost[:20]))
     return 0 if figures.ok else 1
 
 
