@@ -35,14 +35,15 @@ from pathlib import Path
 
 from log.checkpoint import fsync_dir
 from log.config import LogConfig
-from log.log_core import (
+from log.layout import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
     parse_log_dir_name,
+    partition_dir_name,
     suffixed_dir_name,
 )
 from log.manager import LogManager, TopicPartition
-from log.partition_log import PartitionLog, partition_dir_name
+from log.partition_log import PartitionLog
 from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["LogDirs", "DuplicateLogError", "METADATA_TOPIC"]

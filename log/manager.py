@@ -37,17 +37,17 @@ from log.checkpoint import (
     write_offsets_checkpoint,
 )
 from log.config import LONG_MAX, LogConfig
-from log.log_core import FlushJob, LogCore
-from log.offsets_checkpoint import OffsetsCheckpoint
-from log.partition_log import (
+from log.layout import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
-    PartitionLog,
     parse_partition_dir_name,
     partition_dir_name,
 )
+from log.log_flush import FlushJob
+from log.offsets_checkpoint import OffsetsCheckpoint
+from log.partition_log import PartitionLog
 from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["LogManager", "TopicPartition", "CLEANER_OFFSET_CHECKPOINT"]
@@ -273,7 +273,7 @@ class LogManager:
             c.dirty.add(tp)
         return log
 
-    def _offsets_changed(self, log: LogCore) -> None:
+    def _offsets_changed(self, log: PartitionLog) -> None:
         tp = (log.topic, log.partition)
         for c in self._checkpoints.values():
             c.dirty.add(tp)
