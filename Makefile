@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 STAMP     := $(VENV)/.installed
 
-.PHONY: compat-cluster eos-cluster suites failover-java run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak crash-soak raft-sim quorum-failover failover eos-failover cluster-up cluster-down chaos docker-image docker-test
+.PHONY: compat-cluster eos-cluster suites failover-java run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak crash-soak raft-sim quorum-failover failover eos-failover cluster-up cluster-down chaos docker-image docker-test double-kill acked-offsets
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -184,6 +184,27 @@ failover: $(STAMP)
 failover-java: $(STAMP)
 	$(PY) -m compat_tests.kafka_dist fetch
 	$(PY) bench/failover_java.py --kills $(KILLS) $(if $(KAFKA),--kafka,--combined) $(if $(MINUTES),--max-minutes $(MINUTES),)
+
+## double-kill: kill -9 two of three combined nodes 2 s apart and restart both, TRIALS (20)
+## times, with an idempotent acks=all producer writing all along: the time until every ISR is
+## full again, and nothing acknowledged lost (bench/double_kill.py, issue 27; figures in
+## docs/BENCHMARKS.md). KAFKA=1: three Apache Kafka 4.3.1 nodes (VERSION=4.4: 4.4.0); a trial
+## whose ISRs stay short keeps the nodes' logs in data/double-kill
+TRIALS ?= 20
+double-kill: $(STAMP)
+	$(if $(KAFKA),$(PY) -m compat_tests.kafka_dist fetch $(if $(VERSION),--line $(VERSION),),)
+	$(PY) bench/double_kill.py --trials $(TRIALS) $(if $(KAFKA),--kafka $(if $(VERSION),--version $(VERSION),),)
+
+## acked-offsets: RUNS (20) runs of KILLS_PER_RUN (5) kill -9 of a partition leader with 16
+## CPU hogs starving the brokers, under an idempotent acks=all librdkafka producer: every
+## acknowledged record read back once at the offset its delivery report gave
+## (bench/acked_offsets.py, issue 27); a failed run keeps logs, segments, reports and Kafka's
+## DumpLogSegments in data/acked-offsets. KAFKA=1: three Apache Kafka 4.3.1 nodes
+RUNS ?= 20
+KILLS_PER_RUN ?= 5
+acked-offsets: $(STAMP)
+	$(if $(KAFKA),$(PY) -m compat_tests.kafka_dist fetch,)
+	$(PY) bench/acked_offsets.py --runs $(RUNS) --kills $(KILLS_PER_RUN) $(if $(KAFKA),--kafka,)
 
 ## eos-failover: tests/eos_chain.py's consume-transform-produce chain (transactions, librdkafka
 ## and Java members) on 3 combined kafkawire nodes (KAFKA=1: Apache Kafka 4.3.1) while KILLS
