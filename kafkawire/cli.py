@@ -19,11 +19,14 @@ jars (``kafkawire.cli_kafka``).
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
+import re
 import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any, NoReturn
 
 import trio
 
@@ -38,15 +41,48 @@ def package_version() -> str:
         return "0+unknown"
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose commands report their own mistakes: an unknown option is
+    named with the usage of the command it was given to (not the top-level usage) and the
+    closest options it has (``--bootstrap`` -> ``did you mean --bootstrap-server?``)."""
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        ns, extras = super().parse_known_args(args, namespace)
+        if extras and not any(isinstance(a, argparse._SubParsersAction) for a in self._actions):
+            self.error(unrecognized(self, extras))
+        return ns, extras
+
+    def error(self, message: str) -> NoReturn:
+        m = re.match(r"argument (\S+): invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if m:  # a mistyped command: name the closest ones
+            choices = re.findall(r"'([^']*)'", m.group(3))
+            close = difflib.get_close_matches(m.group(2), choices, n=3)
+            if close:
+                message += f"; did you mean {' or '.join(close)}?"
+        super().error(message)
+
+
+def unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    options = [o for a in parser._actions for o in a.option_strings]
+    hints = []
+    for extra in extras:
+        if extra.startswith("-"):
+            close = difflib.get_close_matches(extra.split("=", 1)[0], options, n=1, cutoff=0.7)
+            if close:
+                hints.append(f"{extra}: did you mean {' or '.join(close)}?")
+    return "unrecognized arguments: " + " ".join(extras) + (
+        " (" + "; ".join(hints) + ")" if hints else "")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from kafkawire import cli_client, cli_kafka
 
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="kafkawire", description="A Kafka-compatible broker, and a client CLI for any Kafka",
         epilog="Kafka's tools: kafkawire kafka-topics|kafka-console-producer|... [ARGS] "
                f"({', '.join(cli_kafka.TOOLS[:4])}, ...; `kafkawire kafka-tools` lists them)")
     ap.add_argument("--version", action="version", version=f"kafkawire {package_version()}")
-    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     s = sub.add_parser("serve", help="run a broker")
     s.add_argument("properties", nargs="?", type=Path, help="a Kafka server.properties file")
     s.add_argument(
