@@ -150,20 +150,12 @@ def _format(args: argparse.Namespace) -> int:
 
 
 async def _serve(cfg: BrokerConfig) -> None:
-    from kafkawire.broker import Broker, StartupError
+    from kafkawire.broker import Broker
     from kafkawire.ops_http import OpsEndpoint
 
     broker = Broker(cfg)
     endpoint = OpsEndpoint(broker)
-    ops_listeners = []
-    if cfg.metrics_port:
-        try:
-            ops_listeners = await trio.open_tcp_listeners(cfg.metrics_port, host=cfg.metrics_host)
-        except OSError as e:  # a listener that cannot be had, as a busy broker port
-            raise StartupError(
-                f"cannot serve metrics on {cfg.metrics_host}:{cfg.metrics_port}: "
-                f"{e.strerror or e} (set metrics.port to a free port, or 0 to turn it off)"
-            ) from None
+    ops_listeners = await open_ops_listeners(cfg)
     async with trio.open_nursery() as nursery:
         async def on_signals() -> None:
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as sigs:
@@ -190,6 +182,31 @@ async def _serve(cfg: BrokerConfig) -> None:
         if ops_listeners:
             await nursery.start(endpoint.serve, ops_listeners)
         await nursery.start(broker.run)
+
+
+async def open_ops_listeners(cfg: BrokerConfig) -> list[trio.SocketListener]:
+    """The sockets of ``/metrics`` and ``/health``. A ``metrics.port`` that was asked for
+    (file or --override) and is taken stops the start, as a taken listener port does. The
+    implicit default (9404) is only a convenience: when it is taken, by a second broker on the
+    same host or a node of a cluster started by hand with Kafka's keys (Kafka opens no such
+    port), the node warns and serves without it."""
+    from kafkawire.broker import StartupError
+
+    if not cfg.metrics_port:
+        return []
+    try:
+        return list(await trio.open_tcp_listeners(cfg.metrics_port, host=cfg.metrics_host))
+    except OSError as e:
+        reason = e.strerror or str(e)
+        if "metrics.port" in cfg.given:
+            raise StartupError(
+                f"cannot serve metrics on {cfg.metrics_host}:{cfg.metrics_port}: {reason} "
+                "(set metrics.port to a free port, or 0 to turn it off)") from None
+        logging.getLogger("kafkawire").warning(
+            "the default metrics port %s:%s is not free (%s; another broker on this host?): "
+            "serving without /metrics and /health; set metrics.port to a free port for them, "
+            "or metrics.port=0 to silence this", cfg.metrics_host, cfg.metrics_port, reason)
+        return []
 
 
 def startup_error(exc: BaseException) -> Exception | None:

@@ -323,6 +323,18 @@ KAFKAWIRE_CONFIGS: dict[str, tuple[str, Any]] = {
     "min.incremental.fetch.session.eviction.ms": ("long", 120000),
 }
 
+# The implicit single node (no ``controller.quorum.*`` key: ``kafkawire serve`` with nothing
+# else, ``make run``) is a development broker: it starts with the settings of Kafka's quickstart
+# ``config/server.properties`` (and Redpanda's dev mode) where they differ from Kafka's
+# defaults, as if that file had set them (DescribeConfigs: STATIC_BROKER_CONFIG, Kafka's default
+# as the synonym). A node that names a quorum (a cluster) keeps Kafka's defaults; a key given
+# in the file or an override always wins.
+#   group.initial.rebalance.delay.ms: the first consumer of a new group joins at once instead
+#   of after Kafka's 3 s wait for more members.
+DEV_MODE_DEFAULTS: dict[str, str] = {
+    "group.initial.rebalance.delay.ms": "0",
+}
+
 # Kafka's internal configs (``defineInternal``): accepted, never listed by DescribeConfigs.
 INTERNAL_BROKER_CONFIGS = frozenset({
     "log.initial.task.delay.ms", "internal.metadata.log.segment.bytes", "log.open.files.max",
@@ -419,6 +431,9 @@ class BrokerConfig:
     explicit: dict[str, str] = field(default_factory=dict)  # as given (static broker config)
     unknown: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    #: every key the file or an override named (a default is not "given": e.g. a taken
+    #: metrics.port is an error only when it was asked for)
+    given: frozenset[str] = frozenset()
 
     @classmethod
     def load(cls, path: Path | None = None, overrides: list[str] | None = None) -> BrokerConfig:
@@ -434,7 +449,7 @@ class BrokerConfig:
 
     @classmethod
     def from_dict(cls, raw: dict[str, str]) -> BrokerConfig:
-        cfg = cls()
+        cfg = cls(given=frozenset(raw))
         for key, (_kind, default) in (*BROKER_CONFIGS.items(), *KAFKAWIRE_CONFIGS.items()):
             cfg.values[key] = default
         for key, value in raw.items():
@@ -459,6 +474,11 @@ class BrokerConfig:
             cfg.values["broker.id"] = cfg.values["node.id"]
             if "node.id" in raw:
                 cfg.explicit["broker.id"] = raw["node.id"]
+        if not cfg.names_a_quorum:
+            for key, value in DEV_MODE_DEFAULTS.items():
+                if key not in raw:
+                    cfg.values[key] = parse_value(BROKER_CONFIGS[key][0], value, key)
+                    cfg.explicit[key] = value
         cfg.validate()
         return cfg
 
