@@ -1,7 +1,7 @@
 """Broker and topic configuration, by Kafka's property names.
 
-``BrokerConfig.load(path, overrides)`` reads a Java-style ``server.properties`` file (``key=value``,
-``#`` comments) plus ``--override key=value`` pairs. Every key we know is typed and validated;
+``BrokerConfig.load(path, overrides)`` reads a ``server.properties`` file by Java's rules
+(``read_properties``) plus ``--override key=value`` pairs. Every key we know is typed and validated;
 unknown keys are reported (``BrokerConfig.unknown``), never silently dropped. Defaults serve a
 single node on 127.0.0.1:9092 with data in ``./data``.
 
@@ -384,25 +384,16 @@ def parse_value(kind: str, raw: str, key: str) -> Any:
 
 
 def read_properties(path: Path) -> dict[str, str]:
-    """Java .properties subset: key=value or key: value, # and ! comments, \\ continuations."""
-    props: dict[str, str] = {}
-    pending = ""
-    for line in path.read_text().splitlines():
-        s = line.strip()
-        if not pending and (not s or s[0] in "#!"):
-            continue
-        if s.endswith("\\"):
-            pending += s[:-1]
-            continue
-        s = pending + s
-        pending = ""
-        for i, ch in enumerate(s):
-            if ch in "=:":
-                props[s[:i].strip()] = s[i + 1 :].strip()
-                break
-        else:
-            props[s] = ""
-    return props
+    """A ``.properties`` file read as Java's ``Properties.load(InputStream)`` reads it, which
+    is how Kafka reads ``server.properties``: ISO-8859-1 bytes, ``key=value``, ``key: value``
+    or ``key value``, ``\\uXXXX`` and ``\\=``-style escapes, continuation lines (their
+    leading whitespace dropped), ``#``/``!`` comments, trailing whitespace of a value kept, the
+    last of duplicate keys winning. javaproperties implements those rules;
+    tests/test_properties_file.py compares it with Java's own ``Properties.load``."""
+    import javaproperties
+
+    with open(path, "rb") as f:
+        return dict(javaproperties.load(f))
 
 
 @dataclass(frozen=True)
