@@ -120,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     u = sub.add_parser("random-uuid", help="print a new random id (for --cluster-id)")
     u.set_defaults(func=_random_uuid)
     cli_client.add_commands(sub)
+    sp = sub.add_parser("spark-package", help="the Maven coordinates of Spark's kafka connector "
+                        "for the installed pyspark (for spark.jars.packages)")
+    sp.add_argument("--offline", action="store_true",
+                    help="pyspark's own version, without asking Maven Central what it holds")
+    sp.set_defaults(func=_spark_package)
     k = sub.add_parser("kafka-tools", help="list Kafka's tools runnable as `kafkawire kafka-...`")
     k.set_defaults(func=cli_kafka.list_tools)
     return ap
@@ -224,6 +229,12 @@ def startup_error(exc: BaseException) -> Exception | None:
             if found is not None:
                 return found
     return None
+
+
+def _spark_package(args: argparse.Namespace) -> int:
+    from kafkawire import spark
+
+    return spark.main(args)
 
 
 def _random_uuid(args: argparse.Namespace) -> int:
