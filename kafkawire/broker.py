@@ -247,6 +247,7 @@ class Broker:
         if queued_bytes > 0:
             self.server.frame_memory = FrameMemory(queued_bytes)
         self.server.security = ListenerSecurity(config, self.dynamic_broker_config)
+        self.server.security.clock_ms = self.clock_ms
         self.server.raw_token = self.raw_sasl_token
         self.server.idle_timeout_ms = int(config["connections.max.idle.ms"])
         self.server.now_ms = self.clock_ms
@@ -964,6 +965,8 @@ class Broker:
             raise StartupError(f"cannot open the log directories: {e}") from None
         try:
             async with trio.open_nursery() as nursery:
+                # OAUTHBEARER's JWKS, read before the listeners serve (off the event loop)
+                await nursery.start(self.server.security.run_jwks)
                 for name, host, listeners in bound:
                     await nursery.start(self.server.serve_listener, name, listeners)
                     log.info(

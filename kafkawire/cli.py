@@ -19,11 +19,14 @@ jars (``kafkawire.cli_kafka``).
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
+import re
 import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any, NoReturn
 
 import trio
 
@@ -38,15 +41,48 @@ def package_version() -> str:
         return "0+unknown"
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose commands report their own mistakes: an unknown option is
+    named with the usage of the command it was given to (not the top-level usage) and the
+    closest options it has (``--bootstrap`` -> ``did you mean --bootstrap-server?``)."""
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        ns, extras = super().parse_known_args(args, namespace)
+        if extras and not any(isinstance(a, argparse._SubParsersAction) for a in self._actions):
+            self.error(unrecognized(self, extras))
+        return ns, extras
+
+    def error(self, message: str) -> NoReturn:
+        m = re.match(r"argument (\S+): invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if m:  # a mistyped command: name the closest ones
+            choices = re.findall(r"'([^']*)'", m.group(3))
+            close = difflib.get_close_matches(m.group(2), choices, n=3)
+            if close:
+                message += f"; did you mean {' or '.join(close)}?"
+        super().error(message)
+
+
+def unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    options = [o for a in parser._actions for o in a.option_strings]
+    hints = []
+    for extra in extras:
+        if extra.startswith("-"):
+            close = difflib.get_close_matches(extra.split("=", 1)[0], options, n=1, cutoff=0.7)
+            if close:
+                hints.append(f"{extra}: did you mean {' or '.join(close)}?")
+    return "unrecognized arguments: " + " ".join(extras) + (
+        " (" + "; ".join(hints) + ")" if hints else "")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from kafkawire import cli_client, cli_kafka
 
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="kafkawire", description="A Kafka-compatible broker, and a client CLI for any Kafka",
         epilog="Kafka's tools: kafkawire kafka-topics|kafka-console-producer|... [ARGS] "
                f"({', '.join(cli_kafka.TOOLS[:4])}, ...; `kafkawire kafka-tools` lists them)")
     ap.add_argument("--version", action="version", version=f"kafkawire {package_version()}")
-    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     s = sub.add_parser("serve", help="run a broker")
     s.add_argument("properties", nargs="?", type=Path, help="a Kafka server.properties file")
     s.add_argument(
@@ -84,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     u = sub.add_parser("random-uuid", help="print a new random id (for --cluster-id)")
     u.set_defaults(func=_random_uuid)
     cli_client.add_commands(sub)
+    sp = sub.add_parser("spark-package", help="the Maven coordinates of Spark's kafka connector "
+                        "for the installed pyspark (for spark.jars.packages)")
+    sp.add_argument("--offline", action="store_true",
+                    help="pyspark's own version, without asking Maven Central what it holds")
+    sp.set_defaults(func=_spark_package)
     k = sub.add_parser("kafka-tools", help="list Kafka's tools runnable as `kafkawire kafka-...`")
     k.set_defaults(func=cli_kafka.list_tools)
     return ap
@@ -114,20 +155,12 @@ def _format(args: argparse.Namespace) -> int:
 
 
 async def _serve(cfg: BrokerConfig) -> None:
-    from kafkawire.broker import Broker, StartupError
+    from kafkawire.broker import Broker
     from kafkawire.ops_http import OpsEndpoint
 
     broker = Broker(cfg)
     endpoint = OpsEndpoint(broker)
-    ops_listeners = []
-    if cfg.metrics_port:
-        try:
-            ops_listeners = await trio.open_tcp_listeners(cfg.metrics_port, host=cfg.metrics_host)
-        except OSError as e:  # a listener that cannot be had, as a busy broker port
-            raise StartupError(
-                f"cannot serve metrics on {cfg.metrics_host}:{cfg.metrics_port}: "
-                f"{e.strerror or e} (set metrics.port to a free port, or 0 to turn it off)"
-            ) from None
+    ops_listeners = await open_ops_listeners(cfg)
     async with trio.open_nursery() as nursery:
         async def on_signals() -> None:
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as sigs:
@@ -156,6 +189,31 @@ async def _serve(cfg: BrokerConfig) -> None:
         await nursery.start(broker.run)
 
 
+async def open_ops_listeners(cfg: BrokerConfig) -> list[trio.SocketListener]:
+    """The sockets of ``/metrics`` and ``/health``. A ``metrics.port`` that was asked for
+    (file or --override) and is taken stops the start, as a taken listener port does. The
+    implicit default (9404) is only a convenience: when it is taken, by a second broker on the
+    same host or a node of a cluster started by hand with Kafka's keys (Kafka opens no such
+    port), the node warns and serves without it."""
+    from kafkawire.broker import StartupError
+
+    if not cfg.metrics_port:
+        return []
+    try:
+        return list(await trio.open_tcp_listeners(cfg.metrics_port, host=cfg.metrics_host))
+    except OSError as e:
+        reason = e.strerror or str(e)
+        if "metrics.port" in cfg.given:
+            raise StartupError(
+                f"cannot serve metrics on {cfg.metrics_host}:{cfg.metrics_port}: {reason} "
+                "(set metrics.port to a free port, or 0 to turn it off)") from None
+        logging.getLogger("kafkawire").warning(
+            "the default metrics port %s:%s is not free (%s; another broker on this host?): "
+            "serving without /metrics and /health; set metrics.port to a free port for them, "
+            "or metrics.port=0 to silence this", cfg.metrics_host, cfg.metrics_port, reason)
+        return []
+
+
 def startup_error(exc: BaseException) -> Exception | None:
     """The refusal to start (storage not formatted or of another cluster, metadata that cannot
     be loaded) inside what ``trio.run`` raised, if that is what stopped the node."""
@@ -171,6 +229,12 @@ def startup_error(exc: BaseException) -> Exception | None:
             if found is not None:
                 return found
     return None
+
+
+def _spark_package(args: argparse.Namespace) -> int:
+    from kafkawire import spark
+
+    return spark.main(args)
 
 
 def _random_uuid(args: argparse.Namespace) -> int:

@@ -48,10 +48,12 @@ def section(title: str) -> None:
 
 
 # ---- connection ---------------------------------------------------------------------------
-def client_config(args: argparse.Namespace) -> dict[str, Any]:
+def client_config(args: argparse.Namespace, **defaults: Any) -> dict[str, Any]:
+    """librdkafka settings: ``defaults`` (keys with ``_`` for ``.``), then ``-X`` overrides."""
     # librdkafka logs every failed connect at level 3; the command reports failures itself
     # (-X log_level=7 brings them back)
     conf: dict[str, Any] = {"bootstrap.servers": args.bootstrap_server, "log_level": 2}
+    conf.update({k.replace("_", "."): v for k, v in defaults.items()})
     for item in args.X or []:
         key, sep, value = item.partition("=")
         if not sep:
@@ -64,7 +66,11 @@ def admin(args: argparse.Namespace) -> Any:
     """One admin client per command (it must outlive the futures it hands out)."""
     cli = getattr(args, "admin_client", None)
     if cli is None:
-        cli = args.admin_client = ck("confluent_kafka.admin").AdminClient(client_config(args))
+        # Looking must not create: librdkafka's admin handle is a producer, whose Metadata
+        # requests ask for auto-creation by default (kafkawire, like Kafka, would then create
+        # every topic a typo names); rpk, kafka-topics and kcat report an unknown topic instead.
+        cli = args.admin_client = ck("confluent_kafka.admin").AdminClient(
+            client_config(args, allow_auto_create_topics=False))
     return cli
 
 
@@ -88,6 +94,19 @@ def metadata(args: argparse.Namespace, topic: str | None = None) -> Any:
         return admin(args).list_topics(topic=topic, timeout=args.timeout)
     except K.KafkaException as e:
         raise CliError(f"cannot reach {args.bootstrap_server}: {e.args[0].str()}") from None
+
+
+def existing_topic(args: argparse.Namespace, name: str) -> Any:
+    """The metadata of topic ``name``; CliError (exit 1) when the cluster does not know it.
+    Never creates it (see ``admin``)."""
+    t = metadata(args, name).topics.get(name)
+    if t is None:
+        raise CliError(f"topic {name} does not exist")
+    if t.error is not None:
+        if t.error.code() == ck("confluent_kafka").KafkaError.UNKNOWN_TOPIC_OR_PART:
+            raise CliError(f"topic {name} does not exist ({t.error.str()})")
+        raise CliError(f"topic {name}: {t.error.str()}")
+    return t
 
 
 def parse_kv(items: Sequence[str] | None, what: str) -> dict[str, str]:
@@ -138,44 +157,63 @@ def topic_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _offsets(args: argparse.Namespace, tps: list[Any], spec: Any) -> dict[tuple[str, int], int]:
+def _offsets(args: argparse.Namespace, tps: list[Any], spec: Any,
+             problems: list[str]) -> dict[tuple[str, int], int]:
+    """Offsets by ``spec``, best effort: a partition whose leader does not answer within the
+    time left of ``--timeout`` is left out and named in ``problems``."""
     if not tps:
         return {}
     futures = admin(args).list_offsets({tp: spec for tp in tps}, request_timeout=args.timeout)
-    return {(tp.topic, tp.partition): wait(f, args, "list offsets").offset
-            for tp, f in futures.items()}
+    out: dict[tuple[str, int], int] = {}
+    for tp, f in futures.items():
+        try:
+            out[(tp.topic, tp.partition)] = wait(f, args, "list offsets").offset
+        except CliError as e:
+            problems.append(f"{tp.topic}/{tp.partition}: {e}")
+    return out
 
 
 def topic_describe(args: argparse.Namespace) -> int:
+    """Everything is gathered before anything is printed: a topic that is unknown (or a
+    cluster that does not answer) fails the command without half a description. Offsets of a
+    partition without a leader (or whose leader is gone but not yet noticed) show as ``-``,
+    with a warning on stderr, as kafka-topics describes a topic during an outage."""
     K = ck("confluent_kafka")
     A = ck("confluent_kafka.admin")
 
-    for i, name in enumerate(args.topics):
-        t = metadata(args, name).topics.get(name)
-        if t is None or t.error is not None:
-            raise CliError(f"topic {name}: {t.error.str() if t is not None else 'not found'}")
+    topics = [existing_topic(args, name) for name in args.topics]
+    problems: list[str] = []
+    reports = []
+    for name, t in zip(args.topics, topics, strict=True):
+        res = A.ConfigResource(A.ResourceType.TOPIC, name)
+        configs = wait(admin(args).describe_configs([res])[res], args, f"configs of {name}")
+        led = [K.TopicPartition(name, p.id) for p in sorted(t.partitions.values(),
+                                                             key=lambda p: p.id)
+               if p.leader >= 0]
+        start = _offsets(args, led, A.OffsetSpec.earliest(), problems)
+        end = _offsets(args, led, A.OffsetSpec.latest(), problems)
+        reports.append((name, t, configs, start, end))
+    for i, (name, t, configs, start, end) in enumerate(reports):
         if i:
             print()
         section("SUMMARY")
         replicas = max((len(p.replicas) for p in t.partitions.values()), default=0)
         table(("NAME", "PARTITIONS", "REPLICAS"), [(name, len(t.partitions), replicas)])
         print()
-        res = A.ConfigResource(A.ResourceType.TOPIC, name)
-        configs = wait(admin(args).describe_configs([res])[res], args, f"configs of {name}")
         section("CONFIGS")
         table(("KEY", "VALUE", "SOURCE"), [
             (c.name, "(sensitive)" if c.is_sensitive else c.value, _source_name(c.source))
             for c in sorted(configs.values(), key=lambda c: c.name)
             if args.all_configs or not c.is_default])
         print()
-        tps = [K.TopicPartition(name, p) for p in sorted(t.partitions)]
-        start = _offsets(args, tps, A.OffsetSpec.earliest())
-        end = _offsets(args, tps, A.OffsetSpec.latest())
         section("PARTITIONS")
         table(("PARTITION", "LEADER", "REPLICAS", "ISR", "LOG-START-OFFSET", "HIGH-WATERMARK"), [
             (p.id, p.leader, ",".join(map(str, p.replicas)), ",".join(map(str, p.isrs)),
-             start.get((name, p.id)), end.get((name, p.id)))
+             start.get((name, p.id), "-"), end.get((name, p.id), "-"))
             for p in sorted(t.partitions.values(), key=lambda p: p.id)])
+    sys.stdout.flush()
+    for problem in problems:
+        print(f"kafkawire: offsets unavailable for {problem}", file=sys.stderr)
     return 0
 
 

@@ -14,7 +14,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kafkawire.cli_client import CliError, admin, ck, metadata, section, table, wait
+from kafkawire.cli_client import (
+    CliError,
+    admin,
+    ck,
+    existing_topic,
+    metadata,
+    section,
+    table,
+    wait,
+)
 from kafkawire.cli_records import parse_start
 
 
@@ -79,11 +88,21 @@ def _describe_rows(args: argparse.Namespace, g: Any,
 
 
 def group_describe(args: argparse.Namespace) -> int:
+    """A group the coordinator does not know (DescribeGroups answers DEAD with no members,
+    and it has no committed offsets) is an error, as kafka-consumer-groups reports "does not
+    exist"; every group is described before anything is printed."""
     futures = admin(args).describe_consumer_groups(list(args.groups),
                                                    request_timeout=args.timeout)
-    for i, gid in enumerate(args.groups):
+    described = []
+    for gid in args.groups:
         g = wait(futures[gid], args, f"describe {gid}")
-        rows, total_lag = _describe_rows(args, g, _committed(args, gid))
+        committed = _committed(args, gid)
+        if getattr(g.state, "name", "") in ("DEAD", "UNKNOWN") and not g.members \
+                and not committed:
+            raise CliError(f"group {gid}: not found (no members and no committed offsets)")
+        described.append((gid, g, committed))
+    for i, (gid, g, committed) in enumerate(described):
+        rows, total_lag = _describe_rows(args, g, committed)
         if i:
             print()
         section(f"GROUP {gid}")
@@ -103,9 +122,7 @@ def _reset_targets(args: argparse.Namespace) -> list[Any]:
     topic, _, parts = args.topic.partition(":")
     if parts:
         return [K.TopicPartition(topic, int(p)) for p in parts.split(",") if p.strip()]
-    t = metadata(args, topic).topics.get(topic)
-    if t is None or t.error is not None:
-        raise CliError(f"topic {topic}: {t.error.str() if t else 'not found'}")
+    t = existing_topic(args, topic)
     return [K.TopicPartition(topic, p) for p in sorted(t.partitions)]
 
 

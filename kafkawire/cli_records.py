@@ -23,7 +23,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from kafkawire.cli_client import CliError, ck, client_config, metadata
+from kafkawire.cli_client import CliError, ck, client_config, existing_topic
 
 #: the live progress line on a terminal is refreshed at most this often (seconds)
 PROGRESS_INTERVAL_S = 0.5
@@ -205,13 +205,17 @@ def render(msg: Any, fmt: str) -> str:
 def consume(args: argparse.Namespace) -> int:
     K = ck("confluent_kafka")
 
-    conf = client_config(args)
+    conf = client_config(args, allow_auto_create_topics=False)
     conf.update({"group.id": args.group or "kafkawire-cli", "enable.partition.eof": True,
                  "enable.auto.commit": bool(args.group), "auto.offset.reset": "earliest",
                  "isolation.level": args.isolation})
-    consumer = K.Consumer(conf)
     kind, value = parse_start(args.offset, int(time.time() * 1000))
     fmt = "%k\t%v\n" if args.format == "text" and args.print_keys else args.format
+    # reading a topic never creates it (kcat and rpk report an unknown topic); a regex
+    # subscription (^...) names no topic to check
+    known = {topic: existing_topic(args, topic) for topic in args.topics
+             if not topic.startswith("^")}
+    consumer = K.Consumer(conf)
     try:
         if args.group:
             def on_assign(c: Any, tps: list[Any]) -> None:
@@ -221,10 +225,9 @@ def consume(args: argparse.Namespace) -> int:
         else:
             tps = []
             for topic in args.topics:
-                t = metadata(args, topic).topics.get(topic)
-                if t is None or t.error is not None:
-                    raise CliError(f"topic {topic}: {t.error.str() if t else 'not found'}")
-                parts = args.partition or sorted(t.partitions)
+                if topic not in known:
+                    raise CliError(f"{topic}: a pattern needs a group (-g)")
+                parts = args.partition or sorted(known[topic].partitions)
                 tps += [K.TopicPartition(topic, p) for p in parts]
             consumer.assign(_start_offsets(consumer, tps, kind, value, args.timeout))
         return _consume_loop(consumer, args, fmt)

@@ -1,7 +1,7 @@
 """Broker and topic configuration, by Kafka's property names.
 
-``BrokerConfig.load(path, overrides)`` reads a Java-style ``server.properties`` file (``key=value``,
-``#`` comments) plus ``--override key=value`` pairs. Every key we know is typed and validated;
+``BrokerConfig.load(path, overrides)`` reads a ``server.properties`` file by Java's rules
+(``read_properties``) plus ``--override key=value`` pairs. Every key we know is typed and validated;
 unknown keys are reported (``BrokerConfig.unknown``), never silently dropped. Defaults serve a
 single node on 127.0.0.1:9092 with data in ``./data``.
 
@@ -325,6 +325,18 @@ KAFKAWIRE_CONFIGS: dict[str, tuple[str, Any]] = {
     "min.incremental.fetch.session.eviction.ms": ("long", 120000),
 }
 
+# The implicit single node (no ``controller.quorum.*`` key: ``kafkawire serve`` with nothing
+# else, ``make run``) is a development broker: it starts with the settings of Kafka's quickstart
+# ``config/server.properties`` (and Redpanda's dev mode) where they differ from Kafka's
+# defaults, as if that file had set them (DescribeConfigs: STATIC_BROKER_CONFIG, Kafka's default
+# as the synonym). A node that names a quorum (a cluster) keeps Kafka's defaults; a key given
+# in the file or an override always wins.
+#   group.initial.rebalance.delay.ms: the first consumer of a new group joins at once instead
+#   of after Kafka's 3 s wait for more members.
+DEV_MODE_DEFAULTS: dict[str, str] = {
+    "group.initial.rebalance.delay.ms": "0",
+}
+
 # Kafka's internal configs (``defineInternal``): accepted, never listed by DescribeConfigs
 # (Kafka 4.3.1 does not list these either; ``cluster.id`` is no Kafka config at all: Kafka
 # keeps it in meta.properties).
@@ -378,25 +390,16 @@ def parse_value(kind: str, raw: str, key: str) -> Any:
 
 
 def read_properties(path: Path) -> dict[str, str]:
-    """Java .properties subset: key=value or key: value, # and ! comments, \\ continuations."""
-    props: dict[str, str] = {}
-    pending = ""
-    for line in path.read_text().splitlines():
-        s = line.strip()
-        if not pending and (not s or s[0] in "#!"):
-            continue
-        if s.endswith("\\"):
-            pending += s[:-1]
-            continue
-        s = pending + s
-        pending = ""
-        for i, ch in enumerate(s):
-            if ch in "=:":
-                props[s[:i].strip()] = s[i + 1 :].strip()
-                break
-        else:
-            props[s] = ""
-    return props
+    """A ``.properties`` file read as Java's ``Properties.load(InputStream)`` reads it, which
+    is how Kafka reads ``server.properties``: ISO-8859-1 bytes, ``key=value``, ``key: value``
+    or ``key value``, ``\\uXXXX`` and ``\\=``-style escapes, continuation lines (their
+    leading whitespace dropped), ``#``/``!`` comments, trailing whitespace of a value kept, the
+    last of duplicate keys winning. javaproperties implements those rules;
+    tests/test_properties_file.py compares it with Java's own ``Properties.load``."""
+    import javaproperties
+
+    with open(path, "rb") as f:
+        return dict(javaproperties.load(f))
 
 
 @dataclass(frozen=True)
@@ -425,6 +428,9 @@ class BrokerConfig:
     explicit: dict[str, str] = field(default_factory=dict)  # as given (static broker config)
     unknown: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    #: every key the file or an override named (a default is not "given": e.g. a taken
+    #: metrics.port is an error only when it was asked for)
+    given: frozenset[str] = frozenset()
 
     @classmethod
     def load(cls, path: Path | None = None, overrides: list[str] | None = None) -> BrokerConfig:
@@ -440,7 +446,7 @@ class BrokerConfig:
 
     @classmethod
     def from_dict(cls, raw: dict[str, str]) -> BrokerConfig:
-        cfg = cls()
+        cfg = cls(given=frozenset(raw))
         for key, (_kind, default) in (*BROKER_CONFIGS.items(), *KAFKAWIRE_CONFIGS.items()):
             cfg.values[key] = default
         for key, value in raw.items():
@@ -470,6 +476,11 @@ class BrokerConfig:
             cfg.values["broker.id"] = cfg.values["node.id"]
             if "node.id" in raw:
                 cfg.explicit["broker.id"] = raw["node.id"]
+        if not cfg.names_a_quorum:
+            for key, value in DEV_MODE_DEFAULTS.items():
+                if key not in raw:
+                    cfg.values[key] = parse_value(BROKER_CONFIGS[key][0], value, key)
+                    cfg.explicit[key] = value
         cfg.validate()
         return cfg
 

@@ -74,7 +74,8 @@ class ControllerService:
             epoch, records = self.control.register(
                 self.broker.image, reg, self.broker.quorum.log_end_offset(), self.clock())
             await self._commit(records)
-            log.info("broker %s registered with epoch %s (incarnation %s)",
+            # at DEBUG: every node's metadata log line says "broker N registered (...)"
+            log.debug("broker %s registered with epoch %s (incarnation %s)",
                      reg.broker_id, epoch, reg.incarnation_id)
             return epoch
 
@@ -88,7 +89,7 @@ class ControllerService:
                 want_shut_down, self.clock())
             await self._commit(records)
             if was is not None and was.fenced != reply.is_fenced:
-                log.info("broker %s %s", broker_id, "fenced" if reply.is_fenced else "unfenced")
+                log.debug("broker %s %s", broker_id, "fenced" if reply.is_fenced else "unfenced")
             return reply
 
     async def assign_replicas_to_dirs(self, broker_id: int, broker_epoch: int,

@@ -66,6 +66,10 @@ class IsrManager:
         self._woken: set[TopicPartition] = set()
         self._event = trio.Event()
         self._in_flight: set[TopicPartition] = set()
+        #: ISR changes the controller accepted for partitions led here (Kafka's
+        #: IsrShrinksPerSec / IsrExpandsPerSec)
+        self.shrinks = 0
+        self.expands = 0
         replicas.on_isr_expand = self.wake
 
     def wake(self, p: Partition) -> None:
@@ -155,5 +159,9 @@ class IsrManager:
             return  # leadership moved meanwhile: the image says what is next
         p.partition_epoch = res.partition_epoch
         p.update_isr(frozenset(res.isr), self.clock_ms())  # (the pending ISR is done)
+        if set(res.isr) < set(old):
+            self.shrinks += 1
+        elif set(res.isr) > set(old):
+            self.expands += 1
         log.info("%s-%d: ISR %s -> %s (partition epoch %d)", tp[0], tp[1], old,
                  sorted(res.isr), res.partition_epoch)

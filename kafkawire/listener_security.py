@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import logging
 import ssl
+import time
 from collections.abc import Callable, Mapping
-from typing import Any
+
+import trio
 
 from kafkawire.config import BrokerConfig, ConfigError
-from kafkawire.jwt import VALIDATOR_CLASSES, fetch_jwks, validate
+from kafkawire.oauth_jwt import VALIDATOR_CLASSES, JwksCache, validate
 from kafkawire.sasl import (
     MechanismServer,
     OAuthBearerUnsecuredServer,
@@ -49,7 +51,10 @@ class ListenerSecurity:
         self.dynamic = dynamic
         self._contexts: dict[str, tuple[tuple[object, ...], ssl.SSLContext]] = {}
         self.listeners: list[str] = []
-        self._jwks: dict[str, tuple[int, dict[str, Any]]] = {}
+        #: JWKS endpoint URL -> its keys, refreshed off the event loop (run_jwks)
+        self.jwks: dict[str, JwksCache] = {}
+        self._jwks_nursery: trio.Nursery | None = None
+        self.clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)
 
     def protocol(self, listener: str) -> str:
         return listener_protocol(self.cfg, listener)
@@ -121,20 +126,41 @@ class ListenerSecurity:
             self.setting(listener, "ssl.principal.mapping.rules") or "DEFAULT")
         return "User:" + map_principal(rules, subject_dn(der))
 
-    def _jwk(self, url: str, kid: str, now_ms: int) -> Any:
-        """A JWKS key by kid: read when first needed, after the refresh interval, or when a
-        token names a kid the cached set lacks (at most once a second)."""
-        refresh_ms = int(lookup(self.cfg, self.dynamic(), "",
-                                "sasl.oauthbearer.jwks.endpoint.refresh.ms") or 3600000)
-        fetched_ms, keys = self._jwks.get(url, (-1, {}))
-        stale = fetched_ms < 0 or now_ms - fetched_ms >= refresh_ms
-        if stale or (kid not in keys and now_ms - fetched_ms >= 1000):
-            try:
-                keys = fetch_jwks(url)
-            except (OSError, ValueError) as e:
-                log.error("cannot read the JWKS at %s: %s", url, e)
-            self._jwks[url] = (now_ms, keys)
-        return keys.get(kid)
+    def _oauth_validated(self, listener: str) -> bool:
+        return "OAUTHBEARER" in self.sasl(listener).mechanisms and self.setting(
+            listener, "oauthbearer.sasl.server.callback.handler.class") in VALIDATOR_CLASSES
+
+    def jwks_cache(self, url: str) -> JwksCache:
+        """The cache of one JWKS endpoint, started in ``run_jwks``'s nursery when first named
+        by a token (its first read then runs in the background as well)."""
+        cache = self.jwks.get(url)
+        if cache is None:
+            def num(key: str, default: int) -> int:
+                return int(lookup(self.cfg, self.dynamic(), "", key) or default)
+
+            cache = self.jwks[url] = JwksCache(
+                url, num("sasl.oauthbearer.jwks.endpoint.refresh.ms", 3_600_000),
+                num("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", 100),
+                num("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", 10_000),
+                self.clock_ms)
+            if self._jwks_nursery is not None:
+                self._jwks_nursery.start_soon(cache.run)
+        return cache
+
+    async def run_jwks(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                       ) -> None:
+        """Keep the JWKS of every listener with signed-JWT OAUTHBEARER fresh, off the event
+        loop; ``started`` once each has been read (or its first read gave up), as Kafka
+        reads them when the listener's validator is configured, before serving."""
+        async with trio.open_nursery() as nursery:
+            for name in self.listeners:
+                if self.uses_sasl(name) and self._oauth_validated(name):
+                    url = self.sasl(name).oauth.get("sasl.oauthbearer.jwks.endpoint.url") or ""
+                    if url and url not in self.jwks:
+                        await nursery.start(self.jwks_cache(url).run)
+            self._jwks_nursery = nursery  # caches named later start here
+            task_status.started()
+            await trio.sleep_forever()
 
     def sasl(self, listener: str) -> SaslSettings:
         return sasl_settings(self.cfg, self.dynamic(), listener)
@@ -150,11 +176,11 @@ class ListenerSecurity:
         if mechanism == "OAUTHBEARER":
             handler = self.setting(listener, "oauthbearer.sasl.server.callback.handler.class")
             if handler in VALIDATOR_CLASSES:
-                url = settings.oauth.get("sasl.oauthbearer.jwks.endpoint.url") or ""
+                cache = self.jwks_cache(
+                    settings.oauth.get("sasl.oauthbearer.jwks.endpoint.url") or "")
                 return OAuthBearerUnsecuredServer(
                     settings.oauth,
-                    lambda token, now: validate(token, lambda kid: self._jwk(url, kid, now),
-                                                settings.oauth, now))
+                    lambda token, now: validate(token, cache.key, settings.oauth, now))
             return OAuthBearerUnsecuredServer(settings.oauth)
         for mech_id, (name, digest) in MECHANISMS.items():
             if name == mechanism:

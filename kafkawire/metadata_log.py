@@ -119,6 +119,8 @@ class MetadataQuorum:
         self.on_publish: Callable[[MetadataImage], None] | None = None
         #: set once the image has caught up with the leader's high watermark after start
         self.caught_up = trio.Event()
+        #: metadata records applied before catching up (the INFO summary of a start)
+        self.replayed_records = 0
         self._catch_up_target = -1
 
     # ---- what the node asks -------------------------------------------------------------
@@ -250,7 +252,12 @@ class MetadataQuorum:
             elif self._catch_up_target < 0 and self.driver.leader_high_watermark >= 0:
                 self._catch_up_target = self.driver.leader_high_watermark
             if 0 <= self._catch_up_target <= self.applied_end:
-                log.info("metadata caught up with the quorum at offset %s", self.applied_end)
+                image = self.image
+                log.info("metadata caught up with the quorum at offset %s: %d record(s) "
+                         "replayed (%d topic(s), %d partition(s), %d broker(s))",
+                         self.applied_end, self.replayed_records, len(image.topics),
+                         sum(len(t.partitions) for t in image.topics.values()),
+                         len(image.brokers))
                 self.caught_up.set()
 
     def _apply_committed(self, hw: int) -> None:
@@ -268,9 +275,14 @@ class MetadataQuorum:
         if records:
             old = self.image
             self.image = apply(self.image, records, last, epoch)
-            if log.isEnabledFor(logging.INFO):
+            # history replayed at a start (or a new node catching up) is not news: at DEBUG,
+            # summed up in one INFO line once caught up; live changes at INFO
+            level = logging.INFO if self.caught_up.is_set() else logging.DEBUG
+            if not self.caught_up.is_set():
+                self.replayed_records += len(records)
+            if log.isEnabledFor(level):
                 for line in metadata_events(old, records):
-                    log.info("%s", line)
+                    log.log(level, "%s", line)
             if self.on_publish is not None:
                 self.on_publish(self.image)
         if self.snapshot_due(self.clock()):
@@ -496,6 +508,9 @@ def metadata_events(old: MetadataImage, records: list[Any]) -> list[str]:
     unfenced, configs set."""
     out: list[str] = []
     names = {t.topic_id: t.name for t in old.topics.values()}
+    # leader changes, grouped per topic and (old, new) leader: a broker's start or controlled
+    # shutdown moves every partition it leads at once (one line, not 50 for __consumer_offsets)
+    leaders: dict[tuple[Any, Any, int], list[int]] = {}
     new_topics: dict[Any, list[Any]] = {}
     new_configs: dict[str, list[str]] = {}
     created = {rec.name for rec in records if type(rec).__name__ == "TopicRecord"}
@@ -515,8 +530,11 @@ def metadata_events(old: MetadataImage, records: list[Any]) -> list[str]:
         elif kind == "PartitionChangeRecord" and rec.leader != -2:
             prev = old.topics_by_id.get(rec.topic_id)
             p = prev.partitions.get(rec.partition_id) if prev is not None else None
-            out.append(f"leader of {names.get(rec.topic_id)}-{rec.partition_id}: "
-                       f"{p.leader if p is not None else '?'} -> {rec.leader}")
+            key = (rec.topic_id, p.leader if p is not None else "?", rec.leader)
+            if key not in leaders:
+                out.append("")  # its place in the order of events
+                leaders[key] = [len(out) - 1]
+            leaders[key].append(rec.partition_id)
         elif kind == "RegisterBrokerRecord":
             eps = ", ".join(f"{e.name}://{e.host}:{e.port}" for e in rec.end_points)
             out.append(f"broker {rec.broker_id} registered (epoch {rec.broker_epoch}, {eps}"
@@ -533,6 +551,12 @@ def metadata_events(old: MetadataImage, records: list[Any]) -> list[str]:
             target = rec.resource_name or "(cluster default)"
             out.append(f"config of {_RESOURCE_NAMES.get(rec.resource_type, rec.resource_type)} "
                        f"{target}: {rec.name} = {value}")
+    for (tid, was, now), (at, *partitions) in leaders.items():
+        if len(partitions) == 1:
+            out[at] = f"leader of {names.get(tid)}-{partitions[0]}: {was} -> {now}"
+        else:
+            out[at] = (f"leader of {names.get(tid)} ({len(partitions)} partitions: "
+                       f"{_ranges(sorted(partitions))}): {was} -> {now}")
     for tid, parts in new_topics.items():
         rf = max((len(p.replicas) for p in parts), default=0)
         configs = new_configs.get(names[tid])
@@ -540,6 +564,20 @@ def metadata_events(old: MetadataImage, records: list[Any]) -> list[str]:
                       f"replication factor {rf}"
                       + (f", {', '.join(configs)})" if configs else ")"))
     return out
+
+
+def _ranges(ids: list[int]) -> str:
+    """``0-49`` or ``0-2,5,7-8`` for sorted partition ids."""
+    out: list[str] = []
+    start = prev = ids[0]
+    for i in [*ids[1:], None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        out.append(f"{start}" if start == prev else f"{start}-{prev}")
+        if i is not None:
+            start = prev = i
+    return ",".join(out)
 
 
 _RESOURCE_NAMES = {2: "topic", 4: "broker", 8: "broker logger", 16: "client metrics",

@@ -63,6 +63,8 @@ class TopicCounters:
 class RequestStats:
     by_version: dict[int, int] = field(default_factory=dict)
     count: int = 0
+    #: all requests' (queue, local, remote, send) times summed, in seconds (a summary's _sum)
+    sums: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0, 0.0])
     #: recent (queue, local, remote, send) times in seconds, one tuple per request
     samples: deque[tuple[float, float, float, float]] = field(
         default_factory=lambda: deque(maxlen=RESERVOIR_SAMPLES))
@@ -138,6 +140,11 @@ class BrokerMetrics:
         st.count += 1
         st.by_version[version] = st.by_version.get(version, 0) + 1
         st.samples.append((queue_s, local_s, remote_s, send_s))
+        sums = st.sums
+        sums[0] += queue_s
+        sums[1] += local_s
+        sums[2] += remote_s
+        sums[3] += send_s
 
     def connection_created(self, listener: str) -> None:
         self.connections_created[listener] = self.connections_created.get(listener, 0) + 1
@@ -214,8 +221,11 @@ class BrokerCollector(Collector):
                     sessions.num_partitions_cached)
         yield counter(fs + "incrementalfetchsessionevictions",
                       "Fetch sessions evicted to make room for others", sessions.evictions)
-        yield counter(rm + "isrshrinks", "ISR shrinks (single node: never)", 0)
-        yield counter(rm + "isrexpands", "ISR expansions (single node: never)", 0)
+        isr = getattr(b, "isr", None)
+        yield counter(rm + "isrshrinks", "ISR shrinks of partitions this broker leads",
+                      isr.shrinks if isr is not None else 0)
+        yield counter(rm + "isrexpands", "ISR expansions of partitions this broker leads",
+                      isr.expands if isr is not None else 0)
         kc = "kafka_controller_kafkacontroller_"
         controller = 1 if b.started.is_set() else 0
         yield gauge(kc + "activecontrollercount", "1 on the active controller", controller)
@@ -364,22 +374,24 @@ def request_families(requests: dict[str, RequestStats]) -> Iterator[Metric]:
     columns = {name: ([list(col) for col in zip(*st.samples, strict=True)]
                       if st.samples else [[], [], [], []])
                for name, st in requests.items()}
+    # one Prometheus summary per timing: the percentiles (``{quantile=...}``, the JMX
+    # exporter's names for Kafka's histogram), ``_count`` (requests measured, a counter) and
+    # ``_sum`` (their total time in ms)
     for i, timing in enumerate(TIMINGS):
-        q = GaugeMetricFamily(f"kafka_network_requestmetrics_{timing}",
-                              f"{timing} percentiles over the last {RESERVOIR_SAMPLES} requests",
-                              labels=["request", "quantile"])
-        count = Metric(f"kafka_network_requestmetrics_{timing}_count",
-                       f"{timing}: requests measured", "untyped")
+        family = f"kafka_network_requestmetrics_{timing}"
+        summary = Metric(family, f"{timing} percentiles over the last {RESERVOIR_SAMPLES} "
+                         "requests, requests measured and their total time", "summary")
         for name, st in sorted(requests.items()):
             cols = columns[name]
             raw = [sum(x) for x in zip(*cols, strict=True)] if i == 4 else cols[i]
             values = sorted(v * 1000.0 for v in raw)
             for label, qv in QUANTILES:
-                q.add_metric([name, label], percentile(values, qv))
-            count.add_sample(f"kafka_network_requestmetrics_{timing}_count",
-                             {"request": name}, st.count)
-        yield q
-        yield count
+                summary.add_sample(family, {"request": name, "quantile": label},
+                                   percentile(values, qv))
+            summary.add_sample(family + "_count", {"request": name}, st.count)
+            total_s = sum(st.sums) if i == 4 else st.sums[i]
+            summary.add_sample(family + "_sum", {"request": name}, total_s * 1000.0)
+        yield summary
 
 
 def telemetry_families(

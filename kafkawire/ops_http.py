@@ -21,7 +21,14 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import trio
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 
 from kafkawire.metrics import BrokerCollector
 
@@ -59,6 +66,12 @@ class OpsEndpoint:
         self.broker = broker
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(BrokerCollector(broker))
+        # the resource series every Prometheus client library exports (process_cpu_seconds_
+        # total, process_resident_memory_bytes, process_open_fds, ...; python_gc_*,
+        # python_info), read from /proc when scraped: dashboards' CPU/memory/fd panels
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
 
     async def serve(
         self, listeners: list[trio.SocketListener],

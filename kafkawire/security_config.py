@@ -46,6 +46,8 @@ DEFAULTS: dict[str, str] = {
     "sasl.oauthbearer.clock.skew.seconds": "30",
     "sasl.oauthbearer.jwks.endpoint.url": "",
     "sasl.oauthbearer.jwks.endpoint.refresh.ms": "3600000",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": "100",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": "10000",
 }
 SSL_KEYS = (
     "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.type", "ssl.key.password",

@@ -36,7 +36,7 @@ from kafkawire.bootstrap import (
     parse_feature,
     parse_release_version,
 )
-from kafkawire.config import BrokerConfig
+from kafkawire.config import BrokerConfig, read_properties
 from kraft.snapshot import SnapshotId, encode_snapshot
 from protocol._generated.voters_record import VotersRecord
 
@@ -75,14 +75,8 @@ new_cluster_id = random_uuid
 
 
 def read_meta(path: Path) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        k, _, v = line.partition("=")
-        out[k.strip()] = v.strip()
-    return out
+    """``meta.properties``, read by Java's rules as Kafka reads it."""
+    return read_properties(path)
 
 
 def write_meta(directory: Path, cluster_id: str, node_id: int, directory_id: str) -> None:

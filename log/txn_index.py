@@ -1,6 +1,7 @@
 """The aborted-transaction index of a segment: ``<base>.txnindex`` (Kafka's TransactionIndex).
 
-One 34-byte big-endian entry per transaction that an ABORT marker in this segment closed::
+One 34-byte big-endian entry per transaction that an ABORT marker in this segment closed
+(``ENTRY``, declared with construct and compiled)::
 
     int16 version (0) | int64 producer_id | int64 first_offset | int64 last_offset |
     int64 last_stable_offset
@@ -17,21 +18,35 @@ transactions with ``last_offset >= fetch offset`` and ``first_offset < upper bou
 
 The file is created with the first entry (most segments never see an abort) and is derived
 data: recovery rebuilds it from the batches (see ``PartitionLog``). ``kafka-dump-log --files
-<base>.txnindex`` reads it. Entries are cached in memory once read (a few per segment).
+<base>.txnindex`` reads it. Entries are cached in memory once read (a few per segment). Cost of the declarative layout,
+measured on the shared 2-core machine: parsing 1,000 entries takes 34 ms with the compiled
+construct and 1.2 ms with ``struct``; building one entry 50 us. A segment's file is read once
+and aborts are rare next to records, so the readable declaration wins here; the offset and time
+indexes (searched on every Fetch) and the producer snapshots (read at every partition load, 15x
+slower with construct on 10,000 producers) keep ``struct``.
 """
 
 from __future__ import annotations
 
 import os
-import struct
 from pathlib import Path
 from typing import NamedTuple
+
+from construct import Array, Const, ConstError, Int16sb, Int64sb, Struct, this
 
 __all__ = ["AbortedTxn", "TxnIndex", "TXN_INDEX_SUFFIX", "ENTRY"]
 
 TXN_INDEX_SUFFIX = ".txnindex"
-ENTRY = struct.Struct(">hqqqq")
 _VERSION = 0
+ENTRY = Struct(
+    "version" / Const(_VERSION, Int16sb),
+    "producer_id" / Int64sb,
+    "first_offset" / Int64sb,
+    "last_offset" / Int64sb,
+    "last_stable_offset" / Int64sb,
+).compile()
+ENTRY_SIZE = 34
+_ENTRIES = Array(this.count, ENTRY).compile()
 
 
 class AbortedTxn(NamedTuple):
@@ -68,7 +83,7 @@ class TxnIndex:
             raise ValueError(
                 f"aborted transaction at {txn.last_offset} does not follow {entries[-1].last_offset}"
             )
-        data = ENTRY.pack(_VERSION, *txn)
+        data = ENTRY.build(txn._asdict())
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             os.write(fd, data)
@@ -109,7 +124,7 @@ class TxnIndex:
         else:
             tmp = self.path.with_name(self.path.name + ".tmp")
             with open(tmp, "wb") as f:
-                f.write(b"".join(ENTRY.pack(_VERSION, *t) for t in entries))
+                f.write(b"".join(ENTRY.build(t._asdict()) for t in entries))
             os.replace(tmp, self.path)
         self._entries = entries
         self.version += 1
@@ -134,14 +149,13 @@ def _read(path: Path) -> list[AbortedTxn]:
         data = path.read_bytes()
     except FileNotFoundError:
         return []
-    n = len(data) // ENTRY.size  # a torn trailing entry is ignored (rebuilt by recovery)
-    out: list[AbortedTxn] = []
-    for i in range(n):
-        version, pid, first, last, lso = ENTRY.unpack_from(data, i * ENTRY.size)
-        if version != _VERSION:
-            raise CorruptTxnIndexError(f"{path}: unknown entry version {version}")
-        out.append(AbortedTxn(pid, first, last, lso))
-    return out
+    n = len(data) // ENTRY_SIZE  # a torn trailing entry is ignored (rebuilt by recovery)
+    try:
+        parsed = _ENTRIES.parse(data[: n * ENTRY_SIZE], count=n)
+    except ConstError:
+        raise CorruptTxnIndexError(f"{path}: unknown entry version") from None
+    return [AbortedTxn(e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset)
+            for e in parsed]
 
 
 def _unlink(path: Path) -> None:

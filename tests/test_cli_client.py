@@ -113,6 +113,38 @@ def test_produce_consume_and_groups(target: str) -> None:
     kw("topic", "delete", "cli-r", *b)
 
 
+def test_unknown_names_are_errors_and_create_nothing(target: str) -> None:
+    """Looking at a topic or group that does not exist reports it (exit 1) and creates
+    nothing, as kafka-topics (exit 1), rpk and kcat do; Kafka's kafka-consumer-groups prints
+    "Group ... not found." (with exit 0; we exit 1)."""
+    b = ["--bootstrap-server", target]
+    for name, args in (("cli-nosuch-1", ("topic", "describe")), ("cli-nosuch-2", ("consume", "-e")),
+                       ("cli-nosuch-3", ("consume", "-g", "cli-nosuch-g", "-e")),
+                       ("cli-nosuch-4", ("group", "reset", "cli-nosuch-g", "--to", "start",
+                                         "-t"))):
+        res = kw(*args, name, *b, check=False)
+        assert res.returncode == 1, (args, res.stdout, res.stderr)
+        assert f"topic {name} does not exist" in res.stderr, res.stderr
+        assert res.stdout == "", res.stdout  # nothing printed before the error
+    group = kw("group", "describe", "cli-nosuch-g", *b, check=False)
+    assert group.returncode == 1 and "group cli-nosuch-g: not found" in group.stderr
+    listed = kw("topic", "list", *b).stdout
+    assert "cli-nosuch" not in listed, listed
+
+
+def test_mistyped_commands_and_flags_name_the_closest() -> None:
+    """A mistyped flag gets the usage of the command it was given to and the closest option;
+    a mistyped command the closest commands."""
+    flag = kw("topic", "describe", "t", "--all-config", "--timout", "3", check=False)
+    assert flag.returncode == 2
+    assert "usage: kafkawire topic describe" in flag.stderr, flag.stderr
+    assert "--timout: did you mean --timeout?" in flag.stderr, flag.stderr
+    serve = kw("serve", "--overide", "a=b", check=False)
+    assert serve.returncode == 2 and "did you mean --override?" in serve.stderr
+    command = kw("topic", "lst", check=False)
+    assert command.returncode == 2 and "did you mean list?" in command.stderr
+
+
 def test_unreachable_cluster_is_one_line() -> None:
     res = kw("topic", "list", "--bootstrap-server", f"127.0.0.1:{free_port()}",
              "--timeout", "2", check=False)

@@ -78,3 +78,37 @@ def test_json_operator_events_and_no_traceback_for_bad_input(tmp_path: Path) -> 
     closed = [r for r in lines if r["level"] == "WARNING" and "closing connection" in r["message"]]
     assert len(closed) == 3, messages
     assert not [r for r in lines if "exception" in r or "Traceback" in r["message"]]
+
+
+def test_a_restart_is_quiet(tmp_path: Path) -> None:
+    """A restart replays the metadata history at DEBUG with one INFO summary, not as if every
+    topic were created again now; leader moves of a topic's partitions are one line."""
+    from kafkawire.testing import BrokerProcess
+
+    bp = BrokerProcess(tmp_path / "data", log_file=tmp_path / "first.log").start(60)
+    try:
+        b = ["--bootstrap-server", bp.bootstrap]
+        kw("topic", "create", "quiet", "-p", "3", *b)
+        kw("topic", "create", "gone", *b)
+        kw("topic", "delete", "gone", *b)
+        kw("consume", "quiet", "-g", "quiet-g", "--idle-timeout", "3", *b)  # __consumer_offsets
+        bp.stop()
+        bp.log_path = tmp_path / "second.log"
+        bp.start(60)
+        deadline = time.monotonic() + 60
+        while "loaded 50 partition(s) of __consumer_offsets" not in bp.log():
+            assert time.monotonic() < deadline, bp.log()
+            time.sleep(0.2)
+    finally:
+        bp.close()
+    second = (tmp_path / "second.log").read_text().split("received SIGTERM")[0]
+    lines = [line for line in second.splitlines() if " INFO " in line]
+    assert len(lines) <= 13, "\n".join(lines)  # before: 131
+    text = "\n".join(lines)
+    assert "topic created" not in text and "topic deleted" not in text, text
+    summary = [line for line in lines if "metadata caught up with the quorum" in line]
+    assert len(summary) == 1 and "record(s) replayed (2 topic(s), 53 partition(s)" in \
+        summary[0], text
+    offsets = [line for line in lines if "leader of __consumer_offsets" in line]
+    assert offsets == [line for line in offsets if "(50 partitions: 0-49): -1 -> 1" in line] \
+        and len(offsets) == 1, text

@@ -95,6 +95,16 @@ def test_health_and_metrics_endpoints(broker: BrokerProcess) -> None:
     assert s["kafka_server_raft_metrics_current_leader"] == 1
     assert s['kafka_server_socket_server_metrics_connection_count{listener="PLAINTEXT",'
              'networkProcessor="0"}'] >= 1
+    # the resource series of every Prometheus client library, with their usual names
+    assert s["process_resident_memory_bytes"] > 10e6 and s["process_cpu_seconds_total"] > 0
+    assert 10 < s["process_open_fds"] < s["process_max_fds"]
+    assert s["process_start_time_seconds"] > 0 and "python_gc_objects_collected_total" in \
+        "".join(s)
+    # a request timing is a summary: percentiles, _count and _sum of one family; no series
+    # is left untyped
+    assert "# TYPE kafka_network_requestmetrics_totaltimems summary" in body
+    assert "untyped" not in body
+    assert s['kafka_network_requestmetrics_totaltimems_sum{request="Produce"}'] > 0
 
     # a deleted topic's series go (as Kafka's); the all-topics counters keep its counts
     from confluent_kafka.admin import AdminClient

@@ -16,6 +16,7 @@ are the ones killed, so the single controller stays up.
 from __future__ import annotations
 
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -241,6 +242,15 @@ def test_a_stalled_follower_leaves_the_isr_and_rejoins(tmp_path: Path) -> None:
         want = segment_bytes(c, leader, topic)
         failover.wait_until(lambda: segment_bytes(c, stalled, topic) == want, 60,
                             "the returning follower's segments to equal the leader's")
+        # the leader counted both changes (Kafka's IsrShrinksPerSec / IsrExpandsPerSec)
+        node = c.cluster.node(leader)
+        with urllib.request.urlopen(f"http://{node.host}:{node.metrics_port}/metrics",
+                                    timeout=10) as r:
+            text = r.read().decode()
+        counts = dict(line.split() for line in text.splitlines()
+                      if line.startswith("kafka_server_replicamanager_isr"))
+        assert float(counts["kafka_server_replicamanager_isrshrinks_total"]) >= 1, counts
+        assert float(counts["kafka_server_replicamanager_isrexpands_total"]) >= 1, counts
 
 
 def test_group_offsets_survive_the_coordinator_leader_kill(tmp_path: Path) -> None:

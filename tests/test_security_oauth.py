@@ -135,3 +135,97 @@ def test_confluent_kafka_with_oauth_cb(oauth: tuple[BrokerProcess, str]) -> None
                   "error_cb": errors.append})
     p.produce(f"oauth-{uuid.uuid4().hex[:6]}", b"signed")
     assert p.flush(30) == 0, errors
+
+
+class _JwksServer:
+    """An HTTP JWKS endpoint on loopback whose answers can be held back (a slow identity
+    provider) and whose key set can change (a key rotation)."""
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        import http.server
+        import threading
+
+        self.doc = doc
+        self.requests = 0
+        self.asked = threading.Event()  # a request arrived while held
+        self.release = threading.Event()
+        self.release.set()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                outer.requests += 1
+                if not outer.release.is_set():
+                    outer.asked.set()
+                    outer.release.wait(60)
+                body = json.dumps(outer.doc).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/jwks.json"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_jwks_fetch_never_blocks_the_event_loop(tmp_path: Path) -> None:
+    """A token with a kid the cached set lacks is refused at once and refreshes the JWKS on a
+    worker thread: while the identity provider takes its time, other clients are served; once
+    the new key set is read, the rotated key's tokens pass (Kafka's RefreshingHttpsJwks)."""
+    from protocol._generated.api_versions_request import ApiVersionsRequest
+
+    first = jwks()
+    rotated_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    rn = rotated_key.public_key().public_numbers()
+    rotated = {"keys": [*first["keys"], {"kty": "RSA", "kid": "rsa2", "use": "sig",
+                                         "n": _uint(rn.n), "e": _uint(rn.e)}]}
+    idp = _JwksServer(first)
+    ov, ports = listeners(PLAIN="PLAINTEXT", OAUTH="SASL_PLAINTEXT")
+    ov.update({
+        "sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.oauth.oauthbearer.sasl.server.callback.handler.class":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+        "listener.name.oauth.oauthbearer.sasl.jaas.config":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;",
+        "sasl.oauthbearer.jwks.endpoint.url": idp.url,
+    })
+    bp = BrokerProcess(tmp_path / "data", port=ports["PLAIN"], overrides=ov).start(60)
+    try:
+        addr = f"127.0.0.1:{ports['OAUTH']}"
+        assert idp.requests == 1  # read once before serving
+        assert _authenticate(addr, token())[0] == 0
+        idp.doc, held = rotated, time.monotonic()
+        idp.release.clear()
+        started = time.monotonic()
+        assert _authenticate(addr, token(kid="rsa2", key=rotated_key))[0] == 58
+        refused_s = time.monotonic() - started
+        assert idp.asked.wait(30), "no refresh for the unknown kid"
+        started = time.monotonic()
+        c = RawClient(bp.bootstrap)
+        try:
+            assert c.request(ApiVersionsRequest(client_software_name="t",
+                                                client_software_version="1"), 3).error_code == 0
+        finally:
+            c.close()
+        served_s = time.monotonic() - started
+        assert idp.release.is_set() is False  # the provider was still holding its answer
+        idp.release.set()
+        hold_s = time.monotonic() - held
+        assert refused_s < 5 and served_s < 5, (refused_s, served_s, hold_s)
+        deadline = time.monotonic() + 30
+        while _authenticate(addr, token(kid="rsa2", key=rotated_key))[0] != 0:
+            assert time.monotonic() < deadline, "the rotated key never became usable"
+            time.sleep(0.3)
+    finally:
+        bp.close()
+        idp.close()
