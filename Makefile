@@ -16,7 +16,7 @@ $(RUN_STAMP): pyproject.toml | $(VENV)/bin/python
 	@echo "kafkawire: installing the broker's dependencies into $(VENV) (first run only)..."
 	@$(PY) -m pip install --disable-pip-version-check --progress-bar on -e '.[cli]' \
 	  | grep -v -E '^Requirement already satisfied' || true
-	@$(PY) -c 'import kafkawire.cli, trio, prometheus_client, confluent_kafka' || \
+	@$(PY) -c 'import kafkawire.tools.cli, trio, prometheus_client, confluent_kafka' || \
 	  { echo "kafkawire: installing failed (see above)"; exit 1; }
 	@touch $(RUN_STAMP)
 

@@ -6,7 +6,7 @@ as three combined ``broker,controller`` nodes (KRaft, a static quorum of the thr
 properties (``SHARED``). Both yield an object with what bench/failover.py's ``Cluster`` needs:
 ``bootstrap``, ``admin_bootstrap``, ``broker_ids`` and ``kill`` / ``stop`` / ``start`` by node
 id. Kafka's JVMs get small heaps (``KAFKA_HEAP``) and are compat_tests/kafka_cluster.py's
-cluster; kafkawire's nodes are ``kafkawire.cluster.LocalCluster``'s.
+cluster; kafkawire's nodes are ``kafkawire.tools.cluster.LocalCluster``'s.
 
 Killing a combined node kills a broker and a controller voter: two of three voters stay, so the
 quorum keeps a leader, as with Kafka's recommended combined 3-node layout.
@@ -113,12 +113,12 @@ class KafkaCluster:
 
 
 class KafkawireCluster:
-    """Three combined kafkawire nodes (ids 1..3): ``kafkawire.cluster.LocalCluster``."""
+    """Three combined kafkawire nodes (ids 1..3): ``kafkawire.tools.cluster.LocalCluster``."""
 
     system = "kafkawire"
 
     def __init__(self, workdir: Path, overrides: dict[str, str] | None = None) -> None:
-        from kafkawire.cluster import LocalCluster
+        from kafkawire.tools.cluster import LocalCluster
 
         self.workdir = workdir
         self.procs = LocalCluster(workdir)

@@ -186,7 +186,7 @@ def run_franz(binary: Path, seeds: str, records: int, timeout_s: float, run: Run
 
 
 def run_kafkawire(binary: Path, args: argparse.Namespace, out: Path) -> Run:
-    from kafkawire.cluster import LocalCluster
+    from kafkawire.tools.cluster import LocalCluster
 
     run = Run("kafkawire", args.records, args.hogs)
     with tempfile.TemporaryDirectory(prefix="kafkawire-starve-") as tmp:
@@ -242,7 +242,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None, help="keep logs here")
     ap.add_argument("--slow-step-ms", type=float, default=0,
                     help="kafkawire nodes log event-loop steps longer than this "
-                         "(KAFKAWIRE_SLOW_STEP_MS, kafkawire/loop_monitor.py)")
+                         "(KAFKAWIRE_SLOW_STEP_MS, kafkawire/ops/loop_monitor.py)")
     ap.add_argument("--slow-request-ms", type=float, default=0,
                     help="kafkawire nodes log requests slower than this "
                          "(KAFKAWIRE_SLOW_REQUEST_MS)")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kafkawire.testing import BrokerProcess  # noqa: E402
+from kafkawire.tools.testing import BrokerProcess  # noqa: E402
 
 
 class ProfiledBroker(BrokerProcess):

@@ -145,7 +145,7 @@ def _target(name: str) -> Iterator[tuple[str, int | None]]:
         with running_kafka() as bootstrap:
             yield bootstrap, None
         return
-    from kafkawire.testing import BrokerProcess
+    from kafkawire.tools.testing import BrokerProcess
 
     with tempfile.TemporaryDirectory() as d, BrokerProcess(Path(d) / "data") as b:
         assert b.proc is not None

@@ -3,7 +3,7 @@
     .venv/bin/python bench/follower_idle.py                     # 3,000 partitions, 30 s
     .venv/bin/python bench/follower_idle.py --partitions 6000 --seconds 60
 
-Starts a kafkawire cluster of 3 combined nodes (``kafkawire.cluster.LocalCluster``, the code of
+Starts a kafkawire cluster of 3 combined nodes (``kafkawire.tools.cluster.LocalCluster``, the code of
 the package imported: set PYTHONPATH to measure another checkout), creates N partitions with
 replication factor 3 (topics of 150), waits until every partition has its 3 replicas
 in the ISR, lets it settle, then reads each node's CPU time (utime + stime from /proc) over
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kafkawire.cluster import LocalCluster  # noqa: E402
+from kafkawire.tools.cluster import LocalCluster  # noqa: E402
 
 #: partitions per CreateTopics: a large one keeps each node busy creating logs long enough
 #: to miss heartbeats and Raft fetches on a loaded 2-core machine

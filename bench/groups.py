@@ -20,7 +20,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from conftest import RawClient  # noqa: E402
 from group_helpers import GROUP_OVERRIDES, ready_raw  # noqa: E402
 
-from kafkawire.testing import BrokerProcess  # noqa: E402
+from kafkawire.tools.testing import BrokerProcess  # noqa: E402
 from protocol._generated.consumer_group_heartbeat_request import (  # noqa: E402
     ConsumerGroupHeartbeatRequest,
 )

@@ -28,7 +28,7 @@ def _via(nodes: dict[int, str]) -> int:
 
 
 def run_kafkawire(rounds: int) -> str:
-    from kafkawire.cluster import LocalCluster
+    from kafkawire.tools.cluster import LocalCluster
 
     with tempfile.TemporaryDirectory(prefix="kafkawire-propagation-") as tmp:
         cluster = LocalCluster(Path(tmp))

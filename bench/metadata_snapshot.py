@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kafkawire.metadata_snapshots import SnapshotStore, write_snapshot  # noqa: E402
+from kafkawire.metadata.snapshots import SnapshotStore, write_snapshot  # noqa: E402
 from kraft import controller  # noqa: E402
 from kraft.image import MetadataImage, apply  # noqa: E402
 from protocol._generated.config_record import ConfigRecord  # noqa: E402

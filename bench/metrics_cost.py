@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from confluent_kafka import Producer  # noqa: E402
 
 from bench.run import make_topic  # noqa: E402
-from kafkawire.testing import BrokerProcess, api_versions_ok, free_port  # noqa: E402
+from kafkawire.tools.testing import BrokerProcess, api_versions_ok, free_port  # noqa: E402
 
 SCRAPE_INTERVAL_S = 1.0
 

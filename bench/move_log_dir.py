@@ -15,7 +15,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from tests.test_log_dir_moves import _alter, _fill, _moved, _new_topic
 
 RECORDS, RECORD_BYTES = 100_000, 1000

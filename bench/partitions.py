@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kafkawire.testing import BrokerProcess  # noqa: E402
+from kafkawire.tools.testing import BrokerProcess  # noqa: E402
 
 
 @dataclass

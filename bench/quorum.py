@@ -51,7 +51,7 @@ from compat_tests.kafka_dist import (  # noqa: E402
     random_cluster_id,
 )
 from compat_tests.wire import Connection  # noqa: E402
-from kafkawire.testing import free_port  # noqa: E402
+from kafkawire.tools.testing import free_port  # noqa: E402
 from protocol._generated.create_topics_request import CreateTopicsRequest  # noqa: E402
 from protocol._generated.describe_quorum_request import DescribeQuorumRequest  # noqa: E402
 from protocol._generated.metadata_request import MetadataRequest  # noqa: E402

@@ -2,7 +2,7 @@
 created, and report the election time (``make quorum-failover ROUNDS=N``); first the metadata
 commit latency of CreateTopics on the active controller (``--latency N``).
 
-Starts a ``kafkawire.cluster.LocalCluster`` of 3 controllers and 1 broker (dedicated controllers, Kafka's default
+Starts a ``kafkawire.tools.cluster.LocalCluster`` of 3 controllers and 1 broker (dedicated controllers, Kafka's default
 ``controller.quorum.*`` timeouts unless given with ``--override``), runs
 ``tests/quorum_failover.run_failover`` for ``--rounds`` kills, checks that every acknowledged
 CreateTopics is on the broker, and prints p50/p99/max of the time from the kill until a
@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kafkawire.cluster import LocalCluster  # noqa: E402
+from kafkawire.tools.cluster import LocalCluster  # noqa: E402
 from tests.quorum_failover import (  # noqa: E402
     create_latency_ms,
     percentile,

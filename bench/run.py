@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from kafkawire.testing import BrokerProcess, api_versions_ok, free_port  # noqa: E402
+from kafkawire.tools.testing import BrokerProcess, api_versions_ok, free_port  # noqa: E402
 
 
 def rss_mb(pid: int) -> float:

@@ -128,7 +128,7 @@ def main() -> int:
     for target in targets:
         stop: Any
         if target == "kafkawire":
-            from kafkawire.testing import BrokerProcess, free_port
+            from kafkawire.tools.testing import BrokerProcess, free_port
 
             bp = BrokerProcess(Path(tempfile.mkdtemp(prefix="kw-bench-")) / "data",
                                port=free_port()).start()

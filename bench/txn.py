@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition  # noqa: E402
 
 from bench.run import make_topic  # noqa: E402
-from kafkawire.testing import BrokerProcess  # noqa: E402
+from kafkawire.tools.testing import BrokerProcess  # noqa: E402
 
 
 def txn_producer(bootstrap: str, **extra: object) -> Producer:

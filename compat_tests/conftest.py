@@ -45,9 +45,9 @@ def kafkawire_compat_broker() -> Iterator[str]:
     Fails (never skips) when the broker cannot start: the harness exists to catch that.
     """
     try:
-        from kafkawire.testing import BrokerProcess
+        from kafkawire.tools.testing import BrokerProcess
     except Exception as e:  # pragma: no cover - depends on the state of the tree
-        pytest.fail(f"kafkawire.testing is not importable: {e!r}")
+        pytest.fail(f"kafkawire.tools.testing is not importable: {e!r}")
     with tempfile.TemporaryDirectory(prefix="kafkawire-compat-") as tmp:
         proc = BrokerProcess(
             Path(tmp) / "data", overrides=KAFKAWIRE_OVERRIDES, log_file=Path(tmp) / "broker.log"
@@ -110,7 +110,7 @@ def kafka_cluster3() -> Iterator[Any]:
 
 
 class KafkawireClusterTarget:
-    """``kafkawire.cluster.LocalCluster`` as a ``scenarios_cluster.ClusterTarget``."""
+    """``kafkawire.tools.cluster.LocalCluster`` as a ``scenarios_cluster.ClusterTarget``."""
 
     def __init__(self, cluster: Any) -> None:
         self.cluster = cluster
@@ -137,7 +137,7 @@ class KafkawireClusterTarget:
 def kafkawire_cluster3() -> Iterator[KafkawireClusterTarget]:
     """A 3-node kafkawire cluster (this checkout) with the Kafka cluster's properties."""
     from compat_tests.kafka_cluster import SCENARIO_PROPS
-    from kafkawire.cluster import LocalCluster
+    from kafkawire.tools.cluster import LocalCluster
 
     with tempfile.TemporaryDirectory(prefix="kafkawire-compat-cluster-") as tmp:
         cluster = LocalCluster(Path(tmp) / "cluster")

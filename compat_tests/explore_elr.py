@@ -194,13 +194,13 @@ def run_c(cluster: Any, out: dict[str, Any], lead: int) -> None:
 
 
 class KafkawireTarget:
-    """``kafkawire.cluster.LocalCluster`` (3 combined nodes, this checkout) with the calls
+    """``kafkawire.tools.cluster.LocalCluster`` (3 combined nodes, this checkout) with the calls
     ``run`` makes of a ``KafkaCluster``."""
 
     heap = ""
 
     def __init__(self, tmp: Path) -> None:
-        from kafkawire.cluster import LocalCluster
+        from kafkawire.tools.cluster import LocalCluster
 
         self.cluster = LocalCluster(tmp / "cluster")
         self.cluster.up(3, 0, "loopback", dict(PROPS), timeout_s=180.0)

@@ -46,7 +46,7 @@ FORMAT_TIMEOUT_S = 180.0
 START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0
 
-#: Kafka's usual settings for three brokers (the same as ``kafkawire.cluster.cluster_defaults(3)``)
+#: Kafka's usual settings for three brokers (the same as ``kafkawire.tools.cluster.cluster_defaults(3)``)
 #: plus the harness's fast group start; both systems get exactly these in the cluster scenarios.
 CLUSTER_PROPS: dict[str, str] = {
     "num.partitions": "3",

@@ -3,7 +3,7 @@
 A cluster scenario is a function ``(cluster) -> JSON-able outcome``, registered with
 ``@cluster_scenario`` into ``CLUSTER_SCENARIOS``; ``cluster`` is a :class:`ClusterTarget`: three
 combined broker+controller nodes with ids 1, 2, 3 (Apache Kafka: ``kafka_cluster.KafkaCluster``;
-kafkawire: ``kafkawire.cluster.LocalCluster``), both with ``kafka_cluster.SCENARIO_PROPS``.
+kafkawire: ``kafkawire.tools.cluster.LocalCluster``), both with ``kafka_cluster.SCENARIO_PROPS``.
 
 Node ids are the same on both systems, so where the client chooses the replicas (manual
 assignments, reassignments) leaders, replica lists and ISRs are compared exactly; where the

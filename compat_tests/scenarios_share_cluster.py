@@ -119,7 +119,7 @@ def _state_coordinator(bootstrap: str, key: str) -> int:
     """The node leading the ``__share_group_state`` partition of ``key`` (Kafka's key hash
     over the topic's partitions; Kafka answers FindCoordinator key type 2 from a client with
     INVALID_REQUEST, so the metadata is asked)."""
-    from kafkawire.coordinator_runtime import partition_for
+    from kafkawire.coordinators.runtime import partition_for
 
     leaders = _state_leaders(bootstrap)
     return leaders[partition_for(key, len(leaders))]
@@ -138,7 +138,7 @@ def _group_with_state_leader_apart(bootstrap: str, base: str, topic: str, tid: u
     """A group name whose share-state key (group:topic id:0) lands on a ``__share_group_state``
     partition not led by ``leader`` (Kafka's key hash); the topic is created first by a
     share consumer of a throwaway group."""
-    from kafkawire.coordinator_runtime import partition_for
+    from kafkawire.coordinators.runtime import partition_for
 
     probe = base + "-probe"
     c = _consumer(bootstrap, probe)

@@ -249,7 +249,7 @@ def three_nodes(system: str, workdir: Path) -> Iterator[list[str]]:
 
     props = {**CLUSTER_PROPS, **SUITE_PROPS}
     if system == "kafkawire":
-        from kafkawire.cluster import LocalCluster
+        from kafkawire.tools.cluster import LocalCluster
 
         cluster = LocalCluster(workdir / "kafkawire")
         try:

@@ -64,7 +64,7 @@ def kafka_outcome() -> dict[str, Any]:
 
 
 def kafkawire_outcome() -> dict[str, Any]:
-    from kafkawire.testing import BrokerProcess
+    from kafkawire.tools.testing import BrokerProcess
 
     plain_port, sasl_port = free_port(), free_port()
     with tempfile.TemporaryDirectory(prefix="kafkawire-acl-") as tmp:

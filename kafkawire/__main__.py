@@ -1,3 +1,3 @@
-from kafkawire.cli import main
+from kafkawire.tools.cli import main
 
 raise SystemExit(main())

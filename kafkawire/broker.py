@@ -24,36 +24,24 @@ from groups.share_state import ShareStateShard
 from kafkawire.apis import REGISTRY
 from kafkawire.apis import alter_configs as _alter_configs
 from kafkawire.apis import incremental_alter_configs as _incremental_alter_configs
-from kafkawire.authorizer import Authorizer
-from kafkawire.bootstrap import first_start_records, read_bootstrap
-from kafkawire.broker_lifecycle import BrokerLifecycleManager, QuorumControllerChannel
-from kafkawire.config import TOPIC_CONFIGS, BrokerConfig
-from kafkawire.config_entries import connection_limits, effective_topic_values
-from kafkawire.config_resources import group_consumer_settings
-from kafkawire.controller_service import ControllerService
-from kafkawire.coordinator_runtime import GROUP_TOPIC, SHARE_TOPIC, TXN_TOPIC, CoordinatorRuntime
-from kafkawire.envelope import FORWARDABLE_KEYS
-from kafkawire.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, FetchSessionCache
-from kafkawire.forwarding import Candidate, ForwardingManager
-from kafkawire.group_coordinator import group_version_records, make_shard_factory
-from kafkawire.inter_broker import (
-    ClientSecurity,
-    controller_security,
-    inter_broker_listener,
-    inter_broker_security,
-)
-from kafkawire.isr_manager import IsrManager
-from kafkawire.listener_security import ListenerSecurity
-from kafkawire.log_cleaner import LogCleanerService
-from kafkawire.log_flusher import LogFlusher
-from kafkawire.log_mover import LogDirMover
-from kafkawire.metadata_log import METADATA_TOPIC, MetadataQuorum, metadata_log_config
-from kafkawire.metadata_snapshots import SnapshotSettings
-from kafkawire.metrics import BrokerMetrics
-from kafkawire.peer_clients import PeerClients
-from kafkawire.purgatory import AppendNotifier
-from kafkawire.quorum_config import parse_bootstrap_servers, parse_voters
-from kafkawire.quota_manager import (
+from kafkawire.config.broker_config import TOPIC_CONFIGS, BrokerConfig
+from kafkawire.config.entries import connection_limits, effective_topic_values
+from kafkawire.config.quorum import parse_bootstrap_servers, parse_voters
+from kafkawire.config.resources import group_consumer_settings
+from kafkawire.config.security import SECURITY_PROTOCOL_IDS, listener_protocol
+from kafkawire.coordinators.groups import group_version_records, make_shard_factory
+from kafkawire.coordinators.runtime import GROUP_TOPIC, SHARE_TOPIC, TXN_TOPIC, CoordinatorRuntime
+from kafkawire.coordinators.share import ShareService, share_version_records
+from kafkawire.coordinators.txn import TxnCoordinator, transaction_version_records
+from kafkawire.metadata.bootstrap import first_start_records, read_bootstrap
+from kafkawire.metadata.broker_lifecycle import BrokerLifecycleManager, QuorumControllerChannel
+from kafkawire.metadata.controller_service import ControllerService
+from kafkawire.metadata.envelope import FORWARDABLE_KEYS
+from kafkawire.metadata.forwarding import Candidate, ForwardingManager
+from kafkawire.metadata.quorum import METADATA_TOPIC, MetadataQuorum, metadata_log_config
+from kafkawire.metadata.snapshots import SnapshotSettings
+from kafkawire.net.peer_clients import PeerClients
+from kafkawire.net.quotas import (
     FETCH,
     PRODUCE,
     REQUEST,
@@ -61,26 +49,38 @@ from kafkawire.quota_manager import (
     TokenBucket,
     ip_connection_rate,
 )
-from kafkawire.replica_fetcher import FetcherSettings, ReplicaFetcherManager
-from kafkawire.replica_manager import ReplicaManager
-from kafkawire.replication_quota import replication_quotas
-from kafkawire.retention import (
-    run_producer_expiration,
-    run_retention,
-    run_token_expiration,
+from kafkawire.net.server import Connection, FrameMemory, RequestContext, Server
+from kafkawire.ops.metrics import BrokerMetrics
+from kafkawire.ops.telemetry import TelemetryManager
+from kafkawire.replication.fetch_session import INITIAL_EPOCH, INVALID_SESSION_ID, FetchSessionCache
+from kafkawire.replication.isr_manager import IsrManager
+from kafkawire.replication.purgatory import AppendNotifier
+from kafkawire.replication.replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from kafkawire.replication.replica_manager import ReplicaManager
+from kafkawire.replication.throttle import replication_quotas
+from kafkawire.security.authorizer import Authorizer
+from kafkawire.security.inter_broker import (
+    ClientSecurity,
+    controller_security,
+    inter_broker_listener,
+    inter_broker_security,
 )
-from kafkawire.sasl import SaslFailure
-from kafkawire.security_config import SECURITY_PROTOCOL_IDS, listener_protocol
-from kafkawire.server import Connection, FrameMemory, RequestContext, Server
-from kafkawire.share_coordinator import ShareService, share_version_records
-from kafkawire.storage import (
+from kafkawire.security.listener import ListenerSecurity
+from kafkawire.security.sasl import SaslFailure
+from kafkawire.storage.cleaner import LogCleanerService
+from kafkawire.storage.flusher import LogFlusher
+from kafkawire.storage.format import (
     META_PROPERTIES,
     base64_to_uuid,
     format_or_check,
     read_meta,
 )
-from kafkawire.telemetry import TelemetryManager
-from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_records
+from kafkawire.storage.mover import LogDirMover
+from kafkawire.storage.retention import (
+    run_producer_expiration,
+    run_retention,
+    run_token_expiration,
+)
 from kraft import controller
 from kraft.acls import ALTER, CLUSTER, CLUSTER_NAME, DESCRIBE, DESCRIBE_CONFIGS
 from kraft.cluster_control import Registration
@@ -111,8 +111,8 @@ _PREPROCESSED_FORWARDS: dict[int, Any] = {
 log = logging.getLogger("kafkawire.broker")
 
 # feature name -> (min, max) we support. transaction.version 2 = KIP-890 part 2 (finalized at
-# start, kafkawire/txn_coordinator.py); group.version 1 = KIP-848 consumer groups
-# (groups/consumer.py); share.version 1 = KIP-932 share groups (kafkawire/share_coordinator.py).
+# start, kafkawire/coordinators/txn.py); group.version 1 = KIP-848 consumer groups
+# (groups/consumer.py); share.version 1 = KIP-932 share groups (kafkawire/coordinators/share.py).
 SUPPORTED_FEATURES: dict[str, tuple[int, int]] = {
     "metadata.version": (7, controller.METADATA_VERSION_LEVEL),
     "kraft.version": (0, 0),
@@ -232,7 +232,7 @@ class Broker:
         self._log_configs_from: dict[tuple[int, str], dict[str, str]] | None = None
         self.notifier = AppendNotifier()
         self.metrics = BrokerMetrics()
-        #: KIP-227 incremental fetch sessions (kafkawire/fetch_session.py)
+        #: KIP-227 incremental fetch sessions (kafkawire/replication/fetch_session.py)
         self.fetch_sessions = FetchSessionCache(
             int(config["max.incremental.fetch.session.cache.slots"]),
             int(config["min.incremental.fetch.session.eviction.ms"]))
@@ -283,7 +283,7 @@ class Broker:
         self.disconnect_hooks.append(self.share.on_disconnect)
         # the active controller's broker-facing side (served while this node leads the
         # metadata quorum) and this broker's registration with the active controller, local or
-        # remote (kafkawire/broker_lifecycle.py)
+        # remote (kafkawire/metadata/broker_lifecycle.py)
         self.controller = ControllerService(self, now_ms)
         self.is_controller = "controller" in config.process_roles
         self.is_broker = "broker" in config.process_roles or not config.names_a_quorum
@@ -298,7 +298,7 @@ class Broker:
             lambda: self.image.offset, int(config["broker.heartbeat.interval.ms"]),
             int(config["initial.broker.registration.timeout.ms"]))
         self.server.controller_listeners = {lst.name for lst in config.controller_listeners}
-        #: admin writes to the active controller in an Envelope (kafkawire/forwarding.py): on
+        #: admin writes to the active controller in an Envelope (kafkawire/metadata/forwarding.py): on
         #: every node of a configured quorum; the implicit single node decides them itself
         self.forwarding: ForwardingManager | None = None
         if config.names_a_quorum:
@@ -644,7 +644,7 @@ class Broker:
 
     def enforce_quotas(self, ctx: RequestContext, response: Any, elapsed_s: float,
                        request: Any = None) -> Any:
-        """Record the request against the client's quotas (kafkawire.quota_manager); set
+        """Record the request against the client's quotas (kafkawire.net.quotas); set
         throttle_time_ms and mute the connection for it. A throttled Fetch answers empty."""
         q = self.quotas
         now = now_ms()
@@ -747,7 +747,7 @@ class Broker:
     def _alter_log_dirs_rate(self) -> float:
         """``replica.alter.log.dirs.io.max.bytes.per.second`` (dynamic, per broker or cluster
         default; unbounded unless set)."""
-        from kafkawire.config_entries import dynamic_broker_configs
+        from kafkawire.config.entries import dynamic_broker_configs
 
         per_broker, default = dynamic_broker_configs(self.image, self.node_id)
         raw = per_broker.get(ALTER_LOG_DIRS_RATE, default.get(ALTER_LOG_DIRS_RATE))
@@ -806,7 +806,7 @@ class Broker:
                               lambda: self.image, now_ms, int(cfg["replica.lag.time.max.ms"]))
 
     def inter_broker_listener(self) -> str | None:
-        """The listener followers fetch on (``kafkawire.inter_broker``):
+        """The listener followers fetch on (``kafkawire.security.inter_broker``):
         ``inter.broker.listener.name``, else the one ``security.inter.broker.protocol``
         names, else this broker's first (non-controller) listener."""
         return inter_broker_listener(self.config)

@@ -29,8 +29,8 @@ MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 # metadata.version we finalize: 30, the level Apache Kafka 4.3 finalizes. group.version and
-# transaction.version are finalized by their coordinators at start (kafkawire/group_coordinator.py,
-# kafkawire/txn_coordinator.py): they switch Kafka 4.x clients onto other protocols.
+# transaction.version are finalized by their coordinators at start (kafkawire/coordinators/groups.py,
+# kafkawire/coordinators/txn.py): they switch Kafka 4.x clients onto other protocols.
 METADATA_VERSION_LEVEL = 30
 PRODUCER_ID_BLOCK_SIZE = 1000
 

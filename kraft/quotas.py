@@ -16,7 +16,7 @@ Apache Kafka 4.3.1's, checked against a real broker:
   the response has one entry per distinct entity.
 - Removing an absent key is a no-op; setting the current value writes nothing.
 
-Enforcement (throttling) is ``kafkawire.quota_manager`` (docs/SECURITY.md).
+Enforcement (throttling) is ``kafkawire.net.quotas`` (docs/SECURITY.md).
 """
 
 from __future__ import annotations

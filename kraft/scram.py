@@ -16,7 +16,7 @@ and a user with a problem has none of its operations applied:
 - an empty salted password: UNKNOWN_SERVER_ERROR with no message (Kafka's HMAC refuses an
   empty key).
 
-The credentials authenticate SASL/SCRAM clients (``kafkawire.sasl.ScramServer``).
+The credentials authenticate SASL/SCRAM clients (``kafkawire.security.sasl.ScramServer``).
 """
 
 from __future__ import annotations

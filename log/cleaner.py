@@ -1,7 +1,7 @@
 """The log cleaner: compaction of ``cleanup.policy=compact`` logs, with Kafka's semantics.
 
 Synchronous and free of threads, clocks and I/O scheduling (layer 1): the broker chooses when
-to clean and runs the heavy parts on a worker thread (``kafkawire.log_cleaner``). The split:
+to clean and runs the heavy parts on a worker thread (``kafkawire.storage.cleaner``). The split:
 
 * :func:`grab_filthiest` (owning thread): Kafka's ``LogCleanerManager`` choice. For each
   compacted log, the dirty range is [first dirty offset, first uncleanable offset): it starts

@@ -492,7 +492,7 @@ class PartitionLog:
 
     def defer_parent_sync(self) -> None:
         """A new log whose creation did not fsync the log directory holding it: its first
-        flush (a worker thread's, ``kafkawire.log_flusher``) makes the directory entry durable
+        flush (a worker thread's, ``kafkawire.storage.flusher``) makes the directory entry durable
         with the rest, instead of an fsync on the event loop at creation (issue 27)."""
         self._dir_sync.parent_unsynced = True
 

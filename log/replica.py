@@ -5,7 +5,7 @@ object, never through the :class:`~log.partition_log.PartitionLog` directly: app
 offsets assigned here; as follower, the leader's offsets kept), reads (consumers up to the high
 watermark or the last stable offset, followers up to the log end), the high watermark, and the
 waiters that acks=all produces and coordinator replies park on. It is sans-I/O: no clock (``now_ms``
-is passed in), no tasks; the runtime (``kafkawire.replica_manager``) turns waiter callbacks into
+is passed in), no tasks; the runtime (``kafkawire.replication.replica_manager``) turns waiter callbacks into
 trio events and drives leadership from the metadata image.
 
 State:

@@ -1,5 +1,5 @@
 """Coordinator records and parked replies: the vocabulary shared by the coordinator runtime
-(``kafkawire/coordinator_runtime.py``) and the sans-I/O coordinators (``groups/``, ``txn/``).
+(``kafkawire/coordinators/runtime.py``) and the sans-I/O coordinators (``groups/``, ``txn/``).
 
 A record of an internal coordinator topic (``__consumer_offsets``, ``__transaction_state``) is
 Kafka's ``CoordinatorRecord`` framing:

@@ -1,4 +1,4 @@
-"""Shared fixtures: a real kafkawire broker process (see kafkawire.testing) and raw wire helpers."""
+"""Shared fixtures: a real kafkawire broker process (see kafkawire.tools.testing) and raw wire helpers."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from tests.javatools import java_line  # noqa: F401  (fixture: Kafka's Java tools, both lines)
 
 # ---- running under pytest-xdist (`make test` runs tests/ with `-n 2 --dist loadfile`) -----------

@@ -406,7 +406,7 @@ def _broker(kind: str) -> Iterator[str]:
         }) as b:
             yield b
     else:
-        from kafkawire.testing import BrokerProcess
+        from kafkawire.tools.testing import BrokerProcess
 
         with tempfile.TemporaryDirectory() as d, BrokerProcess(Path(d) / "data", overrides={
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",

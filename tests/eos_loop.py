@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.bootstrap:
         results = [run_loop(c, a.bootstrap, a.rounds) for c in clients]
     else:
-        from kafkawire.testing import BrokerProcess
+        from kafkawire.tools.testing import BrokerProcess
 
         with tempfile.TemporaryDirectory() as d, BrokerProcess(Path(d) / "data").start() as bp:
             for c in clients:

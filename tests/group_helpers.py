@@ -10,7 +10,7 @@ from typing import Any
 
 from conftest import RawClient
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from protocol._generated.find_coordinator_request import FindCoordinatorRequest
 
 #: rebalances without the 3 s initial delay, short sessions allowed, quick KIP-848 heartbeats

@@ -1,4 +1,4 @@
-"""Failover of the active controller under writes, on a ``kafkawire.cluster.LocalCluster`` (shared by
+"""Failover of the active controller under writes, on a ``kafkawire.tools.cluster.LocalCluster`` (shared by
 tests/test_quorum_failover.py and ``bench/quorum_failover.py``).
 
 A writer thread creates topics one after the other through the controller listener of the
@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafkawire.cluster import LocalCluster
-from kafkawire.testing import describe_quorum_leader
+from kafkawire.tools.cluster import LocalCluster
+from kafkawire.tools.testing import describe_quorum_leader
 from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.describe_quorum_request import DescribeQuorumRequest
 from protocol._generated.metadata_request import MetadataRequest

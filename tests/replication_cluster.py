@@ -1,6 +1,6 @@
 """The cluster the replication tests and ``make failover`` kill brokers of.
 
-``replication_cluster(brokers=3)`` is a ``kafkawire.cluster.LocalCluster`` with one combined
+``replication_cluster(brokers=3)`` is a ``kafkawire.tools.cluster.LocalCluster`` with one combined
 node (id 1: the single controller voter, and a broker that answers admin requests) and
 ``brokers`` broker-only nodes (ids 2..N+1, Raft observers), all real processes on free loopback
 ports. Partitions under test are placed on the broker-only nodes (``broker_ids``), the ones that
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from kafkawire.cluster import LocalCluster
+from kafkawire.tools.cluster import LocalCluster
 
 CLUSTER_DEFAULTS = {
     "broker.session.timeout.ms": "4000",

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
-from kafkawire.testing import free_port
+from kafkawire.tools.testing import free_port
 
 PASSWORD = "changeit"
 

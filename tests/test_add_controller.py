@@ -17,8 +17,8 @@ from typing import TypeVar
 
 import pytest
 
-from kafkawire.cluster import LocalCluster
-from kafkawire.testing import BrokerProcess, free_port
+from kafkawire.tools.cluster import LocalCluster
+from kafkawire.tools.testing import BrokerProcess, free_port
 from tests.javatools import JavaTools, ToolResult, require_line, write_properties
 
 T = TypeVar("T")

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from kafkawire.config import TOPIC_CONFIGS
-from kafkawire.testing import BrokerProcess
+from kafkawire.config.broker_config import TOPIC_CONFIGS
+from kafkawire.tools.testing import BrokerProcess
 
 
 def name(prefix: str) -> str:

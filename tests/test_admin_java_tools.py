@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from tests.javatools import JavaTools, require_line
 
 pytestmark = pytest.mark.slow

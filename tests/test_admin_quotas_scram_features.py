@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from protocol._generated.alter_client_quotas_request import AlterClientQuotasRequest
 from protocol._generated.alter_replica_log_dirs_request import AlterReplicaLogDirsRequest
 from protocol._generated.alter_user_scram_credentials_request import (

@@ -12,8 +12,13 @@ from kafkawire.apis.create_topics import plan_topic
 from kafkawire.apis.describe_log_dirs import select
 from kafkawire.apis.describe_topic_partitions import describe
 from kafkawire.apis.incremental_alter_configs import ops_of
-from kafkawire.config import TOPIC_CONFIGS, BrokerConfig, ConfigError, validate_topic_config
-from kafkawire.config_entries import (
+from kafkawire.config.broker_config import (
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigError,
+    validate_topic_config,
+)
+from kafkawire.config.entries import (
     DYNAMIC_BROKER_CONFIGS,
     ConfigSource,
     ConfigType,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from kafkawire.config import TOPIC_CONFIGS
-from kafkawire.testing import BrokerProcess
+from kafkawire.config.broker_config import TOPIC_CONFIGS
+from kafkawire.tools.testing import BrokerProcess
 from protocol._generated.alter_configs_request import AlterConfigsRequest
 from protocol._generated.create_partitions_request import CreatePartitionsRequest
 from protocol._generated.create_topics_request import CreateTopicsRequest

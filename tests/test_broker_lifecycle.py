@@ -1,5 +1,5 @@
 """Broker lifecycle against a real broker process with a controller listener: this node
-registers and is unfenced; a second "broker" (this test, through kafkawire.node_client) speaks
+registers and is unfenced; a second "broker" (this test, through kafkawire.net.node_client) speaks
 BrokerRegistration / BrokerHeartbeat / AllocateProducerIds / AlterPartition / UnregisterBroker
 to the controller listener, is fenced by broker.session.timeout.ms, and the listeners expose
 only their own APIs; SIGTERM shuts down through a controlled shutdown."""
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import trio
 
-from kafkawire.node_client import NodeClient
-from kafkawire.testing import BrokerProcess, free_port
+from kafkawire.net.node_client import NodeClient
+from kafkawire.tools.testing import BrokerProcess, free_port
 from protocol._generated.allocate_producer_ids_request import AllocateProducerIdsRequest
 from protocol._generated.alter_partition_request import AlterPartitionRequest
 from protocol._generated.api_versions_request import ApiVersionsRequest
@@ -327,7 +327,7 @@ def test_remote_lifecycle_manager(node: BrokerProcess) -> None:
     """kafkawire's own BrokerLifecycleManager over RemoteControllerChannel (the path a
     broker-only node takes): registers fenced, RUNNING once unfenced, then a controlled
     shutdown moves its leadership and ends SHUTTING_DOWN, fenced."""
-    from kafkawire.broker_lifecycle import (
+    from kafkawire.metadata.broker_lifecycle import (
         BrokerLifecycleManager,
         BrokerState,
         RemoteControllerChannel,
@@ -374,7 +374,7 @@ def test_remote_lifecycle_manager(node: BrokerProcess) -> None:
 def test_node_client_failures() -> None:
     """Connection refused and a peer that never answers: NodeDisconnected, the backoff grows,
     and the next request connects again."""
-    from kafkawire.node_client import NodeDisconnected
+    from kafkawire.net.node_client import NodeDisconnected
 
     async def main() -> None:
         clock = lambda: int(time.time() * 1000)  # noqa: E731

@@ -13,7 +13,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkawire.chaos_check import Read, Send, check, reordered_keys, unavailable_windows
+from kafkawire.tools.chaos_check import Read, Send, check, reordered_keys, unavailable_windows
 
 ROOT = Path(__file__).resolve().parent.parent
 

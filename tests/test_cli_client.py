@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkawire.testing import BrokerProcess, free_port
+from kafkawire.tools.testing import BrokerProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,8 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from kafkawire.config import BrokerConfig, ConfigError, read_properties, validate_topic_config
-from kafkawire.testing import BrokerProcess, api_versions_ok, free_port
+from kafkawire.config.broker_config import (
+    BrokerConfig,
+    ConfigError,
+    read_properties,
+    validate_topic_config,
+)
+from kafkawire.tools.testing import BrokerProcess, api_versions_ok, free_port
 
 
 def test_defaults_serve_a_single_node_with_data_in_dot_data() -> None:
@@ -39,7 +44,7 @@ def test_properties_file_and_overrides(tmp_path: Path) -> None:
     assert cfg.log_dirs == [Path("/a"), Path("/b")]
     assert cfg.log_retention_ms == 300_000
     assert cfg.unknown == ["no.such.key"]
-    # security keys are read per listener (kafkawire.security_config), not ignored
+    # security keys are read per listener (kafkawire.config.security), not ignored
     assert cfg.ignored == ["metrics.num.samples"]
     assert cfg.explicit["ssl.keystore.location"] == "/x"
     assert cfg.advertised_listeners[0].host == "localhost"

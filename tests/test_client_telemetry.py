@@ -16,8 +16,8 @@ import pytest
 import zstandard
 from conftest import RawClient
 
-from kafkawire.telemetry import decode_metrics_data
-from kafkawire.testing import BrokerProcess
+from kafkawire.ops.telemetry import decode_metrics_data
+from kafkawire.tools.testing import BrokerProcess
 from protocol._generated.api_versions_request import ApiVersionsRequest
 from protocol._generated.get_telemetry_subscriptions_request import (
     GetTelemetrySubscriptionsRequest,

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 

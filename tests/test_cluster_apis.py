@@ -8,7 +8,7 @@ import time
 import uuid
 from pathlib import Path
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from protocol._generated.create_acls_request import CreateAclsRequest
 from protocol._generated.create_delegation_token_request import CreateDelegationTokenRequest
 from protocol._generated.create_topics_request import CreateTopicsRequest

@@ -1,4 +1,4 @@
-"""Issue 27 on a 3-node kafkawire cluster of real processes (kafkawire.cluster.LocalCluster),
+"""Issue 27 on a 3-node kafkawire cluster of real processes (kafkawire.tools.cluster.LocalCluster),
 each check measured the same way on a 3-node Apache Kafka 4.3.1 / 4.4.0 (compat_tests/FINDINGS.md,
 section "Issue 27: transactions, compaction after creation, configs"):
 
@@ -23,7 +23,7 @@ import pytest
 
 from bench.txn_end_pairs import run as run_end_pairs
 from bench.txn_end_pairs import run_commit_produce
-from kafkawire.cluster import LocalCluster
+from kafkawire.tools.cluster import LocalCluster
 from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.incremental_alter_configs_request import (
     IncrementalAlterConfigsRequest,

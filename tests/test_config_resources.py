@@ -15,7 +15,7 @@ import pytest
 from conftest import RawClient
 from group_helpers import GROUP_OVERRIDES, group_broker, ready_raw
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from protocol._generated.alter_configs_request import AlterConfigsRequest
 from protocol._generated.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from protocol._generated.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest

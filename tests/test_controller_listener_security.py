@@ -2,7 +2,7 @@
 fetch from and vote with each other over it, brokers register, heartbeat, send AlterPartition
 and forward admin requests over it, with the listener's own keystore, truststore and JAAS
 config and ``sasl.mechanism.controller.protocol``, as Kafka's controller channel does.
-Real processes (kafkawire.cluster) and a stock client (librdkafka) on the brokers' PLAINTEXT
+Real processes (kafkawire.tools.cluster) and a stock client (librdkafka) on the brokers' PLAINTEXT
 listener; the quorum leader is killed and a new one takes over. A node whose controller
 password is wrong never joins and says why in its log."""
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kafkawire.cluster import LocalCluster
+from kafkawire.tools.cluster import LocalCluster
 from tests.security_helpers import make_pki, wait_until
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The shared coordinator runtime (kafkawire/coordinator_runtime.py): key -> partition mapping,
+"""The shared coordinator runtime (kafkawire/coordinators/runtime.py): key -> partition mapping,
 internal topic creation, shard loading/replay (with transactional batches and markers),
 appends, timers and FindCoordinator over the wire."""
 
@@ -12,9 +12,9 @@ import pytest
 import trio
 
 from kafkawire.broker import Broker
-from kafkawire.config import BrokerConfig
-from kafkawire.coordinator_runtime import java_abs, java_string_hash, partition_for
-from kafkawire.testing import free_port
+from kafkawire.config.broker_config import BrokerConfig
+from kafkawire.coordinators.runtime import java_abs, java_string_hash, partition_for
+from kafkawire.tools.testing import free_port
 from protocol._generated.find_coordinator_request import FindCoordinatorRequest
 from protocol._generated.metadata_request import MetadataRequest
 from protocol.coordinator import CoordinatorRecord, Pending

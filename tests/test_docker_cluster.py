@@ -114,7 +114,7 @@ class Compose:
 
 
 def _cluster_id() -> str:
-    from kafkawire.storage import random_uuid
+    from kafkawire.storage.format import random_uuid
 
     return random_uuid()
 
@@ -281,7 +281,7 @@ def test_docker_kill_of_the_quorum_leader(three: Compose) -> None:
     """`docker kill` of the quorum leader's container: a new leader with a higher epoch, the
     other two stay healthy, the killed one stays exited (a kill by hand is not restarted);
     `start` brings it back healthy."""
-    from kafkawire.cluster import describe_quorum_leader
+    from kafkawire.tools.cluster import describe_quorum_leader
 
     leader, epoch = describe_quorum_leader(HOST_BOOTSTRAP.split(","))
     assert leader in (1, 2, 3)
@@ -323,7 +323,7 @@ def test_docker_kill_of_the_partition_leader_loses_nothing_acknowledged(
     """Host and container clients at acks=all on RF=3, `docker kill` of the partition
     leader's container, nothing acknowledged lost, no duplicates. (Last: it leaves a node
     killed.)"""
-    from kafkawire.cluster import partition_leaders
+    from kafkawire.tools.cluster import partition_leaders
 
     create_topic(HOST_BOOTSTRAP, "orders", 1, 3)
     acked = host_produce(HOST_BOOTSTRAP, "orders", [f"host-{i}" for i in range(1000)])

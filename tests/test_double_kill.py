@@ -14,7 +14,7 @@ that epoch, which broker 4 never had: every answer was a diverging epoch ending 
 log end, nothing was cut, and broker 3 stayed out of the ISR until its next restart (in
 ``make double-kill`` the same came from the other restarted node's registration). The epoch
 entries at the log end are dropped now, as Kafka's ``truncateTo`` does
-(kafkawire/replica_fetcher.py).
+(kafkawire/replication/replica_fetcher.py).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from bench.double_kill import cluster_view, short_isrs
-from kafkawire.cluster import LocalCluster
+from kafkawire.tools.cluster import LocalCluster
 
 pytestmark = pytest.mark.slow
 

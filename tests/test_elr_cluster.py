@@ -1,4 +1,4 @@
-"""KIP-966 eligible leader replicas on real processes: a kafkawire.cluster.LocalCluster (one
+"""KIP-966 eligible leader replicas on real processes: a kafkawire.tools.cluster.LocalCluster (one
 combined controller node, three broker-only nodes on loopback), a topic with RF 3 and
 ``min.insync.replicas`` 3 on the broker-only nodes, a follower killed with SIGKILL.
 

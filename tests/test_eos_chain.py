@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from tests.eos_chain import run_chain
 from tests.javatools import require_line
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkawire.cluster import LocalCluster
+from kafkawire.tools.cluster import LocalCluster
 from tests.eos_chain import run_chain
 from tests.javatools import require_line
 

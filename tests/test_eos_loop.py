@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from tests.eos_loop import CLIENTS, run_loop
 from tests.javatools import require_line
 

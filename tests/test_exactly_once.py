@@ -23,7 +23,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from tests.conftest import RawClient
 from tests.test_transactions import OVERRIDES, consume
 

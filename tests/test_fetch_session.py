@@ -1,4 +1,4 @@
-"""The fetch-session cache (kafkawire/fetch_session.py), sans I/O: table tests of Kafka's rules
+"""The fetch-session cache (kafkawire/replication/fetch_session.py), sans I/O: table tests of Kafka's rules
 (contexts, errors, what an incremental answer carries, rotation, eviction) and a Hypothesis
 state machine against a plain model of the sessions."""
 
@@ -13,7 +13,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from kafkawire.fetch_session import (
+from kafkawire.replication.fetch_session import (
     INT32_MAX,
     NUM_SHARDS,
     CachedPartition,
@@ -246,9 +246,9 @@ TestSessionModel.settings = settings(max_examples=150, stateful_step_count=30, d
 
 
 def test_fetcher_session_follows_kafkas_fetch_session_handler() -> None:
-    """The follower's side (kafkawire/replica_fetcher.py ``FetcherSession``) against the
+    """The follower's side (kafkawire/replication/replica_fetcher.py ``FetcherSession``) against the
     broker's cache: full, incremental with only changed partitions, forget, recovery."""
-    from kafkawire.replica_fetcher import FetcherSession
+    from kafkawire.replication.replica_fetcher import FetcherSession
 
     cache = FetchSessionCache(rng=random.Random(11))
     fs = FetcherSession()

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 
 JAVA_SOURCE = Path(__file__).parent / "java" / "FetchSessionConsumer.java"
 PARTITIONS = 12

@@ -8,7 +8,7 @@ import time
 import uuid
 from typing import Any
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.fetch_request import FetchRequest
 from protocol._generated.produce_request import ProduceRequest

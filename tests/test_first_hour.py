@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkawire.config import BrokerConfig
-from kafkawire.testing import BrokerProcess, free_port
+from kafkawire.config.broker_config import BrokerConfig
+from kafkawire.tools.testing import BrokerProcess, free_port
 
 DEFAULT_METRICS_PORT = 9404
 

@@ -1,7 +1,7 @@
 """Envelope (API 58) and the broker's forwarding of admin writes, against real broker processes.
 
 A combined node of a one-voter static quorum serves Envelope on its controller listener; the
-tests send envelopes to it as a broker would (kafkawire/forwarding.py's ``ForwardingManager``
+tests send envelopes to it as a broker would (kafkawire/metadata/forwarding.py's ``ForwardingManager``
 and hand-built ones for bad input) and check the answers and the metadata they commit.
 """
 
@@ -17,17 +17,17 @@ from typing import Any, cast
 import pytest
 import trio
 
-from kafkawire.envelope import (
+from kafkawire.metadata.envelope import (
     address_bytes,
     decode_inner_response,
     encode_inner_request,
     error_response,
     serialize_principal,
 )
-from kafkawire.forwarding import ForwardingManager
-from kafkawire.node_client import NodeClient, NodeDisconnected
-from kafkawire.server import Connection, RequestContext
-from kafkawire.testing import BrokerProcess, free_port
+from kafkawire.metadata.forwarding import ForwardingManager
+from kafkawire.net.node_client import NodeClient, NodeDisconnected
+from kafkawire.net.server import Connection, RequestContext
+from kafkawire.tools.testing import BrokerProcess, free_port
 from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.create_topics_response import CreateTopicsResponse
 from protocol._generated.envelope_request import EnvelopeRequest

@@ -1,5 +1,5 @@
 """Admin writes sent to broker-only nodes reach the active controller (Envelope), with stock
-clients, in clusters of real processes (kafkawire.cluster.LocalCluster), and survive a
+clients, in clusters of real processes (kafkawire.tools.cluster.LocalCluster), and survive a
 kill -9 of the active controller."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
-from kafkawire.cluster import LocalCluster
+from kafkawire.tools.cluster import LocalCluster
 from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.list_config_resources_request import ListConfigResourcesRequest
 from protocol._generated.metadata_request import MetadataRequest

@@ -17,8 +17,8 @@ import trio
 
 from compat_tests.kafka_dist import KafkaBroker, kafka_required, unavailable_reason
 from compat_tests.wire import Connection as WireConnection
-from kafkawire.forwarding import ForwardingManager
-from kafkawire.server import Connection, RequestContext
+from kafkawire.metadata.forwarding import ForwardingManager
+from kafkawire.net.server import Connection, RequestContext
 from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.delete_topics_request import DeleteTopicsRequest
 from protocol._generated.metadata_request import MetadataRequest

@@ -9,7 +9,7 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkawire.testing import BrokerProcess, api_versions_ok
+from kafkawire.tools.testing import BrokerProcess, api_versions_ok
 from protocol._generated import REQUESTS
 
 KEYS = sorted(REQUESTS)

@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkawire.apis import REGISTRY
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from protocol._generated import RESPONSES
 from protocol._generated.request_header import RequestHeader
 from protocol.primitives import Struct

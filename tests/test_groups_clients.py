@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from group_helpers import create_topic, group_broker, produce, wait_until
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 
 HERE = Path(__file__).resolve().parent
 FAMILIES = ["confluent", "kafka-python", "aiokafka"]

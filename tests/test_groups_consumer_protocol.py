@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groups.assignors import range_assign, uniform_assign
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from protocol._generated.api_versions_request import ApiVersionsRequest
 from protocol._generated.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from protocol._generated.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest

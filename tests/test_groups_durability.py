@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from group_helpers import create_topic, group_broker, produce
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 
 
 @pytest.fixture

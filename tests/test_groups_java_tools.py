@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from tests.javatools import JavaTools, require_line
 
 pytestmark = pytest.mark.slow

@@ -38,7 +38,7 @@ from group_helpers import (
 from test_groups_clients import REBALANCE_S, Member, assignments, partitioned
 
 from groups.consumer_protocol import encode_subscription
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from protocol._generated.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from protocol._generated.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from protocol._generated.heartbeat_request import HeartbeatRequest

@@ -22,8 +22,8 @@ from group_helpers import GROUP_OVERRIDES, group_broker, ready_raw
 from groups.config import MEMBER_METADATA_MAX_BYTES
 from groups.consumer_protocol import encode_subscription
 from kafkawire.broker import Broker
-from kafkawire.config import BrokerConfig
-from kafkawire.testing import BrokerProcess, free_port
+from kafkawire.config.broker_config import BrokerConfig
+from kafkawire.tools.testing import BrokerProcess, free_port
 from protocol._generated.heartbeat_request import HeartbeatRequest
 from protocol._generated.join_group_request import JoinGroupRequest
 from protocol._generated.offset_commit_request import OffsetCommitRequest

@@ -1,4 +1,4 @@
-"""kafkawire.inter_broker: the inter-broker listener and its security from Kafka's keys, and
+"""kafkawire.security.inter_broker: the inter-broker listener and its security from Kafka's keys, and
 the SASL client (PLAIN, SCRAM) against kafkawire's own SASL server mechanisms. The SASL_SSL
 cluster is in tests/test_replication_secure.py."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkawire.config import BrokerConfig, ConfigError
-from kafkawire.inter_broker import (
+from kafkawire.config.broker_config import BrokerConfig, ConfigError
+from kafkawire.security.inter_broker import (
     ClientSecurity,
     SaslClient,
     controller_listener,
@@ -18,7 +18,7 @@ from kafkawire.inter_broker import (
     inter_broker_listener,
     inter_broker_security,
 )
-from kafkawire.sasl import PlainServer, SaslFailure, ScramServer
+from kafkawire.security.sasl import PlainServer, SaslFailure, ScramServer
 from kraft.image import ScramCredential
 from kraft.scram import scram_keys
 from tests.security_helpers import make_pki

@@ -21,8 +21,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkawire.coordinator_runtime import partition_for
-from kafkawire.testing import BrokerProcess
+from kafkawire.coordinators.runtime import partition_for
+from kafkawire.tools.testing import BrokerProcess
 from log.checkpoint import read_offsets_checkpoint
 
 OVERRIDES = {

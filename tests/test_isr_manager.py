@@ -1,4 +1,4 @@
-"""The ISR manager (kafkawire/isr_manager.py) with three replica managers on real logs and a
+"""The ISR manager (kafkawire/replication/isr_manager.py) with three replica managers on real logs and a
 real metadata image; the controller channel is a stand-in that holds each AlterPartition
 until the test lets it answer, the way a loaded controller answers late.
 
@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from kafkawire.broker_lifecycle import IsrChange, IsrChangeResult
-from kafkawire.isr_manager import IsrManager
-from kafkawire.purgatory import AppendNotifier
-from kafkawire.replica_manager import ReplicaManager
+from kafkawire.metadata.broker_lifecycle import IsrChange, IsrChangeResult
+from kafkawire.replication.isr_manager import IsrManager
+from kafkawire.replication.purgatory import AppendNotifier
+from kafkawire.replication.replica_manager import ReplicaManager
 from kraft.cluster_control import HeartbeatReply, Registration
 from kraft.image import MetadataImage
 from log.manager import LogManager

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from tests.javatools import (
     Acked,
     JavaTools,

@@ -10,8 +10,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from kafkawire.storage import read_meta
-from kafkawire.testing import BrokerProcess
+from kafkawire.storage.format import read_meta
+from kafkawire.tools.testing import BrokerProcess
 from log.checkpoint import read_offsets_checkpoint
 from protocol._generated.alter_replica_log_dirs_request import AlterReplicaLogDirsRequest
 from protocol._generated.describe_log_dirs_request import DescribeLogDirsRequest

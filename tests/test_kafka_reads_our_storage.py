@@ -29,8 +29,8 @@ from compat_tests.kafka_dist import (
     kafka_required,
     unavailable_reason,
 )
-from kafkawire.storage import read_meta
-from kafkawire.testing import BrokerProcess
+from kafkawire.storage.format import read_meta
+from kafkawire.tools.testing import BrokerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.compat]
 ROOT = Path(__file__).resolve().parents[1]

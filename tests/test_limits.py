@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from protocol._generated.create_partitions_request import CreatePartitionsRequest
 from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.metadata_request import MetadataRequest

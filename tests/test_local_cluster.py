@@ -18,8 +18,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from kafkawire.cluster import LocalCluster, api_versions_ok, health
-from kafkawire.cluster_net import available as netns_unavailable
+from kafkawire.tools.cluster import LocalCluster, api_versions_ok, health
+from kafkawire.tools.cluster_net import available as netns_unavailable
 
 ROOT = Path(__file__).resolve().parent.parent
 

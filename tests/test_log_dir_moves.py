@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from protocol._generated.alter_replica_log_dirs_request import AlterReplicaLogDirsRequest
 from protocol._generated.describe_log_dirs_request import DescribeLogDirsRequest
 from protocol.errors import ErrorCode

@@ -22,7 +22,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from log.checkpoint import read_offsets_checkpoint
 from log.manager import LogManager
 from log.partition_log import (
@@ -175,9 +175,9 @@ def test_metadata_writes_of_more_than_10000_records_are_split(tmp_path: Path) ->
     KafkaRaftClient.MAX_BATCH_SIZE_BYTES), and replay in full after a restart."""
     import uuid as uuid_mod
 
-    from kafkawire.metadata_log import MAX_RECORDS_PER_BATCH, MetadataQuorum
-    from kafkawire.purgatory import AppendNotifier
-    from kafkawire.replica_manager import ReplicaManager
+    from kafkawire.metadata.quorum import MAX_RECORDS_PER_BATCH, MetadataQuorum
+    from kafkawire.replication.purgatory import AppendNotifier
+    from kafkawire.replication.replica_manager import ReplicaManager
     from protocol._generated.partition_change_record import PartitionChangeRecord
     from protocol._generated.partition_record import PartitionRecord
     from protocol._generated.topic_record import TopicRecord

@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from kafkawire.cluster import LocalCluster
+from kafkawire.tools.cluster import LocalCluster
 from tests.metadata_propagation import AUTHORIZER_PROPS, KINDS, measure, quorum_leader, table
 
 

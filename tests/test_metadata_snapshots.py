@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from kraft.image import MetadataImage, apply
 from kraft.image_writer import image_records
 from kraft.quorum_state import (
@@ -489,7 +489,7 @@ def test_lost_quorum_state_never_moves_the_epoch_back(tmp_path: Path) -> None:
 
 def test_snapshot_sent_in_chunks(tmp_path: Path) -> None:
     """FetchSnapshot's storage: the leader's chunks assemble into the same snapshot."""
-    from kafkawire.metadata_snapshots import SnapshotStore
+    from kafkawire.metadata.snapshots import SnapshotStore
 
     src, dst = SnapshotStore(tmp_path / "leader"), SnapshotStore(tmp_path / "follower")
     src.dir.mkdir()

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from kafkawire.testing import api_versions_ok, free_port
+from kafkawire.tools.testing import api_versions_ok, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,7 +83,7 @@ def test_json_operator_events_and_no_traceback_for_bad_input(tmp_path: Path) -> 
 def test_a_restart_is_quiet(tmp_path: Path) -> None:
     """A restart replays the metadata history at DEBUG with one INFO summary, not as if every
     topic were created again now; leader moves of a topic's partitions are one line."""
-    from kafkawire.testing import BrokerProcess
+    from kafkawire.tools.testing import BrokerProcess
 
     bp = BrokerProcess(tmp_path / "data", log_file=tmp_path / "first.log").start(60)
     try:

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from kafkawire.testing import BrokerProcess, free_port
+from kafkawire.tools.testing import BrokerProcess, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the load: batches of BATCH records every TICK_S seconds, for LOAD_S seconds
@@ -119,8 +119,8 @@ def test_health_and_metrics_endpoints(broker: BrokerProcess) -> None:
 def test_ready_is_503_until_the_broker_serves(tmp_path: Path) -> None:
     """Before storage is open and the node registered, /health/ready says 503 and why."""
     from kafkawire.broker import Broker
-    from kafkawire.config import BrokerConfig
-    from kafkawire.ops_http import OpsEndpoint
+    from kafkawire.config.broker_config import BrokerConfig
+    from kafkawire.ops.http import OpsEndpoint
 
     cfg = BrokerConfig.from_dict({"log.dir": str(tmp_path / "d"), "metrics.port": "0"})
     status, _ctype, body = OpsEndpoint(Broker(cfg)).route("GET", "/health/ready")

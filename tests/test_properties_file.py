@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkawire.config import BrokerConfig, read_properties
+from kafkawire.config.broker_config import BrokerConfig, read_properties
 
 JAVA_READER = Path(__file__).parent / "java" / "LoadProperties.java"
 

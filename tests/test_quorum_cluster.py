@@ -1,5 +1,5 @@
-"""A KRaft cluster of real processes (kafkawire.cluster.LocalCluster): controllers run the
-metadata quorum over the wire (kafkawire/raft_driver.py), broker-only nodes follow the
+"""A KRaft cluster of real processes (kafkawire.tools.cluster.LocalCluster): controllers run the
+metadata quorum over the wire (kafkawire/metadata/raft_driver.py), broker-only nodes follow the
 metadata log as Raft observers, register with the active controller and are unfenced, and
 every broker serves Metadata / DescribeCluster listing every live broker. kill -9 of a broker
 fences it after broker.session.timeout.ms; a restarted node comes back."""
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from kafkawire.cluster import LocalCluster
-from kafkawire.testing import describe_quorum_leader
+from kafkawire.tools.cluster import LocalCluster
+from kafkawire.tools.testing import describe_quorum_leader
 from protocol._generated.describe_cluster_request import DescribeClusterRequest
 from protocol._generated.describe_quorum_request import DescribeQuorumRequest
 from protocol._generated.metadata_request import MetadataRequest

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkawire.cluster import LocalCluster
-from kafkawire.testing import describe_quorum_leader
+from kafkawire.tools.cluster import LocalCluster
+from kafkawire.tools.testing import describe_quorum_leader
 from tests.javatools import JavaTools
 from tests.quorum_failover import percentile, run_failover, topics_on
 from tests.test_quorum_cluster import describe_quorum, wait_for

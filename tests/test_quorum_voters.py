@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from kafkawire.cluster import ClusterError, LocalCluster
-from kafkawire.testing import describe_quorum_leader
+from kafkawire.tools.cluster import ClusterError, LocalCluster
+from kafkawire.tools.testing import describe_quorum_leader
 from kraft.raft import messages as m
 from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.metadata_request import MetadataRequest

@@ -1,4 +1,4 @@
-"""The Raft driver's I/O side (kafkawire/raft_driver.py): connections to the other voters."""
+"""The Raft driver's I/O side (kafkawire/metadata/raft_driver.py): connections to the other voters."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 import trio
 
-from kafkawire.raft_driver import RaftDriver
+from kafkawire.metadata.raft_driver import RaftDriver
 from kraft.raft.log import MemoryQuorumStateStore, MemoryRaftLog
 from kraft.raft.node import RaftNode
 

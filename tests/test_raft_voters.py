@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import trio
 
-from kafkawire.cluster import LocalCluster
-from kafkawire.node_client import NodeClient
+from kafkawire.net.node_client import NodeClient
+from kafkawire.tools.cluster import LocalCluster
 from protocol._generated.add_raft_voter_request import AddRaftVoterRequest
 from protocol._generated.remove_raft_voter_request import RemoveRaftVoterRequest
 from protocol.errors import ErrorCode

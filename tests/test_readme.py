@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -84,7 +84,7 @@ def test_the_spark_section(broker: BrokerProcess, tmp_path: Path) -> None:
     major = java_major_version()
     if major is None or major < 17:
         pytest.skip(f"Spark 4 needs Java 17+ (found {major})")
-    from kafkawire.spark import kafka_package
+    from kafkawire.tools.spark import kafka_package
 
     (code,) = blocks("Spark", "python")
     coordinates = re.search(r'"spark\.jars\.packages", "([^"]+)"', code)

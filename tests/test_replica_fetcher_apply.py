@@ -1,4 +1,4 @@
-"""The follower's side of a Fetch answer (kafkawire.replica_fetcher.apply_fetched) and the
+"""The follower's side of a Fetch answer (kafkawire.replication.replica_fetcher.apply_fetched) and the
 leader's ISR decisions (Partition.wanted_isr), on real logs: the leader's answers are built
 from ``Partition.read`` exactly as the Fetch handler fills them, encoded and decoded with the
 Fetch v18 codec, then applied to a follower."""
@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from kafkawire.replica_fetcher import FetchOutcome, apply_fetched, fetcher_id, truncate_out_of_range
+from kafkawire.replication.replica_fetcher import (
+    FetchOutcome,
+    apply_fetched,
+    fetcher_id,
+    truncate_out_of_range,
+)
 from log.config import LogConfig
 from log.partition_log import PartitionLog
 from log.replica import FetchIsolation, Partition, broker_epoch_isr_eligible

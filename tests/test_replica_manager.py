@@ -1,4 +1,4 @@
-"""The replica manager (kafkawire/replica_manager.py) on real logs and real metadata images:
+"""The replica manager (kafkawire/replication/replica_manager.py) on real logs and real metadata images:
 roles from the image, Kafka's errors for partitions not hosted or not led here, and acks=all
 waits released by follower fetches, timed out, or failed by a leadership change. Three
 replica managers stand for three brokers; the "fetcher" is a few lines of test code using the
@@ -14,8 +14,8 @@ import pytest
 import trio
 import trio.testing
 
-from kafkawire.purgatory import AppendNotifier
-from kafkawire.replica_manager import ReplicaManager
+from kafkawire.replication.purgatory import AppendNotifier
+from kafkawire.replication.replica_manager import ReplicaManager
 from kraft import controller
 from kraft.image import MetadataImage, apply
 from log.config import LogConfig

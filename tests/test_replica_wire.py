@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.fetch_request import FetchRequest
 from protocol._generated.list_offsets_request import ListOffsetsRequest

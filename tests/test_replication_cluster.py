@@ -260,7 +260,7 @@ def test_group_offsets_survive_the_coordinator_leader_kill(tmp_path: Path) -> No
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    from kafkawire.coordinator_runtime import partition_for
+    from kafkawire.coordinators.runtime import partition_for
 
     offsets_topic = "__consumer_offsets"
     overrides = {"offsets.topic.num.partitions": "4"}
@@ -381,7 +381,7 @@ def test_transactions_with_the_coordinator_on_another_broker(tmp_path: Path) -> 
     (WriteTxnMarkers). read_committed sees the committed transactions only, in order."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    from kafkawire.coordinator_runtime import partition_for
+    from kafkawire.coordinators.runtime import partition_for
 
     txn_topic = "__transaction_state"
     overrides = {"transaction.state.log.replication.factor": "3",
@@ -806,7 +806,7 @@ def test_markers_wait_for_the_prepare_record_to_commit(tmp_path: Path) -> None:
 
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-    from kafkawire.coordinator_runtime import partition_for
+    from kafkawire.coordinators.runtime import partition_for
 
     txn_topic, parts = "__transaction_state", 4
     overrides = {"transaction.state.log.replication.factor": "2",

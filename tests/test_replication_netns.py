@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from kafkawire.cluster import LocalCluster
+from kafkawire.tools.cluster import LocalCluster
 
 pytestmark = pytest.mark.slow
 
@@ -75,7 +75,7 @@ def leader_seen_from(c: LocalCluster, node: int) -> int:
     """TOPIC-0's leader as ``node`` answers Metadata, asked from inside its own network
     namespace (the host cannot reach a partitioned node)."""
     spec = c.state.node(node)
-    code = ("from kafkawire.cluster import partition_leaders; "
+    code = ("from kafkawire.tools.cluster import partition_leaders; "
             f"print(partition_leaders('{spec.address}', '{TOPIC}', timeout_s=3).get(0, -1))")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     p = subprocess.run(["ip", "netns", "exec", spec.netns, sys.executable, "-c", code],

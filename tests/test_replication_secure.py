@@ -1,4 +1,4 @@
-"""Replication between brokers whose only broker listener is SASL_SSL (kafkawire.inter_broker):
+"""Replication between brokers whose only broker listener is SASL_SSL (kafkawire.security.inter_broker):
 the followers fetch from the leader, and the transaction coordinator and other peers talk,
 over TLS with SASL PLAIN authentication, with the listener's own keystore, truststore and JAAS
 config, as Kafka's inter-broker client does. Real processes: one controller (PLAINTEXT
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kafkawire.cluster import LocalCluster
+from kafkawire.tools.cluster import LocalCluster
 from tests.security_helpers import make_pki, wait_until
 
 pytestmark = pytest.mark.slow

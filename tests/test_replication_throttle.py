@@ -1,4 +1,4 @@
-"""Replication throttles (KIP-73, kafkawire.replication_quota): the configs as Kafka 4.3.1
+"""Replication throttles (KIP-73, kafkawire.replication.throttle): the configs as Kafka 4.3.1
 takes and reports them, and the quota's arithmetic. The cluster tests (a reassignment under
 ``kafka-reassign-partitions --throttle``) are in tests/test_replication_cluster.py.
 
@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import pytest
 
-from kafkawire.config import BrokerConfig, ConfigError, validate_topic_config
-from kafkawire.config_entries import ConfigSource as S
-from kafkawire.config_entries import (
+from kafkawire.config.broker_config import BrokerConfig, ConfigError, validate_topic_config
+from kafkawire.config.entries import ConfigSource as S
+from kafkawire.config.entries import (
     Synonym,
     broker_config_entries,
     validate_broker_changes,
     validate_topic_overrides,
 )
-from kafkawire.replication_quota import (
+from kafkawire.replication.throttle import (
     ALL,
     LEADER_RATE,
     LEADER_REPLICAS,

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from kraft import acls as K
 from protocol._generated.create_acls_request import CreateAclsRequest
 from protocol._generated.create_topics_request import CreateTopicsRequest

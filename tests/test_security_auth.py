@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from protocol._generated.metadata_request import MetadataRequest
 from protocol._generated.sasl_authenticate_request import SaslAuthenticateRequest
 from protocol._generated.sasl_handshake_request import SaslHandshakeRequest

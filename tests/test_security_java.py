@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from tests.javatools import JavaTools, require_line, write_properties
 from tests.security_helpers import Pki, listeners, make_pki
 from tests.test_security_auth import _set_scram  # noqa: F401  (bob's SCRAM credentials)

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from protocol._generated.sasl_authenticate_request import SaslAuthenticateRequest
 from protocol._generated.sasl_handshake_request import SaslHandshakeRequest
 from tests.conftest import RawClient

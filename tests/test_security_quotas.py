@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from kafkawire.quota_manager import Rate, quota_entity
-from kafkawire.testing import BrokerProcess
+from kafkawire.net.quotas import Rate, quota_entity
+from kafkawire.tools.testing import BrokerProcess
 from kraft.image import MetadataImage
 from protocol._generated.alter_client_quotas_request import AlterClientQuotasRequest
 from tests.conftest import RawClient
@@ -259,7 +259,7 @@ def test_controller_mutation_rate(broker: BrokerProcess) -> None:
 def test_listener_connection_creation_rate(tmp_path: Path) -> None:
     """listener.name.<l>.max.connection.creation.rate: beyond 2/s (20 in the 10 s minimum
     window) that listener accepts more slowly; another listener is not slowed."""
-    from kafkawire.testing import api_versions_ok
+    from kafkawire.tools.testing import api_versions_ok
     from tests.security_helpers import listeners
 
     ov, ports = listeners(PLAIN="PLAINTEXT", SLOW="PLAINTEXT")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from kafkawire.config import BrokerConfig, ConfigError
-from kafkawire.listener_security import ListenerSecurity
-from kafkawire.security_config import map_principal, parse_mapping_rules
-from kafkawire.testing import BrokerProcess
+from kafkawire.config.broker_config import BrokerConfig, ConfigError
+from kafkawire.config.security import map_principal, parse_mapping_rules
+from kafkawire.security.listener import ListenerSecurity
+from kafkawire.tools.testing import BrokerProcess
 from protocol._generated.incremental_alter_configs_request import (
     IncrementalAlterConfigsRequest as IAC,
 )

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from protocol._generated.create_delegation_token_request import CreateDelegationTokenRequest
 from protocol._generated.describe_delegation_token_request import (
     DescribeDelegationTokenRequest,

@@ -28,7 +28,7 @@ if not hasattr(confluent_kafka, "ShareConsumer"):
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from kafkawire.testing import BrokerProcess  # noqa: E402
+from kafkawire.tools.testing import BrokerProcess  # noqa: E402
 from tests.conftest import RawClient  # noqa: E402
 
 LOCK_MS = 3000

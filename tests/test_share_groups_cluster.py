@@ -30,7 +30,7 @@ if not hasattr(confluent_kafka, "ShareConsumer"):
 from compat_tests import scenarios_share_cluster as sc  # noqa: E402
 from compat_tests.conftest import KafkawireClusterTarget  # noqa: E402
 from compat_tests.scenarios_cluster import bootstrap_of, creatable, create_and_wait  # noqa: E402
-from kafkawire.cluster import LocalCluster  # noqa: E402
+from kafkawire.tools.cluster import LocalCluster  # noqa: E402
 from protocol._generated.metadata_request import MetadataRequest  # noqa: E402
 from tests.cluster_helpers import wait_for  # noqa: E402
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from compat_tests.kafka_dist import java_command
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from tests.javatools import JavaTools, require_line
 
 

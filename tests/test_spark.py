@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from tests.security_helpers import Pki, listeners, make_pki
 
 pytestmark = pytest.mark.spark

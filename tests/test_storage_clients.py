@@ -27,7 +27,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from log.checkpoint import read_offsets_checkpoint
 
 FAST = {

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from kafkawire.config import BrokerConfig, ConfigError
-from kafkawire.storage import (
+from kafkawire.config.broker_config import BrokerConfig, ConfigError
+from kafkawire.storage.format import (
     FormatOptions,
     StorageError,
     base64_to_uuid,
@@ -27,7 +27,12 @@ from kafkawire.storage import (
     random_uuid,
     read_meta,
 )
-from kafkawire.testing import BrokerProcess, api_versions_ok, describe_quorum_leader, free_port
+from kafkawire.tools.testing import (
+    BrokerProcess,
+    api_versions_ok,
+    describe_quorum_leader,
+    free_port,
+)
 from kraft.snapshot import SnapshotId, decode_snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -354,7 +359,7 @@ def test_format_features_and_scram_reach_the_cluster(tmp_path: Path) -> None:
 
 
 def test_add_scram_matches_kafka() -> None:
-    from kafkawire.bootstrap import parse_add_scram
+    from kafkawire.metadata.bootstrap import parse_add_scram
 
     # kafka-storage format --add-scram with the same argument wrote these keys (Kafka 4.3.1)
     rec = parse_add_scram('SCRAM-SHA-256=[name=alice,salt="MWx2NHBkbnc0ZndxN25vdGN4bTB5eTFrN3E='
@@ -372,7 +377,7 @@ SERVER = "690eaf2152ad361f8e33d684ee84a280173423af7b35304145c2761bf38bb0a9"
 def test_bootstrap_with_a_feature_we_do_not_serve_is_refused(tmp_path: Path) -> None:
     """Kafka 4.3.1's own bootstrap.checkpoint finalizes share.version and streams.version 1;
     share groups are served (share.version 1), streams groups are not."""
-    from kafkawire.bootstrap import BootstrapError, read_bootstrap
+    from kafkawire.metadata.bootstrap import BootstrapError, read_bootstrap
 
     golden = Path(__file__).parent / "golden" / "metadata" / "bootstrap.checkpoint"
     shutil.copy(golden, tmp_path / "bootstrap.checkpoint")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kafkawire.testing import BrokerProcess, InProcessBroker, api_versions_ok
+from kafkawire.tools.testing import BrokerProcess, InProcessBroker, api_versions_ok
 
 
 def test_session_fixture_gives_a_live_broker(kafkawire_bootstrap: str) -> None:

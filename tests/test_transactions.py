@@ -21,7 +21,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkawire.testing import BrokerProcess
+from kafkawire.tools.testing import BrokerProcess
 from protocol._generated.describe_transactions_request import DescribeTransactionsRequest
 from protocol._generated.fetch_request import FetchRequest
 from protocol.records import decode_batch_records, iter_headers

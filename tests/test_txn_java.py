@@ -19,8 +19,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkawire.coordinator_runtime import partition_for
-from kafkawire.testing import BrokerProcess
+from kafkawire.coordinators.runtime import partition_for
+from kafkawire.tools.testing import BrokerProcess
 from protocol._generated.init_producer_id_request import InitProducerIdRequest
 from protocol._generated.produce_request import ProduceRequest
 from protocol.records import SimpleRecord, build_batch

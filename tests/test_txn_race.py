@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 import trio
 
-import kafkawire.txn_coordinator as txn_driver
-from kafkawire.testing import InProcessBroker
+import kafkawire.coordinators.txn as txn_driver
+from kafkawire.tools.testing import InProcessBroker
 from protocol._generated.describe_transactions_request import DescribeTransactionsRequest
 from protocol._generated.find_coordinator_request import FindCoordinatorRequest
 from protocol._generated.txn_offset_commit_request import TxnOffsetCommitRequest

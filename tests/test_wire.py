@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from kafkawire.testing import BrokerProcess, api_versions_ok
+from kafkawire.tools.testing import BrokerProcess, api_versions_ok
 from protocol._generated.api_versions_request import ApiVersionsRequest
 from protocol._generated.api_versions_response import ApiVersionsResponse
 from protocol._generated.fetch_request import FetchRequest

@@ -4,6 +4,6 @@
 ``records`` the ``__transaction_state`` records (Kafka's TransactionLogKey/Value),
 ``coordinator`` the per-partition coordinator (:class:`txn.coordinator.TxnShard`) that answers
 InitProducerId / AddPartitionsToTxn / EndTxn / DescribeTransactions / ListTransactions and
-drives the marker phase and the timeouts. The runtime (``kafkawire/coordinator_runtime.py``,
-``kafkawire/txn_coordinator.py``) appends the records, writes the markers and keeps time.
+drives the marker phase and the timeouts. The runtime (``kafkawire/coordinators/runtime.py``,
+``kafkawire/coordinators/txn.py``) appends the records, writes the markers and keeps time.
 """

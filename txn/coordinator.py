@@ -15,7 +15,7 @@ version 1 semantics). It follows the coordinator contract of docs/COORDINATORS.m
   request that would change the transaction then gets CONCURRENT_TRANSACTIONS.
 
 The marker phase: when ``PrepareCommit`` / ``PrepareAbort`` is replayed, the transaction waits
-for its markers. A driver (``kafkawire/txn_coordinator.py``) takes :meth:`marker_jobs`, writes
+for its markers. A driver (``kafkawire/coordinators/txn.py``) takes :meth:`marker_jobs`, writes
 a COMMIT/ABORT marker to every partition of the transaction, then runs :meth:`complete` which
 returns the ``CompleteCommit`` / ``CompleteAbort`` record. After a restart, transactions
 replayed in a Prepare state are simply due again (markers are idempotent for the partitions).
@@ -161,7 +161,7 @@ class TxnShard:
         self.irregular_replays = 0
 
     # ------------------------------------------------------------------------------------
-    # the Shard protocol (kafkawire/coordinator_runtime.py)
+    # the Shard protocol (kafkawire/coordinators/runtime.py)
     # ------------------------------------------------------------------------------------
     def replay(
         self, offset: int, producer_id: int, producer_epoch: int, record: CoordinatorRecord

@@ -120,7 +120,7 @@ def kafkawire_broker(workdir: Path, bootstrap: str | None) -> Iterator[str]:
     if bootstrap:
         yield bootstrap
         return
-    from kafkawire.testing import BrokerProcess
+    from kafkawire.tools.testing import BrokerProcess
 
     with BrokerProcess(
         workdir / "kafkawire-data", overrides={"num.partitions": str(PARTITIONS)}

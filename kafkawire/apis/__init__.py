@@ -97,7 +97,7 @@ MODULES = [
     "alter_partition",
     "assign_replicas_to_dirs",
     "envelope",
-    # KRaft (controller listener): answered by the Raft driver (kafkawire/raft_driver.py)
+    # KRaft (controller listener): answered by the Raft driver (kafkawire/metadata/raft_driver.py)
     "vote",
     "begin_quorum_epoch",
     "end_quorum_epoch",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kafkawire.apis.add_partitions_to_txn import add_or_verify, fenced_for
-from kafkawire.txn_markers import OFFSETS_TOPIC
+from kafkawire.coordinators.txn_markers import OFFSETS_TOPIC
 from kraft.acls import GROUP, READ, TRANSACTIONAL_ID, WRITE
 from protocol._generated.add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from protocol._generated.add_offsets_to_txn_response import AddOffsetsToTxnResponse
@@ -21,7 +21,7 @@ from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 25
 VERSIONS = (0, 4)

@@ -32,7 +32,7 @@ from txn.records import TopicPartition
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 24
 VERSIONS = (0, 5)

@@ -7,13 +7,13 @@
   INVALID_TOPIC_EXCEPTION; an unknown topic: UNKNOWN_TOPIC_OR_PARTITION.
 - BROKER (4): this node's id or the empty name (cluster-wide default) replaces the dynamic broker
   configs of that resource. Kafka's reconfigurable keys can change at run time
-  (``kafkawire.config_entries``: topic-config synonyms, cleaner, thread pools, connection
+  (``kafkawire.config.entries``: topic-config synonyms, cleaner, thread pools, connection
   limits, ...); any other key fails the whole resource with INVALID_REQUEST "Cannot update
   these configs dynamically: [...]"; per-broker-only keys (``listeners``...) at the cluster
   default, a per-broker ``min.insync.replicas`` or dropping the cluster-wide one (ELR) fail
   as in Kafka. Another broker id: INVALID_REQUEST.
 - GROUP (32) and CLIENT_METRICS (16): the configs given replace the resource's set, validated
-  as in ``kafkawire.config_resources`` (Kafka 4.3.1 accepts both here).
+  as in ``kafkawire.config.resources`` (Kafka 4.3.1 accepts both here).
 - BROKER_LOGGER, unknown type ids: INVALID_REQUEST "Unknown resource type N". A resource named twice: INVALID_REQUEST
   "Duplicate resource.". A null value: INVALID_REQUEST "Null value not supported for : x".
 - Changes are ConfigRecords through the metadata quorum (one batch per request);
@@ -28,13 +28,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kafkawire.authorizer import check_config_resource
-from kafkawire.config_entries import (
+from kafkawire.config.entries import (
     check_elr_changes,
     validate_broker_changes,
     validate_topic_overrides,
 )
-from kafkawire.config_resources import validate_client_metrics, validate_group_configs
+from kafkawire.config.resources import validate_client_metrics, validate_group_configs
+from kafkawire.security.authorizer import check_config_resource
 from kraft import controller
 from kraft.acls import ALTER_CONFIGS
 from kraft.image import (
@@ -51,8 +51,8 @@ from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.config import BrokerConfig
-    from kafkawire.server import RequestContext
+    from kafkawire.config.broker_config import BrokerConfig
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 33
 VERSIONS = (0, 2)

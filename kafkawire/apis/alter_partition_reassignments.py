@@ -14,7 +14,7 @@ fetch from the leader and join the ISR (AlterPartition), and the controller then
 removed replicas (a removed leader hands over to a target replica in the ISR). Null replicas
 cancel a reassignment in progress. Replication throttles (``leader.replication.throttled.rate``
 and the like, which ``kafka-reassign-partitions --throttle`` sets as configs) are applied by
-the leaders and fetchers (``kafkawire.replication_quota``).
+the leaders and fetchers (``kafkawire.replication.throttle``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 45
 VERSIONS = (0, 1)

@@ -1,6 +1,6 @@
 """AlterReplicaLogDirs (key 34), versions 1-2 (v2 flexible).
 
-Moves a hosted replica to another directory of ``log.dirs`` (``kafkawire.log_mover``: a
+Moves a hosted replica to another directory of ``log.dirs`` (``kafkawire.storage.mover``: a
 future log there is filled from the current one, then swapped in). Per partition, in Kafka
 4.3.1's order (``ReplicaManager.alterReplicaLogDirs``):
 - ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED;
@@ -25,7 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kafkawire.metadata_log import METADATA_TOPIC
+from kafkawire.metadata.quorum import METADATA_TOPIC
 from kraft.acls import ALTER, CLUSTER, CLUSTER_NAME
 from log.layout import FUTURE_DIR_SUFFIX, partition_dir_name
 from protocol._generated.alter_replica_log_dirs_request import AlterReplicaLogDirsRequest
@@ -34,7 +34,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 34
 VERSIONS = (1, 2)

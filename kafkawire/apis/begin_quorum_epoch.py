@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkawire.raft_driver import raft_answer
+from kafkawire.metadata.raft_driver import raft_answer
 from kraft.raft.messages import only_partition
 from protocol._generated.begin_quorum_epoch_request import BeginQuorumEpochRequest
 from protocol._generated.begin_quorum_epoch_response import BeginQuorumEpochResponse
@@ -16,7 +16,7 @@ from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 53
 VERSIONS = (0, 1)

@@ -1,6 +1,6 @@
 """BrokerRegistration (key 62), versions 0-4; controller listener only.
 
-A broker registers with the active controller at start (kafkawire/broker_lifecycle.py): its
+A broker registers with the active controller at start (kafkawire/metadata/broker_lifecycle.py): its
 listeners, rack, supported features and incarnation id. The controller writes a
 RegisterBrokerRecord with the broker *fenced* and answers the broker epoch, the offset of that
 record (kraft/cluster_control.py). Errors: INCONSISTENT_CLUSTER_ID, UNSUPPORTED_VERSION (the
@@ -25,7 +25,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 62
 VERSIONS = (0, 4)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkawire.group_coordinator import consumer_protocol_enabled
+from kafkawire.coordinators.groups import consumer_protocol_enabled
 from kraft.acls import DESCRIBE, GROUP
 from protocol._generated.consumer_group_describe_request import ConsumerGroupDescribeRequest
 from protocol._generated.consumer_group_describe_response import ConsumerGroupDescribeResponse
@@ -19,7 +19,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 69
 VERSIONS = (0, 1)

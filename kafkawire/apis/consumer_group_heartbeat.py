@@ -18,7 +18,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from kafkawire.group_coordinator import client_host, consumer_protocol_enabled, on_group
+from kafkawire.coordinators.groups import client_host, consumer_protocol_enabled, on_group
 from kraft.acls import DESCRIBE, GROUP, READ, TOPIC
 from protocol._generated.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from protocol._generated.consumer_group_heartbeat_response import ConsumerGroupHeartbeatResponse
@@ -26,7 +26,7 @@ from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 68
 VERSIONS = (0, 1)

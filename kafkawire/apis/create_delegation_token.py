@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from kafkawire.storage import uuid_to_base64
+from kafkawire.storage.format import uuid_to_base64
 from kraft import tokens
 from kraft.acls import CREATE_TOKENS, USER
 from protocol._generated.create_delegation_token_request import CreateDelegationTokenRequest
@@ -25,7 +25,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 38
 VERSIONS = (1, 3)

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kafkawire.config_entries import topic_config_entries, validate_topic_overrides
-from kafkawire.metadata_log import METADATA_TOPIC
+from kafkawire.config.entries import topic_config_entries, validate_topic_overrides
+from kafkawire.metadata.quorum import METADATA_TOPIC
 from kraft import controller
 from kraft.acls import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE_CONFIGS, TOPIC
 from kraft.image import MetadataImage
@@ -42,8 +42,8 @@ from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.config import BrokerConfig
-    from kafkawire.server import RequestContext
+    from kafkawire.config.broker_config import BrokerConfig
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 19
 THROTTLED_MESSAGE = "The throttling quota has been exceeded."

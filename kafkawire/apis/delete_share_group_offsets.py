@@ -21,7 +21,7 @@ from protocol.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 92
 VERSIONS = (0, 0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkawire.share_state_apis import per_partition
+from kafkawire.coordinators.share_state_apis import per_partition
 from protocol._generated.delete_share_group_state_request import DeleteShareGroupStateRequest
 from protocol._generated.delete_share_group_state_response import (
     DeleteShareGroupStateResponse as Resp,
@@ -16,7 +16,7 @@ from protocol._generated.delete_share_group_state_response import (
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 86
 VERSIONS = (0, 0)

@@ -25,7 +25,7 @@ from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 60
 VERSIONS = (0, 2)

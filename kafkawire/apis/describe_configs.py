@@ -1,14 +1,14 @@
 """DescribeConfigs (key 32), versions 1-4.
 
-- TOPIC (2): every topic config kafkawire knows (``kafkawire.config.TOPIC_CONFIGS``, Kafka's
+- TOPIC (2): every topic config kafkawire knows (``kafkawire.config.broker_config.TOPIC_CONFIGS``, Kafka's
   LogConfig names), sorted by name, with its effective value, ``read_only`` false, its source
   (DYNAMIC_TOPIC_CONFIG 1 for an override, DYNAMIC_BROKER_CONFIG 2 / DYNAMIC_DEFAULT_BROKER_CONFIG
   3 for a dynamic broker synonym, STATIC_BROKER_CONFIG 4 when the broker synonym is set in
   server.properties, DEFAULT_CONFIG 5 otherwise) and, with ``include_synonyms``, Kafka's synonym
-  chain (see ``kafkawire.config_entries``). Connect and Streams read ``cleanup.policy`` this way.
+  chain (see ``kafkawire.config.entries``). Connect and Streams read ``cleanup.policy`` this way.
   An illegal name: INVALID_TOPIC_EXCEPTION; an unknown topic: UNKNOWN_TOPIC_OR_PARTITION.
 - BROKER (4): the resource named by this node id lists every broker config Kafka 4.3.1 defines
-  (``kafkawire.config.BROKER_CONFIGS`` and ``kafkawire.broker_config_keys``) with its value
+  (``kafkawire.config.broker_config.BROKER_CONFIGS`` and ``kafkawire.config.kafka_keys``) with its value
   (STATIC_BROKER_CONFIG when set explicitly, dynamic sources when altered at run time,
   DEFAULT_CONFIG otherwise; ``read_only`` unless it can change at run time), plus every other
   key of server.properties as Kafka lists them (``listener.name.`` overrides typed as their base
@@ -20,7 +20,7 @@
 - CLIENT_METRICS (16): the subscription's ``metrics``, ``interval.ms``, ``match`` (set ones
   CLIENT_METRICS_CONFIG 7, others DEFAULT_CONFIG); GROUP (32): every group config, the group's
   override (DYNAMIC_GROUP_CONFIG 8) or its broker synonym's value (see
-  ``kafkawire.config_resources``). An empty name: INVALID_REQUEST with Kafka's message; a
+  ``kafkawire.config.resources``). An empty name: INVALID_REQUEST with Kafka's message; a
   group or subscription without configs answers the defaults, as Kafka.
 - ``error_message`` is "" on success and for an unknown topic, as Kafka sends it.
 - ``configuration_keys`` null or empty = all; otherwise only those keys (unknown ones are
@@ -34,15 +34,15 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from kafkawire.authorizer import check_config_resource
-from kafkawire.config_entries import (
+from kafkawire.config.entries import (
     ConfigEntry,
     ConfigSource,
     ConfigType,
     broker_config_entries,
     topic_config_entries,
 )
-from kafkawire.config_resources import client_metrics_entries, group_config_entries
+from kafkawire.config.resources import client_metrics_entries, group_config_entries
+from kafkawire.security.authorizer import check_config_resource
 from kraft.acls import DESCRIBE_CONFIGS
 from kraft.controller import validate_topic_name
 from kraft.image import RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP, RESOURCE_TOPIC
@@ -52,7 +52,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 32
 VERSIONS = (1, 4)

@@ -6,7 +6,7 @@
   replica, and is not listed (Kafka keeps it out of LogManager too).
 - Per partition: ``partition_size`` = bytes of all its segments, ``offset_lag`` 0 (Kafka's
   high watermark minus log end offset, never above 0 here), ``is_future_key`` false. A replica
-  moving to another directory (``kafkawire.log_mover``) is listed there too, with
+  moving to another directory (``kafkawire.storage.mover``) is listed there too, with
   ``is_future_key`` true, the future log's size and its lag behind the current log's end
   offset, as Kafka lists a future replica.
 - An offline directory (an I/O error in it, or it could not be opened at start) is listed as
@@ -21,14 +21,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kafkawire.metadata_log import METADATA_TOPIC
+from kafkawire.metadata.quorum import METADATA_TOPIC
 from protocol._generated.describe_log_dirs_request import DescribeLogDirsRequest
 from protocol._generated.describe_log_dirs_response import DescribeLogDirsResponse
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 35
 VERSIONS = (1, 5)

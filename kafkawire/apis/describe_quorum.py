@@ -9,7 +9,7 @@ sends it to a broker listener. Answered the way Kafka 4.3.1's Raft leader answer
   with UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.", leader 0,
   epoch 0, high watermark 0, no voters; an empty request answers no topics. Top level NONE.
 - Leader = this node; leader epoch = the quorum's epoch (bumped on every start,
-  ``kafkawire/metadata_log.py``); high watermark = the committed end of ``__cluster_metadata``
+  ``kafkawire/metadata/quorum.py``); high watermark = the committed end of ``__cluster_metadata``
   (a one-voter quorum commits on its own fsync, so it equals the log end offset).
 - Voters: this node only, its log end offset; v1+ ``last_fetch_timestamp`` and
   ``last_caught_up_timestamp`` are the current wall clock for the leader (Kafka reports the
@@ -31,8 +31,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from kafkawire.metadata_log import METADATA_TOPIC
-from kafkawire.node_client import NodeClient, NodeDisconnected, NodeUnsupportedVersion
+from kafkawire.metadata.quorum import METADATA_TOPIC
+from kafkawire.net.node_client import NodeClient, NodeDisconnected, NodeUnsupportedVersion
 from kraft.raft.replication import describe_quorum
 from protocol._generated.describe_quorum_request import DescribeQuorumRequest
 from protocol._generated.describe_quorum_response import DescribeQuorumResponse
@@ -40,7 +40,7 @@ from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 55
 VERSIONS = (0, 2)

@@ -31,7 +31,7 @@ from txn.coordinator import InitResult
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 26
 VERSIONS = (0, 5)

@@ -1,7 +1,7 @@
 """Envelope (key 58), version 0; controller listener only (the server closes a connection that
 sends it on a broker listener, as Kafka does for an API outside its listener type).
 
-A broker forwards a client's admin request in it (kafkawire/envelope.py). Checked as Kafka's
+A broker forwards a client's admin request in it (kafkawire/metadata/envelope.py). Checked as Kafka's
 controller checks, in this order, each answered with the envelope's top-level error and no
 response data:
 
@@ -24,7 +24,7 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
-from kafkawire.envelope import (
+from kafkawire.metadata.envelope import (
     EnvelopeError,
     deserialize_principal,
     encode_inner_response,
@@ -40,12 +40,12 @@ from protocol.primitives import RemoteProtocolError
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 58
 VERSIONS = (0, 0)
 
-log = logging.getLogger("kafkawire.envelope")
+log = logging.getLogger("kafkawire.metadata.envelope")
 
 
 async def _active(broker: Broker) -> bool:
@@ -66,7 +66,7 @@ def _refused(code: ErrorCode) -> EnvelopeResponse:
 
 async def handle(broker: Broker, ctx: RequestContext, req: EnvelopeRequest) -> EnvelopeResponse:
     from kafkawire.apis import REGISTRY
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
     if not ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
         return _refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)

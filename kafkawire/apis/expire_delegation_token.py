@@ -12,7 +12,7 @@ from protocol._generated.expire_delegation_token_response import ExpireDelegatio
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 40
 VERSIONS = (1, 2)

@@ -14,7 +14,7 @@
   transactions overlapping [fetch offset, upper bound) from the segments' ``.txnindex``, with
   Kafka's upper bound (the first offset-index entry past the bytes read, else the next segment's
   base offset, else the log end offset), and is empty when nothing is returned.
-- Fetch sessions (KIP-227, v7+; the cache and its rules are ``kafkawire.fetch_session``,
+- Fetch sessions (KIP-227, v7+; the cache and its rules are ``kafkawire.replication.fetch_session``,
   Kafka's FetchManager): epoch 0 is a full fetch that creates a session when the cache has
   room (``max.incremental.fetch.session.cache.slots``, 8 shards, eviction by Kafka's rules);
   epoch > 0 is an incremental fetch of that session: the partitions named are added or
@@ -50,7 +50,7 @@
   incarnation of that broker never brings it into the ISR (KIP-903, ``isr_manager``). A
   ``last_fetched_epoch`` (v12+) that diverges from this log is answered with
   ``diverging_epoch`` and no records (KIP-320/KIP-595), as Kafka's leader does.
-- Replication throttle (KIP-73, ``kafkawire.replication_quota``): a follower outside the ISR
+- Replication throttle (KIP-73, ``kafkawire.replication.throttle``): a follower outside the ISR
   fetching a partition named by ``leader.replication.throttled.replicas`` gets no records
   while ``leader.replication.throttled.rate`` is exceeded (its position still counts, and
   they do not count towards ``min_bytes``); bytes sent for throttled partitions are recorded.
@@ -60,7 +60,7 @@
   replica in that rack (not the leader) holds the fetch offset (its log start <= offset <= its
   log end, as last fetched); the client then fetches there, up to that follower's high
   watermark. The leader in the client's rack, or none there, serves as usual.
-- Authorization (``kafkawire.authorizer``): READ on each topic, else its partitions answer
+- Authorization (``kafkawire.security.authorizer``): READ on each topic, else its partitions answer
   TOPIC_AUTHORIZATION_FAILED with no data.
 """
 
@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from kafkawire.fetch_session import (
+from kafkawire.replication.fetch_session import (
     FINAL_EPOCH,
     INVALID_SESSION_ID,
     CachedPartition,
@@ -90,8 +90,8 @@ from protocol.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.replication_quota import ReplicationQuota
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
+    from kafkawire.replication.throttle import ReplicationQuota
 
 API_KEY = 1
 VERSIONS = (4, 18)
@@ -504,7 +504,7 @@ async def _raft_fetch(broker: Broker, req: FetchRequest, version: int) -> FetchR
     """A controller listener serves only the Raft Fetch of ``__cluster_metadata`` (KIP-595):
     the node's Raft replica answers it (kraft/raft/replication.py), parking it up to its max
     wait when there is nothing new."""
-    from kafkawire.raft_driver import raft_answer
+    from kafkawire.metadata.raft_driver import raft_answer
 
     replica = req.replica_state.replica_id if version >= 15 and req.replica_state \
         else req.replica_id

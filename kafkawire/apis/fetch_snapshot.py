@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkawire.raft_driver import raft_answer
+from kafkawire.metadata.raft_driver import raft_answer
 from protocol._generated.fetch_snapshot_request import FetchSnapshotRequest
 from protocol._generated.fetch_snapshot_response import FetchSnapshotResponse
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 59
 VERSIONS = (0, 1)

@@ -7,7 +7,7 @@ v4+: every coordinator key carries the error), as Kafka's ``CoordinatorType.forI
 v4+ batches keys (``coordinator_keys``); v0-3 ask for one ``key``.
 
 The coordinator of a key is the leader of partition ``abs(hash(key)) % partitions`` of the
-internal topic (``kafkawire.coordinator_runtime``). A missing internal topic is created and
+internal topic (``kafkawire.coordinators.runtime``). A missing internal topic is created and
 that request is answered COORDINATOR_NOT_AVAILABLE (Kafka answers the same while its
 auto-creation runs); the client retries. A partition without a live leader:
 COORDINATOR_NOT_AVAILABLE. A shard still loading is NOT reported here (Kafka returns the
@@ -26,7 +26,7 @@ from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 10
 VERSIONS = (0, 6)

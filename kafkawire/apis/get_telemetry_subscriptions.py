@@ -1,4 +1,4 @@
-"""GetTelemetrySubscriptions (key 71), version 0 (KIP-714; ``kafkawire.telemetry``).
+"""GetTelemetrySubscriptions (key 71), version 0 (KIP-714; ``kafkawire.ops.telemetry``).
 
 Advertised only with ``metrics.client.telemetry.enable=true`` (as Kafka advertises it only with
 a telemetry-receiving metrics reporter); otherwise answered with UNSUPPORTED_VERSION. A zero
@@ -13,7 +13,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
-from kafkawire.telemetry import ACCEPTED_COMPRESSION, TELEMETRY_MAX_BYTES
+from kafkawire.ops.telemetry import ACCEPTED_COMPRESSION, TELEMETRY_MAX_BYTES
 from protocol._generated.get_telemetry_subscriptions_request import (
     GetTelemetrySubscriptionsRequest,
 )
@@ -24,7 +24,7 @@ from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 71
 VERSIONS = (0, 0)

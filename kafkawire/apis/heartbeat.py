@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkawire.group_coordinator import on_group
+from kafkawire.coordinators.groups import on_group
 from protocol._generated.heartbeat_request import HeartbeatRequest
 from protocol._generated.heartbeat_response import HeartbeatResponse
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 12
 VERSIONS = (0, 4)

@@ -13,7 +13,7 @@
   checks the id itself and the controller then takes any node's id); Kafka's reconfigurable
   broker keys may change (see AlterConfigs; INVALID_REQUEST "Cannot update these configs
   dynamically: [...]" otherwise).
-- GROUP (32), CLIENT_METRICS (16): validated as in ``kafkawire.config_resources``; APPEND and
+- GROUP (32), CLIENT_METRICS (16): validated as in ``kafkawire.config.resources``; APPEND and
   SUBTRACT are refused for all their keys, as Kafka's controller does.
 - BROKER_LOGGER (8): SET/DELETE a Python logger's level (log4j level names; DELETE resets it to
   the root level), for this node only, applied at once and not persisted (as in Kafka).
@@ -43,14 +43,14 @@ from kafkawire.apis.alter_configs import (
     refuse_nulls,
     resource_outcome,
 )
-from kafkawire.authorizer import check_config_resource
-from kafkawire.config import BROKER_CONFIGS, TOPIC_CONFIGS, format_config_value
-from kafkawire.config_entries import (
+from kafkawire.config.broker_config import BROKER_CONFIGS, TOPIC_CONFIGS, format_config_value
+from kafkawire.config.entries import (
     ConfigOp,
     apply_incremental,
     topic_defaults_as_strings,
     validate_topic_overrides,
 )
+from kafkawire.security.authorizer import check_config_resource
 from kraft.acls import ALTER_CONFIGS
 from kraft.image import (
     RESOURCE_BROKER,
@@ -69,8 +69,8 @@ from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.config import BrokerConfig
-    from kafkawire.server import RequestContext
+    from kafkawire.config.broker_config import BrokerConfig
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 44
 VERSIONS = (0, 1)

@@ -31,7 +31,7 @@ from txn.coordinator import InitResult, check_init_request
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 22
 VERSIONS = (0, 5)

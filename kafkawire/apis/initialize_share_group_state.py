@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from groups.share_state import ShareStateShard
-from kafkawire.share_state_apis import Op, per_partition
+from kafkawire.coordinators.share_state_apis import Op, per_partition
 from protocol._generated.initialize_share_group_state_request import (
     InitializeShareGroupStateRequest,
 )
@@ -21,7 +21,7 @@ from protocol.share_state import ShareStateKey
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 83
 VERSIONS = (0, 0)

@@ -18,13 +18,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from groups.shard import join_error
-from kafkawire.group_coordinator import client_host, on_group
+from kafkawire.coordinators.groups import client_host, on_group
 from protocol._generated.join_group_request import JoinGroupRequest
 from protocol._generated.join_group_response import JoinGroupResponse
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 11
 VERSIONS = (0, 9)

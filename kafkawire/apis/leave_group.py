@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkawire.group_coordinator import on_group
+from kafkawire.coordinators.groups import on_group
 from protocol._generated.leave_group_request import LeaveGroupRequest
 from protocol._generated.leave_group_response import LeaveGroupResponse
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 13
 VERSIONS = (0, 5)

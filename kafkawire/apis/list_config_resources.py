@@ -8,7 +8,7 @@ this node when the image has no broker yet), every topic (2, internal ones inclu
 metrics (16) that have configs; any other type: UNSUPPORTED_VERSION with no resources, as Kafka.
 v0 (``ListClientMetricsResources`` before it was renamed) lists client-metrics resources only.
 Groups and client-metrics subscriptions are listed while they have at least one config
-(``kafkawire.config_resources``); deleting their last key removes them, as in Kafka.
+(``kafkawire.config.resources``); deleting their last key removes them, as in Kafka.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 74
 VERSIONS = (0, 1)

@@ -4,7 +4,7 @@ Every group of every loaded ``__consumer_offsets`` shard of this node (simple gr
 commits included, protocol type ""). v4+ ``states_filter`` and v5+ ``types_filter`` are
 case-insensitive, as Kafka's; v0-3 have no state/type in the answer. A shard still loading
 makes the answer COORDINATOR_LOAD_IN_PROGRESS (with the groups that are known). Share groups
-(KIP-932, ``kafkawire.share_coordinator``) are listed with type and protocol type ``share``.
+(KIP-932, ``kafkawire.coordinators.share``) are listed with type and protocol type ``share``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 16
 VERSIONS = (0, 5)

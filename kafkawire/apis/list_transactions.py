@@ -24,7 +24,7 @@ from txn.coordinator import TxnShard, state_names_to_filter
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 66
 VERSIONS = (0, 2)

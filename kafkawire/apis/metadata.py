@@ -11,7 +11,7 @@
 - Brokers are listed with the endpoint of the listener the request came in on; the
   controller id is this live node (librdkafka's admin client waits for it).
 - Authorized operations: -2147483648 (not requested) unless asked, then the principal's
-  (``kafkawire.authorizer``; all operations without an authorizer).
+  (``kafkawire.security.authorizer``; all operations without an authorizer).
 - Authorization as Kafka: listing all topics leaves out those the principal may not DESCRIBE;
   a named one it may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED; auto-creation needs CREATE on
   the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED.
@@ -34,7 +34,7 @@ from protocol.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 3
 VERSIONS = (0, 13)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from groups.shard import GroupShard
-from kafkawire.group_coordinator import commit_partition, on_group, partition_error, topic_name
+from kafkawire.coordinators.groups import commit_partition, on_group, partition_error, topic_name
 from kraft.acls import READ, TOPIC
 from protocol._generated.offset_commit_request import OffsetCommitRequest
 from protocol._generated.offset_commit_response import OffsetCommitResponse
@@ -24,7 +24,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 8
 VERSIONS = (2, 10)

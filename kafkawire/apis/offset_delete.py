@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from groups.shard import GroupShard
-from kafkawire.group_coordinator import on_group, partition_error
+from kafkawire.coordinators.groups import on_group, partition_error
 from kraft.acls import DELETE, READ, TOPIC
 from protocol._generated.offset_delete_request import OffsetDeleteRequest
 from protocol._generated.offset_delete_response import OffsetDeleteResponse
@@ -19,7 +19,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 47
 VERSIONS = (0, 0)

@@ -33,8 +33,8 @@ frame and writes the client's bytes verbatim. No Python loop ever visits a recor
   inflates the batch and walks the record prefixes (~1 us per record); other topics never pay
   it (one attribute test).
 - ``flush.messages``: the append that leaves that many offsets unflushed is answered after an
-  fsync covering it (group commit off the event loop, ``kafkawire.log_flusher``).
-- Authorization (``kafkawire.authorizer``): WRITE on the transactional id (else every
+  fsync covering it (group commit off the event loop, ``kafkawire.storage.flusher``).
+- Authorization (``kafkawire.security.authorizer``): WRITE on the transactional id (else every
   partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and WRITE on each topic (else
   TOPIC_AUTHORIZATION_FAILED, before the topic's existence is revealed).
 - v0-2 are advertised (librdkafka disables compression otherwise, KAFKA-18659) but refused,
@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from kafkawire.loop_monitor import SLOW_REQUEST_S, slow_requests
+from kafkawire.ops.loop_monitor import SLOW_REQUEST_S, slow_requests
 from kraft.acls import TOPIC, TRANSACTIONAL_ID, WRITE
 from log.cleaner import keyless_records
 from protocol._generated.produce_request import ProduceRequest
@@ -59,8 +59,8 @@ from protocol.records import DEFAULT_MAX_UNCOMPRESSED_BYTES, BatchHeader, valida
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.replica_manager import ReplicaManager
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
+    from kafkawire.replication.replica_manager import ReplicaManager
     from log.partition_log import PartitionLog
     from log.replica import Partition
 
@@ -100,7 +100,7 @@ async def _verify_transaction(
     batches: list[tuple[int, BatchHeader]], version: int,
 ) -> None:
     """Transactional batches opening a transaction on this partition must belong to a
-    transaction that has the partition (KIP-890 part 1, ``kafkawire.txn_coordinator``); from
+    transaction that has the partition (KIP-890 part 1, ``kafkawire.coordinators.txn``); from
     v12 (transaction version 2) the write adds the partition itself.
 
     "Opening" compares the epoch, as Kafka's ``hasOngoingTransaction(pid, epoch)``: with

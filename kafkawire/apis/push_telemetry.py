@@ -1,4 +1,4 @@
-"""PushTelemetry (key 72), version 0 (KIP-714; ``kafkawire.telemetry``).
+"""PushTelemetry (key 72), version 0 (KIP-714; ``kafkawire.ops.telemetry``).
 
 Advertised only with ``metrics.client.telemetry.enable=true``; otherwise UNSUPPORTED_VERSION.
 Errors: UNKNOWN_SUBSCRIPTION_ID (unknown client instance, or the subscription changed),
@@ -11,14 +11,14 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from kafkawire.telemetry import TelemetryError
+from kafkawire.ops.telemetry import TelemetryError
 from protocol._generated.push_telemetry_request import PushTelemetryRequest
 from protocol._generated.push_telemetry_response import PushTelemetryResponse
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 72
 VERSIONS = (0, 0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kafkawire.share_state_apis import Op, per_partition, read_op
+from kafkawire.coordinators.share_state_apis import Op, per_partition, read_op
 from protocol._generated.read_share_group_state_request import ReadShareGroupStateRequest
 from protocol._generated.read_share_group_state_response import (
     ReadShareGroupStateResponse as Resp,
@@ -18,7 +18,7 @@ from protocol._generated.read_share_group_state_response import (
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 84
 VERSIONS = (0, 0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kafkawire.share_state_apis import delivery_complete_count, per_partition, read_op
+from kafkawire.coordinators.share_state_apis import delivery_complete_count, per_partition, read_op
 from protocol._generated.read_share_group_state_summary_request import (
     ReadShareGroupStateSummaryRequest,
 )
@@ -19,7 +19,7 @@ from protocol._generated.read_share_group_state_summary_response import (
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 87
 VERSIONS = (0, 1)

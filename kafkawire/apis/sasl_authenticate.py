@@ -1,5 +1,5 @@
 """SaslAuthenticate (key 36), versions 0-2: one SASL token of the exchange SaslHandshake v1
-started (``kafkawire.sasl``).
+started (``kafkawire.security.sasl``).
 
 - A failed credential: SASL_AUTHENTICATION_FAILED with Kafka's message, then the connection
   closes after ``connection.failed.authentication.delay.ms`` (Kafka's delay against password
@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkawire.sasl import SaslFailure
+from kafkawire.security.sasl import SaslFailure
 from protocol._generated.sasl_authenticate_request import SaslAuthenticateRequest
 from protocol._generated.sasl_authenticate_response import SaslAuthenticateResponse
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import Connection, RequestContext
+    from kafkawire.net.server import Connection, RequestContext
 
 API_KEY = 36
 VERSIONS = (0, 2)

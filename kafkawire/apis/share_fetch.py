@@ -2,7 +2,7 @@
 
 A share consumer's fetch: it acknowledges what it processed (piggybacked
 ``AcknowledgementBatches``) and acquires more records of the partitions of its **share
-session** (``kafkawire.share_coordinator``): epoch 0 opens the session with the partitions
+session** (``kafkawire.coordinators.share``): epoch 0 opens the session with the partitions
 named, later requests add partitions and drop ``ForgottenTopicsData``, -1 closes it
 (acknowledgements only; the member's other acquired records of the session go back).
 
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from groups.share_partition import AcquiredRange, BatchInfo
-from kafkawire.share_coordinator import ShareService, now_ms
+from kafkawire.coordinators.share import ShareService, now_ms
 from protocol._generated.share_fetch_request import ShareFetchRequest
 from protocol._generated.share_fetch_response import ShareFetchResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -43,7 +43,7 @@ from protocol.records import iter_headers
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 78
 VERSIONS = (1, 2)

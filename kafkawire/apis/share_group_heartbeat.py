@@ -16,15 +16,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from groups.share_group import HeartbeatError
-from kafkawire.group_coordinator import client_host
-from kafkawire.share_coordinator import now_ms
+from kafkawire.coordinators.groups import client_host
+from kafkawire.coordinators.share import now_ms
 from protocol._generated.share_group_heartbeat_request import ShareGroupHeartbeatRequest
 from protocol._generated.share_group_heartbeat_response import ShareGroupHeartbeatResponse
 from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 76
 VERSIONS = (1, 1)

@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from groups.shard import sync_error
-from kafkawire.group_coordinator import on_group
+from kafkawire.coordinators.groups import on_group
 from protocol._generated.sync_group_request import SyncGroupRequest
 from protocol._generated.sync_group_response import SyncGroupResponse
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 14
 VERSIONS = (0, 5)

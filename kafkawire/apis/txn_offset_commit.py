@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from groups.shard import GroupShard
-from kafkawire.coordinator_runtime import now_ms
-from kafkawire.group_coordinator import commit_partition
+from kafkawire.coordinators.groups import commit_partition
+from kafkawire.coordinators.runtime import now_ms
 from kraft.acls import GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE
 from protocol._generated.txn_offset_commit_request import TxnOffsetCommitRequest
 from protocol._generated.txn_offset_commit_response import TxnOffsetCommitResponse
@@ -27,7 +27,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 28
 VERSIONS = (0, 5)

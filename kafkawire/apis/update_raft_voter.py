@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkawire.raft_driver import raft_answer
+from kafkawire.metadata.raft_driver import raft_answer
 from protocol._generated.update_raft_voter_request import UpdateRaftVoterRequest
 from protocol._generated.update_raft_voter_response import UpdateRaftVoterResponse
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 82
 VERSIONS = (0, 0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kafkawire.raft_driver import raft_answer
+from kafkawire.metadata.raft_driver import raft_answer
 from kraft.raft.messages import only_partition
 from protocol._generated.vote_request import VoteRequest
 from protocol._generated.vote_response import VoteResponse
@@ -18,7 +18,7 @@ from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 52
 VERSIONS = (0, 2)

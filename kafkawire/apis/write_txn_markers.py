@@ -3,7 +3,7 @@
 Sent by a transaction coordinator to the partition leaders of a transaction, and by
 ``Admin.abortTransaction`` (``kafka-transactions abort``) to close a hanging transaction.
 Every listed partition gets a COMMIT (``transaction_result`` true) or ABORT marker with the
-producer id, epoch and coordinator epoch (``kafkawire.txn_markers``).
+producer id, epoch and coordinator epoch (``kafkawire.coordinators.txn_markers``).
 
 - Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
   INVALID_PRODUCER_EPOCH (older than the producer's epoch on that partition),
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from kafkawire.txn_markers import write_marker
+from kafkawire.coordinators.txn_markers import write_marker
 from kraft.acls import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME
 from protocol._generated.write_txn_markers_request import WriteTxnMarkersRequest
 from protocol._generated.write_txn_markers_response import WriteTxnMarkersResponse
@@ -32,7 +32,7 @@ from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
-    from kafkawire.server import RequestContext
+    from kafkawire.net.server import RequestContext
 
 API_KEY = 27
 VERSIONS = (1, 2)

@@ -1,0 +1,1 @@
+"""The coordinator runtimes over __consumer_offsets, __transaction_state and __share_group_state: group, transaction (markers) and share services. May import kafkawire.config.broker_config, ops, net, security, replication, metadata."""

@@ -1,0 +1,1 @@
+"""The metadata plane: the Raft driver and its storage, the metadata log and image publication, snapshots, the controller's broker-facing service, broker registration, forwarding to the controller. May import kafkawire.config.broker_config, ops, net, security, storage, replication."""

@@ -1,0 +1,1 @@
+"""The network runtime: the trio server (connections, frames, request contexts), client connections to other nodes, quotas on connections. May import kafkawire.config.broker_config, ops and security."""

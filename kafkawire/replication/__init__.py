@@ -1,0 +1,1 @@
+"""Partition replication: the replica manager (partition states), replica fetchers, the ISR manager, fetch sessions, replication throttles, append waiters. May import kafkawire.config.broker_config, ops, net, security."""
