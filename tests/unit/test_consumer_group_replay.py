@@ -222,6 +222,6 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
 
 
 ConsumerGroupMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+    max_examples=40, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow],
 )
 TestConsumerGroupMachine = ConsumerGroupMachine.TestCase
