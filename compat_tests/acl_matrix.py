@@ -106,9 +106,9 @@ def grant(admin: Connection) -> None:
 
     r = admin.request(CreateAclsRequest(creations=[
         acl(2, TOPIC, 3), acl(2, TOPIC, 4), acl(2, "matrix-t", 10, pattern=4),
-        acl(3, GROUP, 3), acl(5, TXN, 4), acl(4, "kafka-cluster", 8),
+        acl(3, GROUP, 3), acl(5, TXN, 4), acl(4, "kafka-cluster", 8), acl(3, GROUP, 11),
     ]), 3)
-    assert [x.error_code for x in r.results] == [0] * 6, r
+    assert [x.error_code for x in r.results] == [0] * 7, r
 
 
 def _codes(obj: Any) -> Any:
@@ -120,8 +120,7 @@ def _codes(obj: Any) -> Any:
         for f in obj.FIELDS:
             name = f[0]
             value = getattr(obj, name, None)
-            if name.endswith("error_code") or name == "topic_authorized_operations" or \
-                    name.endswith("_authorized_operations"):
+            if name.endswith("error_code") or name.endswith("authorized_operations"):
                 out[name] = value
             elif isinstance(value, list) and value and hasattr(value[0], "FIELDS"):
                 inner = _codes(value)
@@ -244,6 +243,8 @@ def _group_steps(c: Session, step: Step) -> None:
             for t in (TOPIC, SECRET)]) for g in (GROUP, "other-group")]), 8)))
     step("describe_groups", lambda: _codes(c.request(DescribeGroupsRequest(
         groups=[GROUP, "other-group"]), 5)))
+    step("describe_groups_operations", lambda: _codes(c.request(DescribeGroupsRequest(
+        groups=[GROUP, "other-group"], include_authorized_operations=True), 5)))
     step("list_groups", lambda: c.request(ListGroupsRequest(), 4).error_code)
     step("delete_groups", lambda: _codes(c.request(DeleteGroupsRequest(
         groups_names=["other-group"]), 2)))
@@ -280,6 +281,9 @@ def _txn_and_cluster_steps(c: Session, step: Step) -> None:
     # users=[] (all): with null users Kafka 4.3.1 never answers an unauthorized request
     scram = DescribeUserScramCredentialsRequest(users=[])
     step("describe_user_scram", lambda: c.request(scram, 0).error_code)
+    named = DescribeUserScramCredentialsRequest(users=[
+        DescribeUserScramCredentialsRequest.UserName(name=n) for n in ("alice", "nobody")])
+    step("describe_user_scram_named", lambda: _codes(c.request(named, 0)))
     step("describe_client_quotas", lambda: c.request(DescribeClientQuotasRequest(
         components=[]), 1).error_code)
     reassignments = ListPartitionReassignmentsRequest()

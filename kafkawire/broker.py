@@ -84,7 +84,7 @@ from kafkawire.txn_coordinator import TxnCoordinator, transaction_version_record
 from kraft import controller
 from kraft.acls import ALTER, CLUSTER, CLUSTER_NAME, DESCRIBE, DESCRIBE_CONFIGS
 from kraft.cluster_control import Registration
-from kraft.image import RESOURCE_BROKER, MetadataImage, ScramCredential
+from kraft.image import RESOURCE_BROKER, RESOURCE_TOPIC, MetadataImage, ScramCredential
 from kraft.raft.config import RaftConfig
 from kraft.scram import MECHANISMS, MIN_ITERATIONS, scram_keys
 from kraft.tokens import token_password
@@ -94,6 +94,9 @@ from log.file_cache import FILE_CACHE
 from log.partition_log import PartitionLog
 from protocol._generated.config_record import ConfigRecord
 from protocol._generated.create_topics_request import CreateTopicsRequest
+from protocol._generated.describe_user_scram_credentials_response import (
+    DescribeUserScramCredentialsResponse,
+)
 from protocol._generated.partition_record import PartitionRecord
 from protocol._generated.topic_record import TopicRecord
 from protocol.errors import ErrorCode, KafkaError
@@ -153,11 +156,18 @@ CLUSTER_GATED: dict[int, int] = {
 }
 
 
-def cluster_denied(response_cls: Any) -> Any:
+def cluster_denied(response_cls: Any, request: Any = None) -> Any:
+    """The response of a CLUSTER_GATED API denied (the request's ``getErrorResponse``).
+    DescribeUserScramCredentials also carries one result per user named, with the error (and
+    no user name), as Kafka's."""
     resp = response_cls()
     resp.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     if hasattr(resp, "error_message"):
         resp.error_message = "Cluster authorization failed."
+    if isinstance(resp, DescribeUserScramCredentialsResponse) and request is not None:
+        resp.results = [DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult(
+            user="", error_code=resp.error_code, error_message=resp.error_message,
+            credential_infos=[]) for _user in request.users or ()]
     return resp
 
 
@@ -218,6 +228,8 @@ class Broker:
         self.log_mover: LogDirMover | None = None
         self.quorum: MetadataQuorum | None = None
         self.replicas: ReplicaManager | None = None
+        #: the image's configs the local logs' LogConfigs were last derived from
+        self._log_configs_from: dict[tuple[int, str], dict[str, str]] | None = None
         self.notifier = AppendNotifier()
         self.metrics = BrokerMetrics()
         #: KIP-227 incremental fetch sessions (kafkawire/fetch_session.py)
@@ -604,7 +616,7 @@ class Broker:
             ctx.authorizer = self.authorizer
             gate = CLUSTER_GATED.get(ctx.api_key)
             if gate is not None and not ctx.allowed(gate, CLUSTER, CLUSTER_NAME):
-                return cluster_denied(handler.response_cls)
+                return cluster_denied(handler.response_cls, request)
         if not self.image.client_quotas:
             return await handler.handle(self, ctx, request)
         started = time.perf_counter()
@@ -724,6 +736,7 @@ class Broker:
                     self.quorum.append_sync(records)
         for topic in self.image.topics:
             self.logs.update_config(topic, self.topic_log_config(topic))
+        self._log_configs_from = self.image.configs
         self.quorum.on_publish = self._image_published
         if self.quorum.caught_up.is_set():
             self.sync_logs_with_image()
@@ -832,9 +845,31 @@ class Broker:
         places here, once the image has caught up with the quorum after start (before, the
         partitions it lacks would look deleted)."""
         assert self.quorum is not None
+        self._follow_config_changes(image)
         if self.quorum.caught_up.is_set() and self.logs is not None:
             self.sync_logs_with_image()
             self.logs.finish_start()  # the start-up replay is over (JBOD placement)
+
+    def _follow_config_changes(self, image: MetadataImage) -> None:
+        """Topic and broker config changes replicated from the controller reach the local
+        logs (Kafka's DynamicConfigPublisher -> LogManager.updateTopicConfig): the node that
+        took an AlterConfigs refreshes its own logs, every other node does it here, so
+        ``cleanup.policy=compact`` set after creation makes every leader refuse keyless
+        records and every replica's cleaner take the log."""
+        seen, now = self._log_configs_from, image.configs
+        self._log_configs_from = now
+        if seen is None or seen is now or self.logs is None:
+            return
+        changed = {key for key in seen.keys() | now.keys() if seen.get(key) != now.get(key)}
+        if not changed:
+            return
+        own = {(RESOURCE_BROKER, ""), (RESOURCE_BROKER, str(self.node_id))}
+        if changed & own:
+            self.refresh_log_configs(None)  # dynamic broker defaults of topic configs
+        else:
+            topics = [name for rtype, name in changed if rtype == RESOURCE_TOPIC]
+            if topics:
+                self.refresh_log_configs(topics)
 
     def _metadata_log_config(self) -> LogConfig:
         cfg = self.config

@@ -18,6 +18,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from kafkawire.broker_config_keys import KAFKA_ONLY_BROKER_CONFIGS
+
 LONG_MAX = 9223372036854775807
 
 # ---------------------------------------------------------------------------------------------
@@ -79,7 +81,7 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "listeners": ("list", "PLAINTEXT://127.0.0.1:9092"),
     "advertised.listeners": ("list", None),
     "listener.security.protocol.map": (
-        "list",
+        "string",
         "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
         "SASL_SSL:SASL_SSL",
     ),
@@ -100,7 +102,7 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "initial.broker.registration.timeout.ms": ("int", 60000),
     "broker.rack": ("string", None),
     "log.dirs": ("list", None),
-    "log.dir": ("string", "./data"),
+    "log.dir": ("list", "./data"),
     "metadata.log.dir": ("string", None),
     "num.partitions": ("int", 1),
     "default.replication.factor": ("int", 1),
@@ -215,7 +217,7 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "share.coordinator.state.topic.replication.factor": ("short", 1),
     "share.coordinator.state.topic.num.partitions": ("int", 50),
     "share.coordinator.state.topic.segment.bytes": ("int", 104857600),
-    "share.coordinator.state.topic.min.isr": ("int", 1),
+    "share.coordinator.state.topic.min.isr": ("short", 1),
     "connections.max.idle.ms": ("long", 600000),
     # kafkawire's own (not a Kafka key): segment and index files kept open between uses, over
     # all partitions (log/file_cache.py); capped at half the open-file limit at start.
@@ -229,7 +231,7 @@ BROKER_CONFIGS: dict[str, tuple[str, Any]] = {
     "alter.log.dirs.replication.quota.window.num": ("int", 11),
     "alter.log.dirs.replication.quota.window.size.seconds": ("int", 1),
     # KIP-392 fetch from follower (kafkawire/apis/fetch.py): Kafka's RackAwareReplicaSelector
-    "replica.selector.class": ("class", None),
+    "replica.selector.class": ("string", None),
     # the controller's preferred-leader balancing (kafkawire/controller_service.py)
     "auto.leader.rebalance.enable": ("boolean", True),
     "leader.imbalance.check.interval.seconds": ("long", 300),
@@ -323,15 +325,19 @@ KAFKAWIRE_CONFIGS: dict[str, tuple[str, Any]] = {
     "min.incremental.fetch.session.eviction.ms": ("long", 120000),
 }
 
-# Kafka's internal configs (``defineInternal``): accepted, never listed by DescribeConfigs.
+# Kafka's internal configs (``defineInternal``): accepted, never listed by DescribeConfigs
+# (Kafka 4.3.1 does not list these either; ``cluster.id`` is no Kafka config at all: Kafka
+# keeps it in meta.properties).
 INTERNAL_BROKER_CONFIGS = frozenset({
     "log.initial.task.delay.ms", "internal.metadata.log.segment.bytes", "log.open.files.max",
-    "unclean.leader.election.interval.ms",
+    "unclean.leader.election.interval.ms", "group.share.enable",
+    "producer.id.expiration.check.interval.ms", "cluster.id",
 })
 
 # Keys Kafka has no default for (DescribeConfigs lists no DEFAULT_CONFIG synonym); kafkawire
 # falls back to the value above so that a node starts without any configuration.
-NO_KAFKA_DEFAULT: frozenset[str] = frozenset({"node.id", "process.roles"})
+NO_KAFKA_DEFAULT: frozenset[str] = frozenset({"node.id", "process.roles",
+                                              "controller.listener.names"})
 
 # Keys accepted and reported but with no effect in kafkawire (logged once at start).
 IGNORED_PREFIXES = ("confluent.", "metric.", "metrics.")
@@ -445,11 +451,16 @@ class BrokerConfig:
                 cfg.explicit[key] = value
             elif key.startswith(SECURITY_PREFIXES) or key in SECURITY_KEYS:
                 cfg.explicit[key] = value
+            elif key in KAFKA_ONLY_BROKER_CONFIGS:  # a Kafka key with no effect here
+                parse_value(KAFKA_ONLY_BROKER_CONFIGS[key][0], value, key)
+                cfg.ignored.append(key)
+                cfg.explicit[key] = value
             elif key.startswith(IGNORED_PREFIXES):
                 cfg.ignored.append(key)
                 cfg.explicit[key] = value
             else:
                 cfg.unknown.append(key)
+                cfg.explicit[key] = value  # DescribeConfigs lists it as Kafka does
         # As Kafka's KafkaConfig: node.id and broker.id name the same id; a configured one is
         # a static config under both names.
         if "broker.id" in raw and "node.id" not in raw:

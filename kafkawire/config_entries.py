@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from kafkawire.broker_config_keys import KAFKA_ONLY_BROKER_CONFIGS
 from kafkawire.config import (
     BROKER_CONFIGS,
     INTERNAL_BROKER_CONFIGS,
@@ -173,7 +174,8 @@ _RECONFIGURABLE: dict[str, bool] = {
 # SSL/SASL keys Kafka reconfigures per broker (its listener's security), plain or with a
 # ``listener.name.<listener>.`` prefix: stored as given and read by
 # kafkawire.listener_security (a changed keystore/truststore applies to new connections);
-# listed by DescribeConfigs once set (passwords hidden).
+# DescribeConfigs lists them always, with Kafka's defaults (``kafkawire.broker_config_keys``;
+# passwords hidden).
 SECURITY_DYNAMIC_CONFIGS: frozenset[str] = frozenset({
     "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.kerberos.kinit.cmd",
     "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules",
@@ -197,11 +199,6 @@ SECURITY_DYNAMIC_CONFIGS: frozenset[str] = frozenset({
 REPLICATION_THROTTLE_CONFIGS: frozenset[str] = frozenset({
     "leader.replication.throttled.rate", "follower.replication.throttled.rate",
     "replica.alter.log.dirs.io.max.bytes.per.second",
-})
-
-_SECURITY_PASSWORDS = frozenset({
-    "sasl.jaas.config", "ssl.key.password", "ssl.keystore.certificate.chain", "ssl.keystore.key",
-    "ssl.keystore.password", "ssl.truststore.certificates", "ssl.truststore.password",
 })
 
 DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
@@ -353,7 +350,7 @@ def broker_layers(
     per_broker, default = dynamic_broker_configs(image, config.node_id)
     static_defaults = {
         k: format_config_value(kind, d)
-        for k, (kind, d) in BROKER_CONFIGS.items()
+        for k, (kind, d) in (*BROKER_CONFIGS.items(), *KAFKA_ONLY_BROKER_CONFIGS.items())
         if d is not None and k not in NO_KAFKA_DEFAULT
     }
     return [
@@ -539,6 +536,35 @@ def topic_defaults_as_strings(config: BrokerConfig, image: MetadataImage) -> dic
 
 
 # ---- broker configs -------------------------------------------------------------------------
+def _broker_kind(name: str) -> str | None:
+    """Kafka's ConfigDef type of a broker key (lower case), None for a key Kafka does not know."""
+    if name in BROKER_CONFIGS:
+        return BROKER_CONFIGS[name][0]
+    if name in KAFKA_ONLY_BROKER_CONFIGS:
+        return KAFKA_ONLY_BROKER_CONFIGS[name][0]
+    if name in REPLICATION_THROTTLE_CONFIGS:
+        return "long"
+    return None
+
+
+def _kafka_format(kind: str, raw: str | None, name: str) -> str | None:
+    try:
+        return format_config_value(kind, None if raw is None else parse_value(kind, raw, name))
+    except ConfigError:
+        return raw
+
+
+def listener_base_key(name: str) -> str | None:
+    """The broker key a ``listener.name.<listener>.<key>`` (or, for ``sasl.jaas.config``,
+    ``listener.name.<listener>.<mechanism>.sasl.jaas.config``) overrides, if Kafka knows it."""
+    if not name.startswith("listener.name."):
+        return None
+    rest = name[len("listener.name."):].partition(".")[2]
+    if rest.endswith(".sasl.jaas.config"):
+        return "sasl.jaas.config"
+    return rest if _broker_kind(rest) is not None else None
+
+
 def broker_config_entries(
     config: BrokerConfig,
     image: MetadataImage,
@@ -550,32 +576,41 @@ def broker_config_entries(
     """The broker resource's configs: this node's (``per_broker``) or the cluster default.
 
     For the cluster default (empty resource name) Kafka lists only the keys set as dynamic
-    defaults; for a node, every broker config with its effective value.
+    defaults; for a node, as Kafka's ``allConfigs``: every broker config Kafka 4.3.1 defines
+    (``BROKER_CONFIGS`` less internal keys, ``KAFKA_ONLY_BROKER_CONFIGS``) with its effective
+    value, plus every other key given in server.properties or set dynamically: a
+    ``listener.name.<listener>.`` override with its base key's type and the base key's synonyms
+    after its own, any other key with no value, sensitive, of type UNKNOWN (Kafka cannot know
+    whether it holds a secret).
     """
     layers = broker_layers(config, image)
     effective = effective_broker_config(config, image)
     per, default = dynamic_broker_configs(image, config.node_id)
-    # SSL/SASL keys kafkawire does not otherwise know, and the replication throttles, are
-    # listed once set dynamically
-    security = {k for k in (*per, *default) if k in SECURITY_DYNAMIC_CONFIGS
-                or k in REPLICATION_THROTTLE_CONFIGS} - BROKER_CONFIGS.keys()
-    listed = (BROKER_CONFIGS.keys() - INTERNAL_BROKER_CONFIGS) | security
+    known = ((BROKER_CONFIGS.keys() | KAFKA_ONLY_BROKER_CONFIGS.keys()) - INTERNAL_BROKER_CONFIGS
+             | {k for k in (*per, *default) if k in REPLICATION_THROTTLE_CONFIGS})
+    given = {*config.explicit, *config.unknown, *per, *default} - BROKER_CONFIGS.keys()
+    listed = known | (given - KAFKA_ONLY_BROKER_CONFIGS.keys())
     keys = sorted(listed) if per_broker else sorted(k for k in default if k in listed)
     if names is not None:
         wanted = set(names)
         keys = [k for k in keys if k in wanted]
     out: list[ConfigEntry] = []
     for name in keys:
-        kind = BROKER_CONFIGS[name][0] if name in BROKER_CONFIGS else (
-            "password" if name in _SECURITY_PASSWORDS else
-            "long" if name in REPLICATION_THROTTLE_CONFIGS else "string")
+        base = None if name in known else listener_base_key(name)
+        kind = _broker_kind(name) or (_broker_kind(base) if base is not None else None)
         chain = synonym_chain(name, layers)
-        sensitive = kind == "password"
+        if base is not None:
+            chain += synonym_chain(base, layers)
+        sensitive = kind is None or kind == "password"
         if sensitive:  # Kafka never returns a password's value, nor its synonyms' values
             chain = [Synonym(s.name, None, s.source) for s in chain]
         if per_broker:
-            current = effective.values.get(name, per.get(name, default.get(name)))
-            value = None if sensitive else format_config_value(kind, current)
+            if name in BROKER_CONFIGS:
+                current = effective.values.get(name, per.get(name, default.get(name)))
+                value = None if sensitive else format_config_value(kind or "string", current)
+            else:  # as given (or Kafka's default), in Kafka's format
+                raw = next((s.value for s in chain if s.name == name), None)
+                value = None if sensitive or kind is None else _kafka_format(kind, raw, name)
         else:
             chain = [s for s in chain if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
             value = None if sensitive else default.get(name)
@@ -586,7 +621,7 @@ def broker_config_entries(
                 source=chain[0].source if chain else ConfigSource.DEFAULT_CONFIG,
                 read_only=name not in DYNAMIC_BROKER_CONFIGS,
                 is_sensitive=sensitive,
-                config_type=config_type(kind),
+                config_type=config_type(kind) if kind is not None else ConfigType.UNKNOWN,
                 synonyms=tuple(chain) if include_synonyms else (),
                 documentation=None,
             )

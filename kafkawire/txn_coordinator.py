@@ -26,20 +26,21 @@ and writes transaction markers.
   rather than leaving the transaction stuck in a Prepare state.
 
 Partitions led by another node are reached with WriteTxnMarkers (key 27, served by
-``apis/write_txn_markers.py``) to their leader (``kafkawire.txn_markers.send_marker``).
+``apis/write_txn_markers.py``) to their leader, one request per leader with all its partitions,
+every leader and the local partitions at once (``kafkawire.txn_markers.write_markers``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
 from kafkawire.node_client import NodeDisconnected, NodeUnsupportedVersion
-from kafkawire.txn_markers import OFFSETS_TOPIC, write_marker
+from kafkawire.txn_markers import OFFSETS_TOPIC, write_markers
 from protocol._generated.add_partitions_to_txn_request import AddPartitionsToTxnRequest
 from protocol.coordinator import CoordinatorRecord
 from protocol.errors import ErrorCode, KafkaError
@@ -104,6 +105,50 @@ def txn_config(values: dict[str, Any]) -> TxnConfig:
     )
 
 
+class _RemoteAsk:
+    """One partition a write asks a remote coordinator to add or verify."""
+
+    def __init__(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                 verify_only: bool, partition: tuple[str, int]) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.verify_only = verify_only
+        self.partition = partition
+        self.code = ErrorCode.NOT_COORDINATOR
+        self.done = trio.Event()
+
+    def finish(self, code: ErrorCode) -> None:
+        if not self.done.is_set():
+            self.code = code
+            self.done.set()
+
+
+class _RemoteQueue:
+    """The asks waiting for one coordinator broker, and whether a request to it is out."""
+
+    def __init__(self) -> None:
+        self.waiting: list[_RemoteAsk] = []
+        self.sending = False
+        #: set (and replaced) each time a request is answered: the waiting writers look again
+        self.turn = trio.Event()
+
+
+def _one_batch(waiting: list[_RemoteAsk]) -> tuple[list[_RemoteAsk], list[_RemoteAsk]]:
+    """The asks that can share one request (a transactional id once, with one producer id,
+    epoch and verify flag), and the rest for the next one."""
+    batch: list[_RemoteAsk] = []
+    rest: list[_RemoteAsk] = []
+    seen: dict[str, tuple[int, int, bool]] = {}
+    for e in waiting:
+        key = (e.producer_id, e.producer_epoch, e.verify_only)
+        if seen.setdefault(e.transactional_id, key) == key:
+            batch.append(e)
+        else:
+            rest.append(e)
+    return batch, rest
+
+
 class TxnCoordinator:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -112,6 +157,8 @@ class TxnCoordinator:
         self.runtime.shard_factory = self._new_shard
         self.runtime.after_timer.append(lambda _partition: self.wake())
         self._wake = trio.Event()
+        #: AddPartitionsToTxn asks waiting per coordinator broker (:meth:`ask_remote`)
+        self._remote_asks: dict[int, _RemoteQueue] = {}
 
     def verification_enabled(self) -> bool:
         """``transaction.partition.verification.enable``, dynamic broker configs included."""
@@ -243,12 +290,7 @@ class TxnCoordinator:
         after an EndTxn) is retried here every ``add.partitions.to.txn.retry.backoff.ms`` for
         up to ``add.partitions.to.txn.retry.backoff.max.ms`` (at most ``request.timeout.ms``)
         before the caller gets it (the underlying code, second in the pair)."""
-        values = self.broker.config.values
-        backoff_ms = int(values["add.partitions.to.txn.retry.backoff.ms"])
-        budget_ms = min(int(values["add.partitions.to.txn.retry.backoff.max.ms"]),
-                        int(values["request.timeout.ms"]))
-        deadline = trio.current_time() + budget_ms / 1000
-        while True:
+        async def add() -> ErrorCode:
             try:
                 code: ErrorCode = await self.run(
                     transactional_id,
@@ -259,11 +301,26 @@ class TxnCoordinator:
                 )
             except KafkaError as e:
                 code = e.code
-            if (
-                not retry or code != ErrorCode.CONCURRENT_TRANSACTIONS
-                or trio.current_time() + backoff_ms / 1000 > deadline
-            ):
-                return _mapped(code, True), code
+            return code
+
+        code = await (self._retry_concurrent(add) if retry else add())
+        return _mapped(code, True), code
+
+    async def _retry_concurrent(self, attempt: Callable[[], Awaitable[ErrorCode]]) -> ErrorCode:
+        """``attempt()`` again every ``add.partitions.to.txn.retry.backoff.ms`` while it answers
+        CONCURRENT_TRANSACTIONS, for up to ``add.partitions.to.txn.retry.backoff.max.ms`` (at
+        most ``request.timeout.ms``): Kafka's ReplicaManager for a transaction-version-2 write
+        (KAFKA-18654), whether the coordinator is on this broker or another one."""
+        values = self.broker.config.values
+        backoff_ms = int(values["add.partitions.to.txn.retry.backoff.ms"])
+        budget_ms = min(int(values["add.partitions.to.txn.retry.backoff.max.ms"]),
+                        int(values["request.timeout.ms"]))
+        deadline = trio.current_time() + budget_ms / 1000
+        while True:
+            code = await attempt()
+            if (code != ErrorCode.CONCURRENT_TRANSACTIONS
+                    or trio.current_time() + backoff_ms / 1000 > deadline):
+                return code
             await trio.sleep(backoff_ms / 1000)
 
     def remote_coordinator(self, transactional_id: str) -> int | None:
@@ -281,37 +338,94 @@ class TxnCoordinator:
         """AddPartitionsToTxn v4+ (broker to coordinator, KIP-890) to the coordinator on
         ``leader``: ``verify_only`` checks that the partition is in the transaction, else it is
         added (transaction version 2). The coordinator's code for the partition; a connection
-        failure is NOT_COORDINATOR (retriable for the writer)."""
+        failure is NOT_COORDINATOR (retriable for the writer).
+
+        As Kafka's AddPartitionsToTxnManager: the asks for one coordinator broker that arrive
+        while a request to it is in flight wait and go out together in the next one (one
+        AddPartitionsToTxn with every transaction and partition), instead of one round trip
+        each over the one connection to that broker. Asked one by one, a Produce to n new
+        partitions of a transaction waited n coordinator writes in turn, and on a loaded
+        3-node cluster the writes of many producers queued long enough for Produce requests
+        to time out (franz-go's TestTxnEtl)."""
+        entry = _RemoteAsk(transactional_id, producer_id, producer_epoch, verify_only,
+                           (topic, partition))
+        queue = self._remote_asks.setdefault(leader, _RemoteQueue())
+        queue.waiting.append(entry)
+        # whoever finds no request out sends the next one (with everything waiting), and hands
+        # over once it is answered: a writer never serves others past its own answer
+        while not entry.done.is_set():
+            if queue.sending:
+                await queue.turn.wait()
+                continue
+            queue.sending = True
+            batch: list[_RemoteAsk] = []
+            try:
+                batch, queue.waiting = _one_batch(queue.waiting)
+                await self._send_asks(leader, batch)
+            finally:
+                for e in batch:  # a cancelled send: retriable for the writers in it
+                    e.finish(ErrorCode.NOT_COORDINATOR)
+                queue.sending = False
+                queue.turn.set()
+                queue.turn = trio.Event()
+        return entry.code
+
+    async def _send_asks(self, leader: int, batch: list[_RemoteAsk]) -> None:
+        """One AddPartitionsToTxn for ``batch`` (distinct transactional ids); each entry gets
+        its partition's code."""
         client = self.broker.peers.get(leader)
         if client is None:
-            return ErrorCode.NOT_COORDINATOR
+            for e in batch:
+                e.finish(ErrorCode.NOT_COORDINATOR)
+            return
         Req = AddPartitionsToTxnRequest
-        req = Req(transactions=[Req.AddPartitionsToTxnTransaction(
-            transactional_id=transactional_id, producer_id=producer_id,
-            producer_epoch=producer_epoch, verify_only=verify_only,
-            topics=[Req.AddPartitionsToTxnTopic(name=topic, partitions=[partition])])])
+        by_txn: dict[str, list[_RemoteAsk]] = {}
+        for e in batch:
+            by_txn.setdefault(e.transactional_id, []).append(e)
+        txns = []
+        for tid, entries in by_txn.items():
+            topics: dict[str, list[int]] = {}
+            for e in entries:
+                topics.setdefault(e.partition[0], []).append(e.partition[1])
+            first = entries[0]
+            txns.append(Req.AddPartitionsToTxnTransaction(
+                transactional_id=tid, producer_id=first.producer_id,
+                producer_epoch=first.producer_epoch, verify_only=first.verify_only,
+                topics=[Req.AddPartitionsToTxnTopic(name=t, partitions=ps)
+                        for t, ps in topics.items()]))
         try:
-            resp = await client.request(req)
+            resp = await client.request(Req(transactions=txns))
         except (NodeDisconnected, NodeUnsupportedVersion):
-            return ErrorCode.NOT_COORDINATOR
-        if resp.error_code != ErrorCode.NONE:
-            return ErrorCode(resp.error_code)
+            for e in batch:
+                e.finish(ErrorCode.NOT_COORDINATOR)
+            return
+        codes: dict[tuple[str, str, int], ErrorCode] = {}
         for t in resp.results_by_transaction:
             for tr in t.topic_results:
                 for pr in tr.results_by_partition:
-                    if tr.name == topic and pr.partition_index == partition:
-                        return ErrorCode(pr.partition_error_code)
-        return ErrorCode.UNKNOWN_SERVER_ERROR
+                    codes[(t.transactional_id, tr.name, pr.partition_index)] = ErrorCode(
+                        pr.partition_error_code)
+        for e in batch:
+            if resp.error_code != ErrorCode.NONE:
+                e.finish(ErrorCode(resp.error_code))
+            else:
+                e.finish(codes.get((e.transactional_id, *e.partition),
+                                   ErrorCode.UNKNOWN_SERVER_ERROR))
 
     async def verify_remote(
         self, leader: int, transactional_id: str, topic: str, partition: int,
         producer_id: int, producer_epoch: int, version: int,
     ) -> tuple[ErrorCode, ErrorCode]:
         """Produce's KIP-890 check when the coordinator is on ``leader``: v12+ adds the
-        partition, older versions verify it. (mapped code, coordinator's code) as
-        :meth:`verify`."""
-        code = await self.ask_remote(leader, transactional_id, topic, partition, producer_id,
-                                     producer_epoch, verify_only=version < 12)
+        partition (retrying CONCURRENT_TRANSACTIONS as :meth:`add_implicitly` does: on 3 nodes
+        most partitions are led away from the coordinator, and without it the first write after
+        an EndTxn went back to the client, which refreshes its metadata before trying again),
+        older versions verify it. (mapped code, coordinator's code) as :meth:`verify`."""
+        async def ask() -> ErrorCode:
+            return await self.ask_remote(leader, transactional_id, topic, partition, producer_id,
+                                         producer_epoch, verify_only=version < 12)
+
+        code = await (self._retry_concurrent(ask) if version >= 12 else ask())
         return _mapped(code, version >= 11), code
 
     def shard_or_error(self, transactional_id: str) -> TxnShard | ErrorCode:
@@ -352,11 +466,14 @@ class TxnCoordinator:
                 raise KafkaError(code, f"{job.transactional_id}: Prepare record not committed")
             while pending:
                 left = []
+                # all partitions at once: one WriteTxnMarkers per other leader, the ones led
+                # here appended together (kafkawire.txn_markers.write_markers)
+                codes = await write_markers(
+                    self.broker, pending, job.producer_id, job.producer_epoch, job.commit,
+                    coordinator_epoch, job.transaction_version, forward=True,
+                )
                 for topic, p in pending:
-                    code = await write_marker(
-                        self.broker, topic, p, job.producer_id, job.producer_epoch, job.commit,
-                        coordinator_epoch, job.transaction_version, forward=True,
-                    )
+                    code = codes[(topic, p)]
                     if code in _MOVED_ON:
                         log.warning(
                             "marker for %s (producer %d epoch %d) on %s-%d: %s; counted as done",

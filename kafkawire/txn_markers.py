@@ -24,12 +24,23 @@ version both serve) to the partition's leader when the metadata image names anot
 (:func:`send_marker`); a connection failure answers NOT_LEADER_OR_FOLLOWER, which the
 coordinator retries with backoff, as Kafka's marker channel does with a disconnected leader.
 The WriteTxnMarkers handler never forwards.
+
+:func:`write_markers` writes the markers of one transaction to all its partitions at once, as
+Kafka's marker channel does (one WriteTxnMarkers per leader broker, all brokers in parallel, and
+a leader appends every marker of a request before waiting for their replication): partitions
+led here are appended together and wait for the high watermark together, partitions led by
+another broker go in one request per broker, all brokers at once. Written one partition after
+the other, a 3-node transaction over n partitions waited n replication round trips before its
+CompleteCommit, and the producer's next transaction met CONCURRENT_TRANSACTIONS meanwhile.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+import trio
 
 from kafkawire.node_client import NodeDisconnected, NodeUnsupportedVersion
 from protocol._generated.write_txn_markers_request import WriteTxnMarkersRequest
@@ -39,7 +50,9 @@ from protocol.records import ControlType, build_control_batch, iter_headers
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
 
-__all__ = ["write_marker", "OFFSETS_TOPIC"]
+__all__ = ["write_marker", "write_markers", "OFFSETS_TOPIC"]
+
+TopicPartition = tuple[str, int]
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -117,3 +130,76 @@ async def send_marker(
                 if t.name == topic and p.partition_index == partition:
                     return ErrorCode(p.error_code)
     return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+async def write_markers(
+    broker: Broker,
+    partitions: Sequence[TopicPartition],
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
+    transaction_version: int = 0,
+    *,
+    forward: bool = False,
+) -> dict[TopicPartition, ErrorCode]:
+    """One transaction's marker on every partition of ``partitions``, all at once (see the
+    module doc); the code of each partition."""
+    results: dict[TopicPartition, ErrorCode] = {}
+    by_leader: dict[int, list[TopicPartition]] = {}
+    local: list[TopicPartition] = []
+    for tp in dict.fromkeys(partitions):
+        part = broker.image.partition(*tp)
+        if forward and part is not None and part.leader >= 0 and part.leader != broker.node_id:
+            by_leader.setdefault(part.leader, []).append(tp)
+        else:
+            local.append(tp)
+
+    async def here(tp: TopicPartition) -> None:
+        results[tp] = await write_marker(broker, tp[0], tp[1], producer_id, producer_epoch,
+                                         commit, coordinator_epoch, transaction_version)
+
+    async def there(leader: int, tps: list[TopicPartition]) -> None:
+        results.update(await send_markers(broker, leader, tps, producer_id, producer_epoch,
+                                          commit, coordinator_epoch, transaction_version))
+
+    if len(local) == 1 and not by_leader:
+        await here(local[0])
+        return results
+    async with trio.open_nursery() as nursery:
+        for tp in local:
+            nursery.start_soon(here, tp)
+        for leader, tps in by_leader.items():
+            nursery.start_soon(there, leader, tps)
+    return results
+
+
+async def send_markers(
+    broker: Broker, leader: int, partitions: Sequence[TopicPartition], producer_id: int,
+    producer_epoch: int, commit: bool, coordinator_epoch: int, transaction_version: int,
+) -> dict[TopicPartition, ErrorCode]:
+    """One WriteTxnMarkers for ``partitions`` to their leader ``leader``: each partition's
+    answer (NOT_LEADER_OR_FOLLOWER for all when the leader cannot be reached)."""
+    client = broker.peers.get(leader)
+    if client is None:
+        return dict.fromkeys(partitions, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    Req = WriteTxnMarkersRequest
+    topics: dict[str, list[int]] = {}
+    for topic, p in partitions:
+        topics.setdefault(topic, []).append(p)
+    req = Req(markers=[Req.WritableTxnMarker(
+        producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
+        topics=[Req.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
+                for t, ps in topics.items()],
+        coordinator_epoch=coordinator_epoch, transaction_version=transaction_version)])
+    try:
+        resp = await client.request(req)
+    except (NodeDisconnected, NodeUnsupportedVersion):
+        return dict.fromkeys(partitions, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    out = dict.fromkeys(partitions, ErrorCode.UNKNOWN_SERVER_ERROR)
+    for m in resp.markers:
+        for t in m.topics:
+            for pr in t.partitions:
+                if (t.name, pr.partition_index) in out:
+                    out[(t.name, pr.partition_index)] = ErrorCode(pr.error_code)
+    return out

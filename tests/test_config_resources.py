@@ -452,4 +452,6 @@ def test_dynamic_security_configs_per_broker_only(raw: RawClient) -> None:
     assert (pw.value, pw.is_sensitive, [s.value for s in pw.synonyms]) == (None, True, [None])
     assert iac(raw, BROKER, "1", [("ssl.protocol", DELETE, None),
                                   ("ssl.keystore.password", DELETE, None)]) == (0, None)
-    assert entries(raw, BROKER, "1", ["ssl.protocol"]) == {}
+    # listed like every Kafka 4.3.1 broker config: back to Kafka's default
+    back = entries(raw, BROKER, "1", ["ssl.protocol"])["ssl.protocol"]
+    assert (back.value, back.config_source) == ("TLSv1.3", DEFAULT_CONFIG)

@@ -24,6 +24,7 @@ from protocol._generated.create_topics_request import CreateTopicsRequest
 from protocol._generated.delete_acls_request import DeleteAclsRequest
 from protocol._generated.delete_topics_request import DeleteTopicsRequest
 from protocol._generated.describe_acls_request import DescribeAclsRequest
+from protocol._generated.describe_groups_request import DescribeGroupsRequest
 from protocol._generated.fetch_request import FetchRequest
 from protocol._generated.find_coordinator_request import FindCoordinatorRequest
 from protocol._generated.join_group_request import JoinGroupRequest
@@ -74,6 +75,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         "listener.name.mtls.ssl.truststore.location": str(pki.ca_pem),
         "listener.name.mtls.ssl.client.auth": "required",
         "listener.name.mtls.ssl.principal.mapping.rules": "RULE:^CN=([a-z]+),.*$/$1/,DEFAULT",
+        # keys DescribeConfigs must list as Kafka does (issue 27: librdkafka's 0142 reads the
+        # first; the second is no Kafka config)
+        "connections.max.reauth.ms": "3600000",
+        "my.custom.key": "hello",
     })
     bp = BrokerProcess(base / "data", port=ports["PLAIN"], overrides=ov).start()
     try:
@@ -354,6 +359,13 @@ def test_configs_transactions_and_cluster_apis(cluster: Cluster) -> None:
         assert dc.error_code == 0 and dc.cluster_authorized_operations == 0
         scram = bob.request(DescribeUserScramCredentialsRequest(users=None), 0)
         assert scram.error_code == CLUSTER_AUTH
+        # named users: one error result per user, as Kafka 4.3.1 (issue 27: none before)
+        U = DescribeUserScramCredentialsRequest.UserName
+        scram = bob.request(DescribeUserScramCredentialsRequest(
+            users=[U(name="alice"), U(name="bob")]), 0)
+        assert scram.error_code == CLUSTER_AUTH
+        assert [(x.user, x.error_code, x.error_message) for x in scram.results] == [
+            ("", CLUSTER_AUTH, "Cluster authorization failed.")] * 2
         _grant(cluster, _acl(K.TOPIC, topic, "User:bob", K.WRITE),
                _acl(K.TOPIC, topic, "User:bob", K.DESCRIBE_CONFIGS),
                _acl(K.CLUSTER, K.CLUSTER_NAME, "User:bob", K.DESCRIBE))
@@ -367,3 +379,76 @@ def test_configs_transactions_and_cluster_apis(cluster: Cluster) -> None:
         assert dc.error_code == 0 and dc.cluster_authorized_operations == 1 << K.DESCRIBE
     finally:
         bob.close()
+
+
+def test_group_authorized_operations(cluster: Cluster) -> None:
+    """A group's authorized operations include DESCRIBE_CONFIGS and ALTER_CONFIGS (Kafka 4.x,
+    KIP-848 group configs): all five for a super user, the granted ones (and what they imply)
+    for others. Issue 27: librdkafka's 0081 expects 5 operations, kafkawire listed 3."""
+    group = f"ops-{uuid.uuid4().hex[:8]}"
+    five = sum(1 << op for op in (K.READ, K.DELETE, K.DESCRIBE, K.DESCRIBE_CONFIGS,
+                                  K.ALTER_CONFIGS))
+    assert five == 3400
+    admin = cluster.admin()
+    try:
+        d = admin.request(DescribeGroupsRequest(groups=[group],
+                                                include_authorized_operations=True), 5)
+        assert d.groups[0].authorized_operations == five
+    finally:
+        admin.close()
+    _grant(cluster, _acl(K.GROUP, group, "User:bob", K.READ),
+           _acl(K.GROUP, group, "User:bob", K.ALTER_CONFIGS))
+    bob = cluster.user("bob")
+    try:
+        d = bob.request(DescribeGroupsRequest(groups=[group],
+                                              include_authorized_operations=True), 5)
+        assert d.groups[0].error_code == 0
+        assert d.groups[0].authorized_operations == sum(1 << op for op in (
+            K.READ, K.DESCRIBE, K.DESCRIBE_CONFIGS, K.ALTER_CONFIGS))
+    finally:
+        bob.close()
+
+
+def test_broker_configs_list_what_kafka_lists(cluster: Cluster) -> None:
+    """DescribeConfigs of a broker lists Kafka 4.3.1's broker configs (340 keys it defines,
+    measured on a real broker) plus every other key of the properties file, as Kafka does
+    (issue 27: kafkawire listed 203 and left out keys set in the file)."""
+    from protocol._generated.describe_configs_request import DescribeConfigsRequest
+
+    R = DescribeConfigsRequest
+    admin = cluster.admin()
+    try:
+        res = admin.request(R(resources=[R.DescribeConfigsResource(
+            resource_type=4, resource_name="1", configuration_keys=None)],
+            include_synonyms=True), 4).results[0]
+    finally:
+        admin.close()
+    assert res.error_code == 0
+    got = {e.name: e for e in res.configs}
+
+    def entry(name: str) -> tuple[Any, ...]:
+        e = got[name]
+        return (e.value, e.config_source, e.read_only, e.is_sensitive, e.config_type,
+                [(s.name, s.value, s.source) for s in e.synonyms])
+
+    STATIC, DEFAULT = 4, 5
+    known = [n for n, e in got.items() if e.config_type != 0
+             and not n.startswith("listener.name.")]
+    assert len(known) == 340
+    assert not {"cluster.id", "group.share.enable",
+                "producer.id.expiration.check.interval.ms"} & got.keys()  # not Kafka's
+    assert entry("connections.max.reauth.ms") == ("3600000", STATIC, True, False, 5, [
+        ("connections.max.reauth.ms", "3600000", STATIC),
+        ("connections.max.reauth.ms", "0", DEFAULT)])
+    assert entry("ssl.keystore.type") == ("JKS", DEFAULT, False, False, 2, [
+        ("ssl.keystore.type", "JKS", DEFAULT)])
+    assert entry("listener.name.mtls.ssl.keystore.type") == ("PEM", STATIC, True, False, 2, [
+        ("listener.name.mtls.ssl.keystore.type", "PEM", STATIC),
+        ("ssl.keystore.type", "JKS", DEFAULT)])
+    assert entry("listener.name.sasl.plain.sasl.jaas.config") == (None, STATIC, True, True, 9, [
+        ("listener.name.sasl.plain.sasl.jaas.config", None, STATIC)])
+    assert entry("sasl.enabled.mechanisms") == ("PLAIN", STATIC, False, False, 7, [
+        ("sasl.enabled.mechanisms", "PLAIN", STATIC),
+        ("sasl.enabled.mechanisms", "GSSAPI", DEFAULT)])
+    assert entry("my.custom.key") == (None, STATIC, True, True, 0, [
+        ("my.custom.key", None, STATIC)])

@@ -554,7 +554,10 @@ def test_v2_end_bumps_the_epoch_and_retries_are_recognised() -> None:
     (job,) = log.shard.marker_jobs()
     assert job.producer_epoch == 1  # markers carry the bumped epoch
     assert v2_end(log, True, 0).error == E.CONCURRENT_TRANSACTIONS  # retry while markers go
-    assert v2_end(log, True, 1).error == E.PRODUCER_FENCED
+    # the epoch the commit answered, before its markers are written: wait, not fenced
+    # (Kafka checks the pending Complete state before the epoch, KAFKA-18464)
+    assert v2_end(log, True, 1).error == E.CONCURRENT_TRANSACTIONS
+    assert v2_end(log, False, 1).error == E.CONCURRENT_TRANSACTIONS
     log.apply(log.shard.complete(job, T0 + 6)[0])
     assert log.shard.txns[TID].state is S.COMPLETE_COMMIT
     assert v2_end(log, True, 0) == InitResult(E.NONE, 1000, 1)  # retry after completion
@@ -568,6 +571,27 @@ def test_v2_end_bumps_the_epoch_and_retries_are_recognised() -> None:
     finish_markers(log)
     assert v2_end(log, False, 1) == InitResult(E.NONE, 1000, 2)  # retry
     assert v2_end(log, True, 2).error == E.INVALID_TXN_STATE
+
+
+def test_v2_abort_at_the_epoch_a_commit_returned_waits_for_its_markers() -> None:
+    """franz-go's GroupTransactSession: EndTxn(commit, e) answers e + 1 and a revoke sends
+    EndTxn(abort, e + 1) at once. Kafka: CONCURRENT_TRANSACTIONS until the commit's markers are
+    written, then the empty abort bumps to e + 2; never PRODUCER_FENCED."""
+    log = new_log()
+    init(log)
+    for epoch in (0, 2, 4):
+        assert log.run(log.shard.add_partitions(
+            TID, 1000, epoch, [("a", 0)], T0, client_version=2)) == E.NONE
+        assert v2_end(log, True, epoch) == InitResult(E.NONE, 1000, epoch + 1)
+        assert v2_end(log, False, epoch + 1).error == E.CONCURRENT_TRANSACTIONS
+        finish_markers(log)
+        assert log.shard.txns[TID].state is S.COMPLETE_COMMIT
+        assert v2_end(log, False, epoch + 1) == InitResult(E.NONE, 1000, epoch + 2)
+        assert v2_end(log, False, epoch + 1).error == E.CONCURRENT_TRANSACTIONS  # its markers
+        finish_markers(log)
+        assert log.shard.txns[TID].state is S.COMPLETE_ABORT
+    # a producer id that is not the transaction's is still told so first
+    assert v2_end(log, False, 6, pid=999).error == E.INVALID_PRODUCER_ID_MAPPING
 
 
 @pytest.mark.parametrize(("state", "commit", "retry", "want"), [

@@ -8,7 +8,7 @@ previous transaction is complete (the broker retries for a while, then the clien
 4.3.1 does.
 
 The race is forced here, not hoped for: a broker runs in this process and its marker writer is
-held (``write_marker`` waits at a gate) between EndTxn and the markers, so the next transaction's
+held (``write_markers`` waits at a gate) between EndTxn and the markers, so the next transaction's
 Produce arrives, deterministically, while the markers are pending. Everything else is the real
 broker on the wire.
 """
@@ -74,16 +74,16 @@ def gated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Raw
 def _gated_broker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                   **overrides: str) -> Iterator[tuple[RawClient, MarkerGate]]:
     gate = MarkerGate()
-    real = txn_driver.write_marker
+    real = txn_driver.write_markers
 
-    async def gated_write_marker(*args: Any, **kwargs: Any) -> ErrorCode:
+    async def gated_write_markers(*args: Any, **kwargs: Any) -> dict[Any, ErrorCode]:
         if not gate.open.is_set():
             gate.waiting.set()
             while not gate.open.is_set():
                 await trio.sleep(0.005)
         return await real(*args, **kwargs)
 
-    monkeypatch.setattr(txn_driver, "write_marker", gated_write_marker)
+    monkeypatch.setattr(txn_driver, "write_markers", gated_write_markers)
     broker = InProcessBroker(tmp_path / "data", **overrides).start()
     raw = RawClient(broker.bootstrap)
     try:

@@ -419,7 +419,9 @@ class TxnShard:
         """EndTxn v5, transaction version 2 (KIP-890 part 2): every end bumps the epoch (the
         Prepare record carries epoch + 1 and the markers are written with it), and the reply
         names the producer id and epoch to use next. A retry is recognised by the epoch one
-        below the current one; an EndTxn(abort) with nothing added is allowed. Kafka's table::
+        below the current one; an EndTxn(abort) with nothing added is allowed. While the
+        markers of the previous end are written (PrepareCommit / PrepareAbort) every EndTxn of
+        that producer id gets CONCURRENT_TRANSACTIONS, whatever its epoch. Kafka's table::
 
                            Abort              Commit
                         retry  current     retry  current
@@ -440,19 +442,21 @@ class TxnShard:
             and meta.producer_epoch == 0
         )
         retry_bump = meta.producer_epoch == producer_epoch + 1
-        if state.is_prepare:
-            valid = retry_bump
-        elif state.is_complete:
-            valid = retry_bump or retry_overflow or producer_epoch == meta.producer_epoch
-        else:
-            valid = producer_epoch == meta.producer_epoch
         is_retry = retry_bump or retry_overflow
         if meta.producer_id != producer_id and not retry_overflow:
             return [], InitResult(E.INVALID_PRODUCER_ID_MAPPING)
+        if state.is_prepare:
+            # Before the epoch check (Kafka since KAFKA-18464): the EndTxn that moved the
+            # transaction here already answered epoch + 1, so the client's next EndTxn (an
+            # abort with nothing added, franz-go's after a revoke) carries that epoch while
+            # the markers are still being written; it waits for them, it is not fenced.
+            return [], InitResult(E.CONCURRENT_TRANSACTIONS)
+        if state.is_complete:
+            valid = is_retry or producer_epoch == meta.producer_epoch
+        else:
+            valid = producer_epoch == meta.producer_epoch
         if not valid:
             return [], InitResult(E.PRODUCER_FENCED)
-        if state.is_prepare:
-            return [], InitResult(E.CONCURRENT_TRANSACTIONS)
         current = InitResult(E.NONE, meta.producer_id, meta.producer_epoch)
         if state is TxnState.ONGOING:
             target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT

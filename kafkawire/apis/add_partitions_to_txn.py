@@ -20,7 +20,9 @@ v4-5 (KIP-890 part 1, sent by brokers): several transactions per request; one wi
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import trio
 
 from kraft.acls import TOPIC, TRANSACTIONAL_ID, WRITE
 from protocol._generated.add_partitions_to_txn_request import AddPartitionsToTxnRequest
@@ -139,15 +141,19 @@ async def handle(
         return AddPartitionsToTxnResponse(
             throttle_time_ms=0, results_by_topic_v3_and_below=topic_results(errors)
         )
-    results = []
-    for t in req.transactions:
+    # the transactions of a broker's batch (KIP-890) at once: each coordinator write is appended
+    # at once and their replication is waited for together, not one after the other
+    results: list[Any] = [None] * len(req.transactions)
+
+    async def one(i: int, t: Any) -> None:
         errors = await add_or_verify(
             broker, t.transactional_id, t.producer_id, t.producer_epoch, _parts(t.topics),
             t.verify_only, ctx=None if t.verify_only else ctx,
         )
-        results.append(
-            R.AddPartitionsToTxnResult(
-                transactional_id=t.transactional_id, topic_results=topic_results(errors)
-            )
-        )
+        results[i] = R.AddPartitionsToTxnResult(
+            transactional_id=t.transactional_id, topic_results=topic_results(errors))
+
+    async with trio.open_nursery() as nursery:
+        for i, t in enumerate(req.transactions):
+            nursery.start_soon(one, i, t)
     return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=0, results_by_transaction=results)

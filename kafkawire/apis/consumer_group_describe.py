@@ -3,7 +3,8 @@
 Per group: state (Empty, Assigning, Reconciling, Stable), group and assignment epochs, the
 assignor, and every member with its subscription, current and target assignment (topic ids
 and names). Unknown groups and classic groups: GROUP_ID_NOT_FOUND. Advertised only while
-``group.version`` >= 1 is finalized. ``include_authorized_operations``: READ, DELETE, DESCRIBE.
+``group.version`` >= 1 is finalized. ``include_authorized_operations``: the principal's group operations (READ, DELETE, DESCRIBE,
+DESCRIBE_CONFIGS, ALTER_CONFIGS).
 """
 
 from __future__ import annotations

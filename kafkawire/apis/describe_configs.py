@@ -7,9 +7,12 @@
   server.properties, DEFAULT_CONFIG 5 otherwise) and, with ``include_synonyms``, Kafka's synonym
   chain (see ``kafkawire.config_entries``). Connect and Streams read ``cleanup.policy`` this way.
   An illegal name: INVALID_TOPIC_EXCEPTION; an unknown topic: UNKNOWN_TOPIC_OR_PARTITION.
-- BROKER (4): the resource named by this node id lists every broker config with its value
+- BROKER (4): the resource named by this node id lists every broker config Kafka 4.3.1 defines
+  (``kafkawire.config.BROKER_CONFIGS`` and ``kafkawire.broker_config_keys``) with its value
   (STATIC_BROKER_CONFIG when set explicitly, dynamic sources when altered at run time,
-  DEFAULT_CONFIG otherwise; ``read_only`` unless it can change at run time); the empty name is
+  DEFAULT_CONFIG otherwise; ``read_only`` unless it can change at run time), plus every other
+  key of server.properties as Kafka lists them (``listener.name.`` overrides typed as their base
+  key, unknown keys sensitive and of type UNKNOWN); the empty name is
   the cluster-wide dynamic default and lists only what was set there. Another id or a
   non-number: INVALID_REQUEST with Kafka's messages.
 - BROKER_LOGGER (8): this node's Python loggers with their levels in log4j names (source

@@ -3,7 +3,8 @@
 Per group, from its shard: state, protocol type, protocol name and members (with metadata and
 assignment only when Stable, as Kafka). An unknown group describes as ``Dead`` with NONE up to
 v5; v6 (KIP-1043) answers GROUP_ID_NOT_FOUND for it. Coordinator errors per group.
-``include_authorized_operations`` (v3+): READ, DELETE, DESCRIBE (no ACLs here).
+``include_authorized_operations`` (v3+): the principal's operations of READ, DELETE, DESCRIBE,
+DESCRIBE_CONFIGS, ALTER_CONFIGS (Kafka 4.x's group operations; all five without an authorizer).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ API_KEY = 15
 VERSIONS = (0, 6)
 
 AUTH_OPS_NOT_REQUESTED = -2147483648
-GROUP_ALL_OPS = sum(1 << op for op in (3, 6, 8))  # READ, DELETE, DESCRIBE
 
 
 async def handle(broker: Broker, ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse:

@@ -4,7 +4,8 @@ Per group: state (Empty, Stable), group and assignment epochs, the assignor (``s
 every member with its rack, epoch, client id/host, subscribed topic names and assignment (topic
 ids and names). An unknown group, or a consumer/classic group: GROUP_ID_NOT_FOUND. A group that
 only has persisted share-partition state (no members since the broker started) is Empty.
-``include_authorized_operations``: READ, DELETE, DESCRIBE. UNSUPPORTED_VERSION while share
+``include_authorized_operations``: the principal's group operations (READ, DELETE, DESCRIBE,
+DESCRIBE_CONFIGS, ALTER_CONFIGS). UNSUPPORTED_VERSION while share
 groups are disabled.
 """
 
@@ -13,8 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from groups.share_group import ASSIGNOR, ShareGroup
-from kafkawire.apis.describe_groups import GROUP_ALL_OPS
 from kafkawire.apis.share_group_heartbeat import check_share_group
+from kraft.acls import GROUP
 from protocol._generated.share_group_describe_request import ShareGroupDescribeRequest
 from protocol._generated.share_group_describe_response import ShareGroupDescribeResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -68,6 +69,6 @@ async def handle(
             d = Resp.DescribedGroup(error_code=e.code, error_message=e.message, group_id=gid,
                                     group_state="", assignor_name="", members=[])
         if req.include_authorized_operations and d.error_code == 0:
-            d.authorized_operations = GROUP_ALL_OPS
+            d.authorized_operations = ctx.operations(GROUP, gid)
         out.append(d)
     return Resp(groups=out)

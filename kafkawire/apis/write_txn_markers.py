@@ -14,11 +14,15 @@ producer id, epoch and coordinator epoch (``kafkawire.txn_markers``).
   retry and is written (KAFKA-19999). Below 2 it must not be older.
 - Results keep the request's order; Kafka groups them by producer id (a map), so two markers
   for one producer id in one request are answered as two entries here.
+- As Kafka's, every marker of the request is appended first and the answer waits for their
+  replication together (the partitions are written concurrently), not one after the other.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+import trio
 
 from kafkawire.txn_markers import write_marker
 from kraft.acls import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME
@@ -41,20 +45,27 @@ async def handle(
 ) -> WriteTxnMarkersResponse:
     markers: list[R.WritableTxnMarkerResult] = []
     cluster_ok = ctx.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
-    for m in req.markers:
-        topics: list[R.WritableTxnMarkerTopicResult] = []
-        for t in m.topics:
-            parts = []
-            for p in t.partition_indexes:
-                if not cluster_ok:  # Kafka: CLUSTER_ACTION on the cluster (brokers only)
-                    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-                else:
-                    code = await write_marker(
-                        broker, t.name, p, m.producer_id, m.producer_epoch,
-                        m.transaction_result, m.coordinator_epoch,
-                        m.transaction_version if ctx.api_version >= 2 else 0,
-                    )
-                parts.append(R.WritableTxnMarkerPartitionResult(partition_index=p, error_code=code))
-            topics.append(R.WritableTxnMarkerTopicResult(name=t.name, partitions=parts))
-        markers.append(R.WritableTxnMarkerResult(producer_id=m.producer_id, topics=topics))
+
+    async def write(m: WriteTxnMarkersRequest.WritableTxnMarker, topic: str,
+                    result: R.WritableTxnMarkerPartitionResult) -> None:
+        result.error_code = await write_marker(
+            broker, topic, result.partition_index, m.producer_id, m.producer_epoch,
+            m.transaction_result, m.coordinator_epoch,
+            m.transaction_version if ctx.api_version >= 2 else 0,
+        )
+
+    async with trio.open_nursery() as nursery:
+        for m in req.markers:
+            topics: list[R.WritableTxnMarkerTopicResult] = []
+            for t in m.topics:
+                parts = []
+                for p in t.partition_indexes:
+                    # Kafka: CLUSTER_ACTION on the cluster (brokers only)
+                    result = R.WritableTxnMarkerPartitionResult(
+                        partition_index=p, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                    if cluster_ok:
+                        nursery.start_soon(write, m, t.name, result)
+                    parts.append(result)
+                topics.append(R.WritableTxnMarkerTopicResult(name=t.name, partitions=parts))
+            markers.append(R.WritableTxnMarkerResult(producer_id=m.producer_id, topics=topics))
     return WriteTxnMarkersResponse(markers=markers)
