@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 STAMP     := $(VENV)/.installed
 
-.PHONY: failover-java run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak crash-soak raft-sim quorum-failover failover eos-failover cluster-up cluster-down chaos docker-image docker-test
+.PHONY: compat-cluster eos-cluster suites failover-java run test test-fast lint typecheck generate bench compat compat-fetch compat-record clean deps-system deps-java pipeline eos-soak eos-chain fuzz-soak crash-soak raft-sim quorum-failover failover eos-failover cluster-up cluster-down chaos docker-image docker-test double-kill acked-offsets
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -156,6 +156,16 @@ eos-chain: $(STAMP)
 	$(PY) -m tests.eos_chain --records $(RECORDS) --churn-s 2 --kill
 	$(PY) -m tests.eos_chain --records $(RECORDS) --churn-s 2 --kill --kafka
 
+## eos-cluster: tests/eos_chain.py's consume-transform-produce chain with exactly-once and
+## members joining and leaving (a rebalance every 2 s), EOS_RECORDS (100,000) records, on 3
+## combined kafkawire nodes and then on 3 combined Apache Kafka 4.3.1 nodes, no kills
+## (bench/eos_failover.py --kills 0; figures in docs/BENCHMARKS.md)
+EOS_RECORDS ?= 100000
+eos-cluster: $(STAMP)
+	$(PY) -m compat_tests.kafka_dist fetch
+	$(PY) bench/eos_failover.py --records $(EOS_RECORDS) --churn-s 2 --kills 0
+	$(PY) bench/eos_failover.py --records $(EOS_RECORDS) --churn-s 2 --kills 0 --kafka
+
 ## failover: 1 controller + 3 brokers, RF=3, min.insync.replicas=2, an idempotent acks=all
 ## librdkafka producer, kill -9 of the partition leader KILLS (100) times: 0 acknowledged records
 ## lost, 0 duplicates, order kept (bench/failover.py; figures in docs/BENCHMARKS.md).
@@ -174,6 +184,27 @@ failover: $(STAMP)
 failover-java: $(STAMP)
 	$(PY) -m compat_tests.kafka_dist fetch
 	$(PY) bench/failover_java.py --kills $(KILLS) $(if $(KAFKA),--kafka,--combined) $(if $(MINUTES),--max-minutes $(MINUTES),)
+
+## double-kill: kill -9 two of three combined nodes 2 s apart and restart both, TRIALS (20)
+## times, with an idempotent acks=all producer writing all along: the time until every ISR is
+## full again, and nothing acknowledged lost (bench/double_kill.py, issue 27; figures in
+## docs/BENCHMARKS.md). KAFKA=1: three Apache Kafka 4.3.1 nodes (VERSION=4.4: 4.4.0); a trial
+## whose ISRs stay short keeps the nodes' logs in data/double-kill
+TRIALS ?= 20
+double-kill: $(STAMP)
+	$(if $(KAFKA),$(PY) -m compat_tests.kafka_dist fetch $(if $(VERSION),--line $(VERSION),),)
+	$(PY) bench/double_kill.py --trials $(TRIALS) $(if $(KAFKA),--kafka $(if $(VERSION),--version $(VERSION),),)
+
+## acked-offsets: RUNS (20) runs of KILLS_PER_RUN (5) kill -9 of a partition leader with 16
+## CPU hogs starving the brokers, under an idempotent acks=all librdkafka producer: every
+## acknowledged record read back once at the offset its delivery report gave
+## (bench/acked_offsets.py, issue 27); a failed run keeps logs, segments, reports and Kafka's
+## DumpLogSegments in data/acked-offsets. KAFKA=1: three Apache Kafka 4.3.1 nodes
+RUNS ?= 20
+KILLS_PER_RUN ?= 5
+acked-offsets: $(STAMP)
+	$(if $(KAFKA),$(PY) -m compat_tests.kafka_dist fetch,)
+	$(PY) bench/acked_offsets.py --runs $(RUNS) --kills $(KILLS_PER_RUN) $(if $(KAFKA),--kafka,)
 
 ## eos-failover: tests/eos_chain.py's consume-transform-produce chain (transactions, librdkafka
 ## and Java members) on 3 combined kafkawire nodes (KAFKA=1: Apache Kafka 4.3.1) while KILLS
@@ -203,7 +234,25 @@ compat: $(STAMP)
 compat-fetch: $(STAMP)
 	$(PY) -m compat_tests.kafka_dist fetch
 
-## compat-record: re-record Kafka's outcomes into compat_tests/expected/ (Kafka only)
+## compat-cluster: every single-node scenario on a 3-node Apache Kafka 4.3.1 and a 3-node
+## kafkawire (the CI stage runs the ON_CLUSTER_CI subset), then the 3-node scenarios
+## (compat_tests/README.md, "Single-node scenarios on 3 nodes")
+compat-cluster: $(STAMP)
+	$(PY) -m compat_tests.kafka_dist fetch
+	KAFKAWIRE_COMPAT_CLUSTER=all $(PY) -m pytest compat_tests/test_compat_cluster.py -m compat $(PYTEST_ARGS)
+
+## suites: other people's integration suites (franz-go's pkg/kgo, kafka-python's
+## test/integration, librdkafka's tests/ quick suite) against fresh 3-node clusters of each of
+## SYSTEMS (kafkawire,kafka; kafka44 = Apache Kafka 4.4.0), SUITES to pick; results and logs in
+## ./data/suites, then the failures on kafkawire that Kafka passed (compat_tests/suites.py)
+SYSTEMS ?= kafkawire,kafka
+SUITES ?= franz-go,kafka-python,librdkafka
+suites: $(STAMP) deps-java
+	$(PY) -m compat_tests.kafka_dist fetch
+	$(PY) -m compat_tests.suites run --system $(SYSTEMS) --suite $(SUITES) --out ./data/suites
+
+## compat-record: re-record Kafka's outcomes into compat_tests/expected/ (Kafka only; the 3-node
+## ones into expected/cluster3/ for the CI list: KAFKAWIRE_COMPAT_CLUSTER=all for every scenario)
 compat-record: $(STAMP)
 	$(PY) -m compat_tests.kafka_dist fetch
 	KAFKAWIRE_COMPAT_TARGETS=kafka KAFKAWIRE_COMPAT_RECORD=1 $(PY) -m pytest compat_tests -m compat $(PYTEST_ARGS)
@@ -223,6 +272,25 @@ raft-sim: $(STAMP)
 ROUNDS ?= 20
 quorum-failover: $(STAMP)
 	$(PY) bench/quorum_failover.py --rounds $(ROUNDS)
+
+## metadata-propagation: a topic, an ACL and a topic config written WRITES (30) times each through
+## a non-leader node of a 3-node kafkawire cluster, then of a 3-node Apache Kafka (KAFKA_LINE=4.x:
+## 4.3.1, 4.4: 4.4.0): when every node shows each write (bench/metadata_propagation.py)
+KAFKA_LINE ?= 4.x
+WRITES ?= 30
+metadata-propagation: $(STAMP)
+	$(PY) -m compat_tests.kafka_dist fetch --line $(KAFKA_LINE)
+	$(PY) bench/metadata_propagation.py --rounds $(WRITES) --kafka-version $(KAFKA_LINE)
+
+## cpu-starvation: a 3-node kafkawire then a 3-node Apache Kafka 4.3.1, each beside two busy
+## loops, under franz-go's TestTxnEtl (STARVE_RECORDS=50000 records, PAIRS=1 alternating pairs):
+## client request timeouts, time per transaction, leaders elected, controller stalls
+## (bench/cpu_starvation.py; builds the franz-go test binary from the Go module proxy once)
+STARVE_RECORDS ?= 50000
+PAIRS ?= 1
+cpu-starvation: $(STAMP)
+	$(PY) -m compat_tests.kafka_dist fetch --line 4.x
+	$(PY) bench/cpu_starvation.py --records $(STARVE_RECORDS) --pairs $(PAIRS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -59,21 +59,25 @@ class ThreeNodes(Protocol):
 
     def start(self, node_id: int) -> None: ...
 
+    def launch(self, node_id: int) -> None: ...
+
     def pid(self, node_id: int) -> int | None: ...
 
 
 class KafkaCluster:
-    """Three combined Apache Kafka 4.3.1 nodes (ids 1..3): compat_tests/kafka_cluster.py's
-    cluster (the one the 3-node compat scenarios run on) with ``SHARED``."""
+    """Three combined Apache Kafka nodes (ids 1..3; ``version`` a ``kafka_dist`` line: "4.x"
+    = 4.3.1, "4.4" = 4.4.0): compat_tests/kafka_cluster.py's cluster (the one the 3-node
+    compat scenarios run on) with ``SHARED``."""
 
     system = "kafka"
 
-    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None,
+                 version: str = "4.x") -> None:
         from compat_tests.kafka_cluster import KafkaCluster as Nodes
 
         self.workdir = workdir
         self.nodes = Nodes(3, overrides={**SHARED, **(overrides or {})}, workdir=workdir,
-                           heap=KAFKA_HEAP)
+                           heap=KAFKA_HEAP, version=version)
         self.broker_ids = self.nodes.node_ids
         self.bootstrap = self.nodes.bootstrap
         self.admin_bootstrap = self.bootstrap
@@ -89,6 +93,16 @@ class KafkaCluster:
 
     def start(self, node_id: int) -> None:
         self.nodes.start_node(node_id, timeout=START_TIMEOUT_S)
+
+    def launch(self, node_id: int) -> None:
+        """Start the node's JVM and return at once (several nodes may start together)."""
+        n = self.nodes.node(node_id)
+        if not n.running():
+            n.start(self.nodes.heap)
+
+    def log_files(self) -> list[Path]:
+        return [n.log_file for n in self.nodes.nodes] + [n.dir / "stdout.log"
+                                                          for n in self.nodes.nodes]
 
     def pid(self, node_id: int) -> int | None:
         proc = self.nodes.node(node_id).proc
@@ -133,6 +147,13 @@ class KafkawireCluster:
     def start(self, node_id: int) -> None:
         self.procs.start_node(node_id, timeout_s=120)
 
+    def launch(self, node_id: int) -> None:
+        """Start the node's process and return at once (several nodes may start together)."""
+        self.procs.start_node(node_id)
+
+    def log_files(self) -> list[Path]:
+        return [self.procs.log_path(n) for n in self.broker_ids]
+
     def pid(self, node_id: int) -> int | None:
         return self.procs.pid_of(node_id) or None
 
@@ -142,11 +163,13 @@ class KafkawireCluster:
 
 @contextmanager
 def three_nodes(system: str, overrides: dict[str, str] | None = None,
-                keep: bool = False) -> Iterator[KafkaCluster | KafkawireCluster]:
-    """A started 3-node cluster of ``system`` ("kafka" or "kafkawire"), closed afterwards."""
+                keep: bool = False, version: str = "4.x"
+                ) -> Iterator[KafkaCluster | KafkawireCluster]:
+    """A started 3-node cluster of ``system`` ("kafka" or "kafkawire"; ``version`` the Kafka
+    line), closed afterwards."""
     workdir = Path(tempfile.mkdtemp(prefix=f"three-{system}-"))
     cluster: KafkaCluster | KafkawireCluster = (
-        KafkaCluster(workdir, overrides) if system == "kafka"
+        KafkaCluster(workdir, overrides, version) if system == "kafka"
         else KafkawireCluster(workdir, overrides))
     try:
         cluster.start_all()

@@ -12,6 +12,10 @@ globs narrow; every entry has a row in FINDINGS.md.
   (visible in every run, never "passed"). When a pending scenario matches Kafka completely, the
   test fails and asks for its ``PENDING`` entries to be removed, so the list cannot go stale.
   Any difference matched by neither list fails the test.
+* ``INTERMITTENT``: differences of a known defect that is being fixed elsewhere and shows only
+  in some runs (a race): xfailed when they appear, passing when they do not (so no demand to
+  remove them; remove them when the fix lands). Used for the single-node scenarios on 3 nodes
+  (``"cluster3/<scenario>"``).
 """
 
 from __future__ import annotations
@@ -68,3 +72,23 @@ ACCEPTED: dict[str, list[tuple[str, str]]] = {
 }
 
 PENDING: dict[str, list[tuple[str, str]]] = {}
+
+
+_PROPAGATION = (
+    "a read right after a metadata write (DescribeConfigs / DescribeClientQuotas / "
+    "DescribeUserScramCredentials / ApiVersions after Alter*/Delete*/UpdateFeatures, listing "
+    "topics after CreateTopics) can be answered by a node that has not yet applied the "
+    "committed record: kafkawire's Raft metadata propagation latency on 3 nodes (issue 27, "
+    "being fixed in another branch); Kafka's nodes apply it within milliseconds"
+)
+
+INTERMITTENT: dict[str, list[tuple[str, str]]] = {
+    "cluster3/client_quotas": [("describe_*", _PROPAGATION)],
+    "cluster3/scram_credentials": [("describe_*", _PROPAGATION)],
+    "cluster3/update_features": [("finalized_*", _PROPAGATION)],
+    "cluster3/client_metrics_configs": [("describe_*", _PROPAGATION), ("list_*", _PROPAGATION)],
+    "cluster3/group_configs": [("describe_*", _PROPAGATION), ("list*", _PROPAGATION)],
+    "cluster3/dynamic_broker_configs": [("describe_*", _PROPAGATION)],
+    "cluster3/alter_configs": [("describe_*", _PROPAGATION)],
+    "cluster3/admin_confluent": [("listed", _PROPAGATION), ("partitions.*", _PROPAGATION)],
+}

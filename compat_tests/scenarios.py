@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from compat_tests.cluster_wire import open_connection
 from compat_tests.wire import (
     Connection,
     ConnectionClosed,
@@ -198,7 +199,7 @@ _T_WINDOW = 2 * 86_400_000
 
 @contextmanager
 def connect(bootstrap: str) -> Iterator[Connection]:
-    c = Connection(bootstrap)
+    c = open_connection(bootstrap)
     try:
         yield c
     finally:
@@ -281,7 +282,7 @@ def create_topic(
             CreateTopicsRequest.CreatableTopic(
                 name=name,
                 num_partitions=partitions,
-                replication_factor=1,
+                replication_factor=-1,  # the broker default (1 on one node, 3 on three)
                 configs=[
                     CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
                     for k, v in (configs or {}).items()

@@ -596,3 +596,7 @@ def cluster_elr_unclean_restart(cluster: ClusterTarget) -> Outcome:
         out.step("rf1_offsets", lambda: offsets_at(cluster.address(3), rf1))
         out.step("rf3_offsets", lambda: offsets_at(cluster.address(1), rf3))
     return out
+
+
+# share groups on the cluster (issue 27): registered after the scenarios above
+from compat_tests import scenarios_share_cluster as _share  # noqa: E402,F401

@@ -17,6 +17,7 @@ import struct
 import time
 from typing import Any
 
+from compat_tests.cluster_wire import open_connection
 from compat_tests.scenarios import (
     MemberIds,
     Outcome,
@@ -89,7 +90,7 @@ class Member:
     def __init__(self, bootstrap: str, group: str, topics: list[str], ids: MemberIds,
                  instance: str | None = None, protocol: str = "range",
                  protocol_type: str = "consumer") -> None:
-        self.c = Connection(bootstrap)
+        self.c = open_connection(bootstrap)
         self.group = group
         self.topics = topics
         self.ids = ids
@@ -183,7 +184,7 @@ class NewMember:
     def __init__(self, bootstrap: str, group: str, member_id: str, topics: list[str] | None,
                  names: dict[Any, str], regex: str | None = None, instance: str | None = None,
                  assignor: str | None = None) -> None:
-        self.c = Connection(bootstrap)
+        self.c = open_connection(bootstrap)
         self.group = group
         self.member_id = member_id
         self.topics = topics

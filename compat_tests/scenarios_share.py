@@ -14,6 +14,7 @@ import time
 import uuid
 from typing import Any
 
+from compat_tests.cluster_wire import open_connection
 from compat_tests.scenarios import (
     Outcome,
     Steps,
@@ -58,7 +59,7 @@ class ShareMember:
     """One share consumer on its own connection: heartbeats, a share session, acks."""
 
     def __init__(self, bootstrap: str, group: str, member_id: str, topics: list[str]) -> None:
-        self.c = Connection(bootstrap)
+        self.c = open_connection(bootstrap)
         self.group, self.member_id, self.topics = group, member_id, topics
         self.epoch = 0
         self.session_epoch = 0

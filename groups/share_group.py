@@ -15,8 +15,9 @@ ShareGroupHeartbeat (key 76) as Kafka 4.3.1 serves it:
   epoch is ahead of it, at most once per ``share.assignment.interval.ms`` (meanwhile members
   stay at the assignment's epoch; share groups have no revocation, so there is nothing else to
   wait for: a partition can be consumed by several members, the share partition hands each
-  record to one of them). A member's epoch is the assignment epoch; its assignment is sent
-  when it joins and whenever it changed.
+  record to one of them). A member whose subscription changed loses the topics it left at
+  that heartbeat, whenever the next computation is due. A member's epoch is the assignment
+  epoch; its assignment is sent when it joins and whenever it changed.
 * The assignor is Kafka's ``simple`` one in shape: per subscribed topic, partitions are spread
   over the members subscribed to it round-robin; with more members than partitions every
   member still gets one partition, so partitions are shared by several members.
@@ -178,6 +179,8 @@ class ShareGroups:
                                      "The member must abandon all its partitions and rejoin.")
         assert g is not None
         changed = self._update_member(m, rack_id, topics_sub)
+        if changed:
+            self._drop_unsubscribed(m, topics)
         changed = self._metadata_changed(g, topics) or changed or joined
         if changed:  # one bump per heartbeat, whatever changed
             g.epoch += 1
@@ -200,6 +203,18 @@ class ShareGroups:
             m.rack_id = rack_id
             changed = True
         return changed
+
+    @staticmethod
+    def _drop_unsubscribed(m: ShareMember, topics: TopicsView) -> None:
+        """A member whose subscription changed loses the topics it left at once, whenever the
+        next assignment is computed (``share.assignment.interval.ms``): it must not fetch
+        them meanwhile (as Kafka 4.3.1: after subscribe([b]) only b's records come)."""
+        keep = set()
+        for name in m.topics:
+            meta = topics(name)
+            if meta is not None:
+                keep.add(meta[0])
+        m.assignment = {tid: ps for tid, ps in m.assignment.items() if tid in keep}
 
     @staticmethod
     def _metadata_changed(g: ShareGroup, topics: TopicsView) -> bool:

@@ -518,6 +518,7 @@ class Broker:
         self.replicas.apply_image(self.image, now_ms(), self.topic_log_config)
         for runtime in self.coordinators_by_key_type.values():
             runtime.sync()
+        self.share.on_image()
 
     async def create_topic(
         self,
@@ -783,9 +784,23 @@ class Broker:
             lambda: lc.broker_epoch, self.inter_broker_listener, self.follower_quota,
             self.inter_broker_security)
         replicas.on_roles_applied = lambda: self.fetchers.update(list(replicas))
+        flusher = self.flusher
+        if flusher is not None:  # new logs' directory entries: fsynced on its worker thread
+            def flush_new(logs: list[PartitionLog]) -> None:
+                for plog in logs:
+                    flusher.request(plog)
+            replicas.on_logs_created = flush_new
         self.peers = PeerClients(self.node_id, lambda: self.image, self.inter_broker_listener,
                                  now_ms, int(cfg["request.timeout.ms"]),
                                  self.inter_broker_security)
+        #: Produce's transaction checks have connections of their own, as Kafka's
+        #: AddPartitionsToTxnManager has its own network client: on ``peers`` they waited
+        #: behind WriteTxnMarkers (each held until its marker was replicated), since a broker
+        #: handles one request of a connection at a time
+        self.txn_check_peers = PeerClients(self.node_id, lambda: self.image,
+                                           self.inter_broker_listener, now_ms,
+                                           int(cfg["request.timeout.ms"]),
+                                           self.inter_broker_security)
         self.isr = IsrManager(replicas, lambda: lc.channel, lambda: lc.broker_epoch,
                               lambda: self.image, now_ms, int(cfg["replica.lag.time.max.ms"]))
 

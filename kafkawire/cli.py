@@ -210,9 +210,10 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"kafkawire: {e}", file=sys.stderr)
         return 2
     from kafkawire.broker import StartupError
+    from kafkawire.loop_monitor import instruments_from_env
 
     try:
-        trio.run(_serve, cfg)
+        trio.run(_serve, cfg, instruments=instruments_from_env())
     except KeyboardInterrupt:
         pass
     except BaseException as e:  # one clear line for a node that must not start

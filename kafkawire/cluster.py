@@ -185,6 +185,8 @@ def cluster_defaults(brokers: int) -> dict[str, str]:
         "offsets.topic.replication.factor": str(rf),
         "transaction.state.log.replication.factor": str(rf),
         "transaction.state.log.min.isr": str(isr),
+        "share.coordinator.state.topic.replication.factor": str(rf),
+        "share.coordinator.state.topic.min.isr": str(isr),
     }
 
 

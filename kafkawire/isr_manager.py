@@ -9,6 +9,11 @@ with ``Partition.maybeShrinkIsr`` / ``maybeExpandIsr``).
   broker is registered, unfenced and not shutting down, and its fetch carried the broker's
   current epoch (Fetch v15+ ``replica_epoch``; -1 from older versions is accepted), as Kafka's
   ``isReplicaIsrEligible``: a fetch from a previous incarnation of the broker does not count.
+- While an AlterPartition is in flight the high watermark counts the members it adds (the
+  "maximal" ISR, KIP-497; ``Partition.pending_isr``): the replica being added reached the high
+  watermark when it was asked for, and nothing is committed without it until the answer, so
+  an ISR member never lacks a committed record (before, records appended meanwhile could be
+  acknowledged without it, and it could then be elected without them).
 - One AlterPartition in flight per partition (with its leader epoch, partition epoch and the
   members' broker epochs, v3 / KIP-903: ours, and for each follower the epoch its last Fetch
   carried, as Kafka's ``addBrokerEpochToIsr``; the controller answers INELIGIBLE_REPLICA when
@@ -122,6 +127,9 @@ class IsrManager:
         members = tuple(IsrMember(b, p.member_broker_epoch(b, own)) for b in sorted(new))
         change = IsrChange(topic.topic_id, tp[1], p.leader_epoch, p.partition_epoch, members)
         self._in_flight.add(tp)
+        # from now until the answer the high watermark also waits for the members being
+        # added (they reached it just now, in wanted_isr, with no await since)
+        p.set_pending_isr(new)
         nursery.start_soon(self._alter, p, change)
 
     async def _alter(self, p: Partition, change: IsrChange) -> None:
@@ -132,17 +140,20 @@ class IsrManager:
                 self.replicas.node_id, self.broker_epoch(), change)
         except (NodeDisconnected, NodeUnsupportedVersion, KafkaError) as e:
             log.info("AlterPartition for %s-%d: %s", tp[0], tp[1], e)
+            p.set_pending_isr(None)
             return
         finally:
             self._in_flight.discard(tp)
         if res.error != ErrorCode.NONE:
             log.info("AlterPartition for %s-%d to ISR %s: %s", tp[0], tp[1],
                      [m.broker_id for m in change.new_isr], res.error.name)
+            p.set_pending_isr(None)
             return
         if not p.is_leader or p.leader_epoch != res.leader_epoch \
                 or res.partition_epoch < p.partition_epoch:
+            p.set_pending_isr(None)
             return  # leadership moved meanwhile: the image says what is next
         p.partition_epoch = res.partition_epoch
-        p.update_isr(frozenset(res.isr), self.clock_ms())
+        p.update_isr(frozenset(res.isr), self.clock_ms())  # (the pending ISR is done)
         log.info("%s-%d: ISR %s -> %s (partition epoch %d)", tp[0], tp[1], old,
                  sorted(res.isr), res.partition_epoch)

@@ -16,7 +16,9 @@ assigned to fetcher ``hash(topic, partition) % num.replica.fetchers`` of its lea
   and epochs (``Partition.append_as_follower``: the producer state and transaction index
   follow), then the follower takes the leader's high watermark and log start offset; a
   ``diverging_epoch`` truncates the log to where it agrees with the leader
-  (``Partition.truncation_offset``) before fetching again; OFFSET_OUT_OF_RANGE asks the leader
+  (``Partition.truncation_offset``) before fetching again, and at the log end still drops
+  the leader epochs starting there, as Kafka's ``truncateTo`` (an epoch this node assigned
+  as a leader that wrote nothing, unknown to the new leader, would make every fetch diverge); OFFSET_OUT_OF_RANGE asks the leader
   for its log end / start offsets with ListOffsets (as a replica) and truncates to the end, or
   restarts the log at the start, as Kafka's ``handleOutOfRangeError``; leadership errors
   (NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, unknown topic) hold the partition for
@@ -140,7 +142,10 @@ def apply_fetched(p: Partition, pd: FetchResponse.PartitionData, now_ms: int) ->
         if offset < p.log_end_offset:
             log.info("%s-%d diverges from leader %d at epoch %d: truncated to %d (was %d)",
                      p.topic, p.partition, p.leader_id, div.epoch, offset, p.log_end_offset)
-            p.truncate_to(offset)
+        # always, as Kafka's truncateTo: at the log end no data goes, but the leader epoch
+        # entries starting there do (an epoch this node assigned as a leader that wrote
+        # nothing, which the new leader never had: kept, it made every fetch diverge again)
+        p.truncate_to(offset)
         return FetchOutcome.OK  # fetch again from there (with our new last epoch)
     records = pd.records
     if records:

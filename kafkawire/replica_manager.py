@@ -53,6 +53,8 @@ class ReplicaManager:
         self._image: MetadataImage | None = None
         #: after each :meth:`apply_image` (the replica fetchers follow the new roles)
         self.on_roles_applied: Callable[[], None] | None = None
+        #: logs ``apply_image`` created without fsyncing their directory: flush them soon
+        self.on_logs_created: Callable[[list[PartitionLog]], None] | None = None
         #: a leader saw a replica outside the ISR catch up (the ISR manager is woken)
         self.on_isr_expand: Callable[[Partition], None] | None = None
         #: the static ``min.insync.replicas`` (topics and the cluster-wide dynamic value
@@ -104,6 +106,7 @@ class ReplicaManager:
                     wanted[(topic.name, pimg.partition)] = pimg
         configs: dict[str, LogConfig] = {}  # one per topic, not one per partition
         min_isr: dict[str, int] = {}
+        created: list[PartitionLog] = []
         for tp in sorted(wanted):
             p = self.partitions.get(tp)
             if p is None:
@@ -111,7 +114,16 @@ class ReplicaManager:
                     cfg = configs.get(tp[0])
                     if cfg is None:
                         cfg = configs[tp[0]] = config_for(tp[0])
-                    plog = self.logs.get_or_create(tp[0], tp[1], now_ms, cfg)
+                    existing = self.logs.get(tp[0], tp[1])
+                    # A new log's directory entry is fsynced by its first flush, on the
+                    # flusher's worker thread (``on_logs_created``), not here on the event
+                    # loop: on a busy disk each fsync of the log directory took 10-100 ms,
+                    # and a broker hosting the partitions of a new topic held its loop (Raft
+                    # fetches, heartbeats, requests) that long per partition (issue 27).
+                    plog = existing or self.logs.get_or_create(
+                        tp[0], tp[1], now_ms, cfg, defer_dir_sync=self.on_logs_created is not None)
+                    if existing is None:
+                        created.append(plog)
                 except (OSError, KafkaError) as exc:  # tried again at the next image
                     if tp not in self.offline_logs:
                         log.error("cannot create the log of %s-%d, the partition is offline: %s",
@@ -135,6 +147,8 @@ class ReplicaManager:
         for tp, _plog in self.logs:
             if tp not in self.partitions and tp not in wanted and tp[0] != METADATA_TOPIC:
                 self.logs.delete(*tp)
+        if created and self.on_logs_created is not None:
+            self.on_logs_created(created)
         if self.on_roles_applied is not None:
             self.on_roles_applied()
         return gone

@@ -44,6 +44,7 @@ import trio
 from kafkawire.apis import REGISTRY, ApiHandler
 from kafkawire.authorizer import Authorizer
 from kafkawire.listener_security import ListenerSecurity
+from kafkawire.loop_monitor import SLOW_REQUEST_S, slow_requests
 from kafkawire.metrics import BrokerMetrics
 from kafkawire.quota_manager import ConnectionRate
 from kafkawire.tls_stream import TLSStream
@@ -635,6 +636,14 @@ class Server:
             hv = response_header_version(api_key, api_version, handler)
             w = encode_response(correlation_id, hv, response, api_version)
             await send_chunks(conn.stream, w.chunks())
+        if SLOW_REQUEST_S > 0 and time.perf_counter() - t_received >= SLOW_REQUEST_S:
+            slow_requests.warning(
+                "%s v%d from %s (conn %d, corr %d) took %.0f ms: %.0f ms in the handler, %.0f "
+                "ms waiting on others, %.0f ms sending", handler.name, api_version,
+                header.client_id, conn.conn_id, correlation_id,
+                (time.perf_counter() - t_received) * 1000,
+                (t_local - t_dispatch - ctx.remote_s) * 1000, ctx.remote_s * 1000,
+                (time.perf_counter() - t_local) * 1000)
         if self.metrics is not None:
             t_sent = time.perf_counter()
             local = t_local - t_dispatch - ctx.remote_s

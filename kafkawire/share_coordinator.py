@@ -1,20 +1,37 @@
 """Share groups at runtime (KIP-932): membership, share partitions, share sessions, timers.
 
-``ShareService`` drives the sans-I/O cores:
+The work is split across brokers as in Kafka:
 
-* ``groups.share_group.ShareGroups``: ShareGroupHeartbeat/Describe, epochs, assignment, session
-  expiry (``share.session.timeout.ms``);
-* one ``groups.share_partition.SharePartition`` per (group, topic id, partition), created when a
-  member is first assigned the partition (Kafka initializes share-partition state at that
-  point too) at the offset ``share.auto.offset.reset`` gives (latest: the high watermark;
-  earliest: the log start offset; ``by_duration:``: the first offset at or after now minus the
-  duration), or from the state persisted in ``__share_group_state``
-  (``kafkawire.share_state``);
-* share sessions (``ShareSession``), keyed by (group, member): the partitions a member fetches
-  and the epoch its next ShareFetch/ShareAcknowledge must carry.
+* the **group coordinator** (the leader of the group's ``__consumer_offsets`` partition) keeps
+  the membership and the assignment (``groups.share_group.ShareGroups``:
+  ShareGroupHeartbeat/Describe, epochs, session expiry). It initializes the share partitions
+  of the subscribed topics in the share coordinator (InitializeShareGroupState at start offset
+  -1, after a ReadShareGroupStateSummary shows that the key has no state yet) and assigns only
+  initialized ones (``initialized``); it serves the admin side (DescribeShareGroupOffsets with
+  the lag, Alter/DeleteShareGroupOffsets, DeleteGroups) through the persister;
+* the **share-partition leader** (the leader of the data partition) hosts one
+  ``groups.share_partition.SharePartition`` per (group, topic id, partition) it serves:
+  acquisition, locks, delivery counts. It loads the state from the share coordinator the first
+  time a ShareFetch needs it (ReadShareGroupState with its leader epoch; a start offset of -1
+  is resolved with ``share.auto.offset.reset``: latest = the high watermark, earliest = the
+  log start offset, ``by_duration:`` = the first offset at or after now minus the duration)
+  and writes every change before answering (WriteShareGroupState with the state epoch it
+  loaded and its leader epoch). A share partition whose leadership moved is dropped (its
+  acquisitions are lost, the new leader loads the persisted state); one that no share session
+  uses and that holds no acquired records is dropped once written, so the next use reads the
+  state again (an AlterShareGroupOffsets meanwhile is seen); a write fenced by a newer state
+  or leader epoch drops it too;
+* the **share coordinator** (the leader of the key's ``__share_group_state`` partition,
+  ``groups/share_state.py``) stores the state; ``kafkawire.share_persister`` reaches it, locally
+  or over the inter-broker APIs, and retries while it moves.
 
-One timer task expires acquisition locks and member sessions; released records wake the
-ShareFetch long-polls of their partition (through the append notifier, which Fetch shares).
+Share sessions (``ShareSession``), keyed by (group, member), live on each share-partition
+leader: the partitions a member fetches there and the epoch its next ShareFetch/
+ShareAcknowledge must carry.
+
+One timer task expires acquisition locks and member sessions and writes what changed;
+released records wake the ShareFetch long-polls of their partition (through the append
+notifier, which Fetch shares).
 
 Share groups are served when ``share.version`` >= 1 is finalized (Kafka 4.3.1 finalizes 1 on a
 new cluster) or the internal ``group.share.enable`` is set; otherwise the share APIs answer
@@ -28,20 +45,20 @@ import math
 import re
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from groups.share_group import ShareGroups, ShareGroupSettings
-from groups.share_partition import TERMINAL, ShareLimits, SharePartition, StateBatch
+from groups.share_partition import ShareLimits, SharePartition, StateBatch
 from groups.share_state import ShareStateShard
 from kafkawire.config_resources import group_config_entries
-from protocol.coordinator import CoordinatorRecord
+from kafkawire.node_client import NodeDisconnected, NodeUnsupportedVersion
+from kafkawire.share_persister import SharePersister
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import SimpleRecord, build_batch, decode_batch_records, iter_headers
-from protocol.share_state import ShareStateKey
+from protocol.share_state import NO_START_OFFSET, ShareStateKey
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
@@ -51,10 +68,8 @@ log = logging.getLogger("kafkawire.share")
 
 SHARE_VERSION = 1
 SHARE_STATE_TOPIC = "__share_group_state"
-#: how long an admin write of share state waits for ``__share_group_state`` to be ready (s)
+#: how long an admin operation on share state waits for its share coordinator (s)
 STATE_WAIT_S = 10.0
-_RETRIABLE = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                        ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR})
 #: bytes read per archived range when copying it to a dead-letter topic
 DLQ_READ_BYTES = 8 * 1024 * 1024
 SPKey = tuple[str, uuid.UUID, int]  # group, topic id, partition
@@ -124,30 +139,6 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-Op = Callable[[Any, int], tuple[list[CoordinatorRecord], None]]
-
-
-def _write_op(key: ShareStateKey, start: int, batches: list[Any], epoch: int) -> Op:
-    def op(shard: Any, now: int) -> tuple[list[CoordinatorRecord], None]:
-        return shard.write(key, start, batches, epoch, now), None
-    return op
-
-
-def _reset_op(key: ShareStateKey, start: int, leader_epoch: int) -> Op:
-    """A new state epoch with nothing in flight (AlterShareGroupOffsets)."""
-    def op(shard: Any, now: int) -> tuple[list[CoordinatorRecord], None]:
-        cur = shard.states.get(key)
-        epoch = cur.state_epoch + 1 if cur is not None else 0
-        return shard.write(key, start, [], leader_epoch, now, state_epoch=epoch), None
-    return op
-
-
-def _delete_op(key: ShareStateKey) -> Op:
-    def op(shard: Any, _now: int) -> tuple[list[CoordinatorRecord], None]:
-        return shard.delete(key), None
-    return op
-
-
 @dataclass
 class ShareSession:
     group_id: str
@@ -157,17 +148,35 @@ class ShareSession:
     conn_id: int = -1
 
 
+@dataclass
+class Live:
+    """What the share-partition leader keeps beside a loaded SharePartition."""
+
+    state_epoch: int  # the state epoch it was loaded at (its writes carry it)
+    leader_epoch: int  # this broker's leader epoch of the data partition when loaded
+    version: int = 0  # changes made
+    written: int = 0  # changes known durable in the share coordinator
+
+
 class ShareService:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.groups = ShareGroups(int(broker.config["group.share.max.size"]))
+        self.persister = SharePersister(broker)
+        #: share partitions loaded on this broker (it leads their data partition)
         self.partitions: dict[SPKey, SharePartition] = {}
+        self.live: dict[SPKey, Live] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
-        # Kafka does not release a member's records when it leaves the group or expires: its
-        # share session closing (epoch -1 or the connection) or the locks expiring do that.
-        #: share partitions changed since their state was last written
-        self.dirty: set[SPKey] = set()
+        #: group coordinator side: per group, the (topic id, partition) whose share-partition
+        #: state is initialized (the assignable ones)
+        self.initialized: dict[str, set[tuple[uuid.UUID, int]]] = {}
+        self._initializing: set[SPKey] = set()
+        self._loading: dict[SPKey, trio.Event] = {}
+        self._load_errors: dict[SPKey, ErrorCode] = {}
+        self._write_locks: dict[SPKey, trio.Lock] = {}
         self._rearm = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self._flushing = False
 
     # ---- configuration --------------------------------------------------------------------
     def enabled(self) -> bool:
@@ -198,33 +207,6 @@ class ShareService:
                                   int(c["share.heartbeat.interval.ms"]),
                                   int(c["share.assignment.interval.ms"]))
 
-    def assignable(self, group_id: str, name: str) -> tuple[uuid.UUID, list[int]] | None:
-        """The topic's partitions whose share-partition state the group has initialized (the
-        only ones the assignor hands out, as Kafka 4.1+)."""
-        meta = self.topic_meta(name)
-        if meta is None:
-            return None
-        tid, n = meta
-        done = {k[2] for k in self.partitions if k[0] == group_id and k[1] == tid}
-        done |= {k[2] for k in self.persisted_keys(group_id) if k[1] == tid}
-        return tid, sorted(p for p in done if p < n)
-
-    async def initialize_subscribed(self, group_id: str, topics: list[str]) -> None:
-        """Initialize the share partitions of the subscribed topics (Kafka's
-        InitializeShareGroupState at the heartbeat that brings them); the group's next
-        heartbeat sees them assignable. Creates ``__share_group_state`` when needed."""
-        await self.ensure_state_topic()
-        for name in topics:
-            meta = self.topic_meta(name)
-            if meta is None:
-                continue
-            for p in range(meta[1]):
-                try:
-                    self.partition(group_id, meta[0], p)
-                except KafkaError:
-                    pass  # the state topic is being created/loaded: a later heartbeat does it
-        await self.flush()
-
     def read_committed(self, group_id: str) -> bool:
         return self.group_configs(group_id)["share.isolation.level"] == "read_committed"
 
@@ -234,62 +216,244 @@ class ShareService:
             return None
         return t.topic_id, len(t.partitions)
 
-    # ---- share partitions -----------------------------------------------------------------
-    def partition(self, group_id: str, topic_id: uuid.UUID, p: int) -> SharePartition | None:
-        """The share partition, initialized on first need from its persisted state or
-        ``share.auto.offset.reset``; None for an unknown partition. KafkaError (coordinator
-        errors) while its ``__share_group_state`` shard is not available."""
-        key = (group_id, topic_id, p)
-        sp = self.partitions.get(key)
-        if sp is not None:
-            return sp
-        t = self.broker.image.topics_by_id.get(topic_id)
-        plog = self.broker.partition_log(t.name, p) if t is not None else None
-        if t is None or plog is None:
+    # ---- group coordinator: initialization -------------------------------------------------
+    def assignable(self, group_id: str, name: str) -> tuple[uuid.UUID, list[int]] | None:
+        """The topic's partitions whose share-partition state the group has initialized (the
+        only ones the assignor hands out, as Kafka 4.1+)."""
+        meta = self.topic_meta(name)
+        if meta is None:
             return None
-        shard = self.state_shard(key)
+        tid, n = meta
+        done = self.initialized.get(group_id, set())
+        return tid, sorted(p for t, p in done if t == tid and p < n)
+
+    def initialize_subscribed(self, group_id: str, topics: list[str]) -> None:
+        """Initialize the share partitions of the subscribed topics that are not yet, in the
+        background (Kafka's InitializeShareGroupState after the heartbeat that brings them);
+        the group's next heartbeat sees them assignable. A key that already has state (a
+        group coordinator that moved or restarted) is only marked initialized."""
+        done = self.initialized.get(group_id, set())
+        missing: list[SPKey] = []
+        for name in topics:
+            meta = self.topic_meta(name)
+            if meta is None:
+                continue
+            for p in range(meta[1]):
+                key = (group_id, meta[0], p)
+                if (meta[0], p) not in done and key not in self._initializing:
+                    missing.append(key)
+        if missing and self._nursery is not None:
+            self._initializing.update(missing)
+            self._nursery.start_soon(self._initialize, group_id, missing)
+
+    async def _initialize(self, group_id: str, keys: list[SPKey]) -> None:
+        g = self.groups.group(group_id)
+        state_epoch = max(1, g.epoch if g is not None else 1)
+
+        async def one(key: SPKey) -> None:
+            skey = ShareStateKey(*key)
+            try:
+                summary = await self.persister.summary(skey)
+                if not summary.exists:
+                    await self.persister.initialize(skey, state_epoch, NO_START_OFFSET)
+                self.initialized.setdefault(group_id, set()).add((key[1], key[2]))
+            except KafkaError as e:
+                log.info("cannot initialize the share state of %s: %s", key, e)
+            finally:
+                self._initializing.discard(key)
+
+        async with trio.open_nursery() as nursery:
+            for key in keys:
+                nursery.start_soon(one, key)
+
+    def group_keys(self, group_id: str) -> set[SPKey]:
+        """The share partitions the group has state for, as this broker knows them: those it
+        initialized as the group's coordinator, and those in the state partitions led here
+        (all of them on a single node)."""
+        keys = {(group_id, t, p) for t, p in self.initialized.get(group_id, ())}
+        for _p, shard in self.broker.share_runtime.loaded_shards():
+            if isinstance(shard, ShareStateShard):
+                keys |= {(k.group_id, k.topic_id, k.partition) for k in shard.keys_of(group_id)}
+        return keys
+
+    def group_known(self, group_id: str) -> bool:
+        return (self.groups.group(group_id) is not None or bool(self.initialized.get(group_id))
+                or bool(self.group_keys(group_id)))
+
+    def coordinates(self, group_id: str) -> bool:
+        """Whether this broker is the group's coordinator (leads its __consumer_offsets
+        partition)."""
+        rt = self.broker.group_runtime
+        if rt.topic.name not in self.broker.image.topics:
+            return True  # nothing created yet: a single node answers for every group
+        return rt.partition_for(group_id) in rt.slots
+
+    # ---- share-partition leader: loading ---------------------------------------------------
+    def leads(self, topic_id: uuid.UUID, p: int) -> tuple[str, int] | None:
+        """(topic name, leader epoch) when this broker leads the partition, else None."""
+        t = self.broker.image.topics_by_id.get(topic_id)
+        pimg = t.partitions.get(p) if t is not None else None
+        if t is None or pimg is None or pimg.leader != self.broker.node_id:
+            return None
+        rp = self.broker.replicas.partition(t.name, p) if self.broker.replicas else None
+        if rp is None or not rp.is_leader:
+            return None
+        return t.name, pimg.leader_epoch
+
+    def start_load(self, key: SPKey) -> trio.Event | None:
+        """Begin loading the share partition (None: it is loaded already)."""
+        if key in self.partitions:
+            return None
+        ev = self._loading.get(key)
+        if ev is None:
+            ev = self._loading[key] = trio.Event()
+            assert self._nursery is not None
+            self._nursery.start_soon(self._load_task, key, ev)
+        return ev
+
+    async def load(self, keys: list[SPKey], timeout_s: float) -> None:
+        """Load the share partitions (led here) not loaded yet, waiting up to ``timeout_s``;
+        loads that take longer go on in the background."""
+        events = [ev for ev in (self.start_load(k) for k in keys) if ev is not None]
+        with trio.move_on_after(max(timeout_s, 0.0)):
+            for ev in events:
+                await ev.wait()
+
+    async def _load_task(self, key: SPKey, ev: trio.Event) -> None:
+        try:
+            await self._load(key)
+            self._load_errors.pop(key, None)
+        except KafkaError as e:
+            self._load_errors[key] = e.code
+            log.info("cannot load share partition %s: %s", key, e)
+        except Exception:
+            log.exception("loading share partition %s", key)
+        finally:
+            self._loading.pop(key, None)
+            ev.set()
+            self.wake(key[1], key[2])
+
+    async def _load(self, key: SPKey) -> None:
+        group_id, tid, p = key
+        led = self.leads(tid, p)
+        if led is None:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        name, epoch = led
+        saved = await self.persister.read(ShareStateKey(*key), epoch)
+        if self.leads(tid, p) != led:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership moved while loading")
+        plog = self.broker.partition_log(name, p)
+        if plog is None:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         limits = self.limits(group_id)
-        saved = shard.states.get(ShareStateKey(*key))
         if saved is not None and saved.start_offset >= 0:
             batches = [StateBatch(*b) for b in saved.state_batches]
             sp = SharePartition.load(saved.start_offset, batches, limits)
-        else:
+            live = Live(saved.state_epoch, epoch)
+        else:  # initialized at -1 (or never): share.auto.offset.reset decides, written next
             sp = SharePartition(self._reset_offset(group_id, plog), limits)
-            self.dirty.add(key)
+            live = Live(saved.state_epoch if saved is not None else 0, epoch, version=1)
         self.partitions[key] = sp
-        return sp
+        self.live[key] = live
+        self._rearm.set()
 
-    def state_shard(self, key: SPKey) -> ShareStateShard:
-        shard = self.broker.share_runtime.shard_for(ShareStateKey(*key).coordinator_key())
-        assert isinstance(shard, ShareStateShard)
-        return shard
+    def forget(self, key: SPKey) -> None:
+        """Drop a loaded share partition without writing it (leadership moved, its state was
+        replaced in the share coordinator, or a write was fenced)."""
+        self.partitions.pop(key, None)
+        self.live.pop(key, None)
+        lock = self._write_locks.get(key)
+        if lock is not None and not lock.locked():
+            del self._write_locks[key]
 
-    async def flush(self) -> None:
-        """Write the state of every changed share partition (a ShareSnapshot each); records
-        archived at the delivery limit go to the group's dead-letter topic first."""
-        dirty, self.dirty = self.dirty, set()
-        for key in sorted(dirty, key=str):
-            sp = self.partitions.get(key)
-            if sp is None:
-                continue
+    def on_image(self) -> None:
+        """Leadership changes: share partitions whose data partition this broker no longer
+        leads, or leads in a new epoch, are dropped (the leader loads the persisted state)."""
+        for key, live in list(self.live.items()):
+            led = self.leads(key[1], key[2])
+            if led is None or led[1] != live.leader_epoch:
+                self.forget(key)
+                self.wake(key[1], key[2])
+
+    def _reset_offset(self, group_id: str, plog: Any) -> int:
+        policy = self.group_configs(group_id)["share.auto.offset.reset"]
+        if policy == "earliest":
+            return int(plog.log_start_offset)
+        if policy.startswith("by_duration:"):
+            try:
+                ts = now_ms() - duration_ms(policy.split(":", 1)[1])
+            except ValueError:
+                return int(plog.high_watermark)
+            found = plog.offset_for_timestamp(ts)
+            return int(found.offset) if found is not None else int(plog.high_watermark)
+        return int(plog.high_watermark)
+
+    # ---- share-partition leader: writing ---------------------------------------------------
+    def changed(self, key: SPKey, sp: SharePartition | None = None) -> None:
+        live = self.live.get(key)
+        if live is not None:
+            live.version += 1
+        self._rearm.set()
+
+    def dirty(self) -> list[SPKey]:
+        return [k for k, v in self.live.items() if v.version > v.written]
+
+    async def flush(self, keys: list[SPKey] | None = None) -> dict[SPKey, ErrorCode]:
+        """Write the state of the changed share partitions (all, or ``keys``) to the share
+        coordinator, each as one WriteShareGroupState; records archived at the delivery limit
+        go to the group's dead-letter topic first. Returns the keys whose write failed."""
+        targets = [k for k in (self.dirty() if keys is None else keys)
+                   if k in self.live and self.live[k].version > self.live[k].written]
+        errors: dict[SPKey, ErrorCode] = {}
+        if len(targets) == 1:
+            await self._flush_one(targets[0], errors)
+        elif targets:
+            async with trio.open_nursery() as nursery:
+                for key in targets:
+                    nursery.start_soon(self._flush_one, key, errors)
+        return errors
+
+    async def _flush_one(self, key: SPKey, errors: dict[SPKey, ErrorCode]) -> None:
+        lock = self._write_locks.setdefault(key, trio.Lock())
+        async with lock:  # one write per key at a time, each with the state of its start
+            live, sp = self.live.get(key), self.partitions.get(key)
+            if live is None or sp is None or live.version <= live.written:
+                return
+            version = live.version
             if sp.exhausted:
                 self.dead_letter(key, sp.exhausted)
                 sp.exhausted = []
             sp.dead = []
-            t = self.broker.image.topics_by_id.get(key[1])
-            if t is None:  # the topic was deleted: its state goes with it (on_metadata)
-                self.partitions.pop(key, None)
-                continue
-            pimg = t.partitions.get(key[2])
-            epoch = pimg.leader_epoch if pimg is not None else -1
-            batches = [tuple(b) for b in sp.state_batches()]
-            skey = ShareStateKey(*key)
+            batches = [(b[0], b[1], b[2], b[3]) for b in sp.state_batches()]
             try:
-                await self.broker.share_runtime.run(
-                    skey.coordinator_key(), _write_op(skey, sp.start_offset, batches, epoch))
+                await self.persister.write(ShareStateKey(*key), live.state_epoch,
+                                           live.leader_epoch, sp.start_offset, batches)
             except KafkaError as e:
-                log.warning("cannot write share state of %s: %s", key, e)
-                self.dirty.add(key)
+                errors[key] = e.code
+                if e.code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH):
+                    log.info("share partition %s fenced (%s): reloading", key, e.code.name)
+                    if self.live.get(key) is live:
+                        self.forget(key)
+                        self.wake(key[1], key[2])
+                else:
+                    log.warning("cannot write share state of %s: %s", key, e)
+                return
+            if self.live.get(key) is live:
+                live.written = max(live.written, version)
+        self._maybe_evict(key)
+
+    def _maybe_evict(self, key: SPKey) -> None:
+        """Drop a written share partition that no share session uses and that holds no
+        acquired records: its next use reads the state again."""
+        live, sp = self.live.get(key), self.partitions.get(key)
+        if live is None or sp is None or live.version > live.written:
+            return
+        if sp.next_deadline_ms() is not None:
+            return  # acquired records
+        tp = (key[1], key[2])
+        if any(s.group_id == key[0] and tp in s.partitions for s in self.sessions.values()):
+            return
+        self.forget(key)
 
     def dead_letter(self, key: SPKey, ranges: list[tuple[int, int, int]]) -> None:
         """The kafkawire extension: copy records archived at ``share.delivery.count.limit`` to
@@ -324,118 +488,90 @@ class ShareService:
         if SHARE_STATE_TOPIC not in self.broker.image.topics:
             await self.broker.share_runtime.ensure_topic()
 
-    def _reset_offset(self, group_id: str, plog: Any) -> int:
-        policy = self.group_configs(group_id)["share.auto.offset.reset"]
-        if policy == "earliest":
-            return int(plog.log_start_offset)
-        if policy.startswith("by_duration:"):
-            try:
-                ts = now_ms() - duration_ms(policy.split(":", 1)[1])
-            except ValueError:
-                return int(plog.high_watermark)
-            found = plog.offset_for_timestamp(ts)
-            return int(found.offset) if found is not None else int(plog.high_watermark)
-        return int(plog.high_watermark)
-
-    def changed(self, key: SPKey, sp: SharePartition) -> None:
-        self.dirty.add(key)
-        self._rearm.set()
-
     def wake(self, topic_id: uuid.UUID, p: int) -> None:
         t = self.broker.image.topics_by_id.get(topic_id)
         if t is not None:
             self.broker.notifier.notify(t.name, p)
 
-    def persisted_keys(self, group_id: str) -> list[SPKey]:
-        out: list[SPKey] = []
-        for _p, shard in self.broker.share_runtime.loaded_shards():
-            if isinstance(shard, ShareStateShard):
-                out += [(k.group_id, k.topic_id, k.partition) for k in shard.keys_of(group_id)]
-        return out
-
-    def group_known(self, group_id: str) -> bool:
-        return self.groups.group(group_id) is not None or any(
-            k[0] == group_id for k in self.partitions) or bool(self.persisted_keys(group_id))
-
-    def offsets_of(self, group_id: str, topic_id: uuid.UUID, p: int) -> tuple[int, int, int]:
-        """(start offset, leader epoch, lag) of a share partition; (-1, -1, -1) without state.
-        Lag: records in [start offset, high watermark) not acknowledged or archived."""
-        key = (group_id, topic_id, p)
+    # ---- group coordinator: admin ----------------------------------------------------------
+    async def offsets_of(self, group_id: str, topic_id: uuid.UUID, p: int) -> tuple[int, int, int]:
+        """(start offset, leader epoch, lag) of a share partition from its persisted state;
+        (-1, -1, -1) without a start offset. Lag (KIP-1226): records in [start offset, high
+        watermark) not acknowledged or archived."""
+        s = await self.persister.summary(ShareStateKey(group_id, topic_id, p))
+        if s.start_offset < 0:
+            return -1, -1, -1
         t = self.broker.image.topics_by_id.get(topic_id)
-        plog = self.broker.partition_log(t.name, p) if t is not None else None
-        pimg = t.partitions.get(p) if t is not None else None
-        epoch = pimg.leader_epoch if pimg is not None else -1
-        sp = self.partitions.get(key)
-        if sp is not None:
-            start = sp.start_offset
-            done = [(f, last) for f, last, st, _c, _o in sp.ranges() if st in TERMINAL]
-        else:
-            try:
-                saved = self.state_shard(key).states.get(ShareStateKey(*key))
-            except KafkaError:
-                saved = None
-            if saved is None or saved.start_offset < 0:
-                return -1, -1, -1
-            start, epoch = saved.start_offset, saved.leader_epoch
-            done = [(b[0], b[1]) for b in saved.state_batches if b[2] in (2, 4)]
-        if plog is None:
-            return start, epoch, -1
-        hw = plog.high_watermark
-        complete = sum(max(0, min(last, hw - 1) - max(f, start) + 1) for f, last in done)
-        return start, epoch, max(0, hw - start - complete)
+        hw = await self.high_watermark(t.name, p) if t is not None else None
+        if hw is None:
+            return s.start_offset, s.leader_epoch, -1
+        complete = max(0, s.delivery_complete_count)
+        return s.start_offset, s.leader_epoch, max(0, hw - s.start_offset - complete)
+
+    async def high_watermark(self, name: str, p: int, wait_s: float = 5.0) -> int | None:
+        """The partition's high watermark: from this broker when it leads the partition,
+        else from its leader (ListOffsets, latest; a connection lost since the last request,
+        e.g. to a restarted broker, or a leader moving is retried for ``wait_s``); None when
+        it cannot be had."""
+        from protocol._generated.list_offsets_request import ListOffsetsRequest as Req
+
+        b = self.broker
+        deadline = trio.current_time() + wait_s
+        while True:
+            rp = b.replicas.partition(name, p) if b.replicas is not None else None
+            if rp is not None and rp.is_leader:
+                return int(rp.high_watermark)
+            t = b.image.topics.get(name)
+            pimg = t.partitions.get(p) if t is not None else None
+            client = self.persister.peers().get(pimg.leader) if (
+                pimg is not None and pimg.leader >= 0) else None
+            if client is not None:
+                try:
+                    resp = await client.request(Req(replica_id=-1, isolation_level=0, topics=[
+                        Req.ListOffsetsTopic(name=name, partitions=[Req.ListOffsetsPartition(
+                            partition_index=p, current_leader_epoch=-1, timestamp=-1)])]))
+                    pr = resp.topics[0].partitions[0]
+                    if pr.error_code == ErrorCode.NONE:
+                        return int(pr.offset)
+                except (NodeDisconnected, NodeUnsupportedVersion):
+                    pass
+            if trio.current_time() >= deadline:
+                return None
+            await trio.sleep(0.2)
 
     async def alter_offset(self, group_id: str, topic_id: uuid.UUID, p: int, start: int) -> None:
         """AlterShareGroupOffsets: the share partition restarts at ``start`` (nothing in
-        flight), persisted with a new state epoch."""
+        flight), initialized in the share coordinator with a new state epoch; a share-partition
+        leader that still holds the old state is fenced at its next write."""
         self.groups.ensure(group_id)  # as Kafka, altering offsets creates the share group
-        key = (group_id, topic_id, p)
-        sp = self.partitions.get(key)
-        if sp is None:
-            sp = SharePartition(start, self.limits(group_id))
-            self.partitions[key] = sp
-        sp.reset(start)
-        self.dirty.discard(key)
-        skey = ShareStateKey(*key)
-        t = self.broker.image.topics_by_id.get(topic_id)
-        pimg = t.partitions.get(p) if t is not None else None
-        await self.run_state_op(skey, _reset_op(
-            skey, start, pimg.leader_epoch if pimg is not None else -1))
+        key = ShareStateKey(group_id, topic_id, p)
+        s = await self.persister.summary(key, wait_s=STATE_WAIT_S)
+        await self.persister.initialize(key, s.state_epoch + 1 if s.exists else 0, start,
+                                        wait_s=STATE_WAIT_S)
+        self.initialized.setdefault(group_id, set()).add((topic_id, p))
+        self.forget((group_id, topic_id, p))
         self.wake(topic_id, p)
-
-    async def run_state_op(self, key: ShareStateKey, op: Op) -> None:
-        """``op`` on the key's ``__share_group_state`` shard, waiting (up to
-        ``STATE_WAIT_S``) while the topic is created or the shard loads, as Kafka's
-        persister retries."""
-        await self.ensure_state_topic()
-        deadline = trio.current_time() + STATE_WAIT_S
-        while True:
-            try:
-                await self.broker.share_runtime.run(key.coordinator_key(), op)
-                return
-            except KafkaError as e:
-                if e.code not in _RETRIABLE or trio.current_time() >= deadline:
-                    raise
-            await trio.sleep(0.05)
 
     async def delete_offsets(self, group_id: str, topic_id: uuid.UUID) -> None:
         """DeleteShareGroupOffsets of one topic: its share partitions' state is removed."""
-        keys = {k for k in self.persisted_keys(group_id) if k[1] == topic_id}
-        keys |= {k for k in self.partitions if k[0] == group_id and k[1] == topic_id}
-        await self._delete_keys(keys)
+        await self._delete_keys({k for k in self.group_keys(group_id) if k[1] == topic_id})
 
     def list_groups(self, states: list[str], types: list[str]) -> list[Any]:
+        """The share groups this broker coordinates."""
         from protocol._generated.list_groups_response import ListGroupsResponse
 
         want_states = {x.lower() for x in states}
         want_types = {x.lower() for x in types}
         if want_types and "share" not in want_types:
             return []
-        ids = set(self.groups.groups) | {k[0] for k in self.partitions}
+        ids = set(self.groups.groups) | {g for g, ks in self.initialized.items() if ks}
         for _p, shard in self.broker.share_runtime.loaded_shards():
             if isinstance(shard, ShareStateShard):
                 ids |= {k.group_id for k in shard.states}
         out = []
         for gid in sorted(ids):
+            if not self.coordinates(gid):
+                continue
             g = self.groups.group(gid)
             state = g.state if g is not None else "Empty"
             if want_states and state.lower() not in want_states:
@@ -451,22 +587,27 @@ class ShareService:
             return ErrorCode.NON_EMPTY_GROUP
         await self.delete_state(group_id)
         self.groups.groups.pop(group_id, None)
+        self.initialized.pop(group_id, None)
         return ErrorCode.NONE
 
     async def delete_state(self, group_id: str) -> None:
         """Forget the group's share partitions and tombstone their persisted state."""
-        keys = set(self.persisted_keys(group_id)) | {k for k in self.partitions if k[0] == group_id}
-        await self._delete_keys(keys)
+        await self._delete_keys(self.group_keys(group_id))
 
     async def _delete_keys(self, keys: set[SPKey]) -> None:
-        for key in keys:
-            self.partitions.pop(key, None)
-            self.dirty.discard(key)
-            skey = ShareStateKey(*key)
+        async def one(key: SPKey) -> None:
+            self.forget(key)
+            done = self.initialized.get(key[0])
+            if done is not None:
+                done.discard((key[1], key[2]))
             try:
-                await self.broker.share_runtime.run(skey.coordinator_key(), _delete_op(skey))
+                await self.persister.delete(ShareStateKey(*key), wait_s=STATE_WAIT_S)
             except KafkaError as e:
                 log.warning("cannot delete share state of %s: %s", key, e)
+
+        async with trio.open_nursery() as nursery:
+            for key in sorted(keys, key=str):
+                nursery.start_soon(one, key)
 
     # ---- timers -----------------------------------------------------------------------------
     def next_deadline_ms(self) -> int | None:
@@ -480,7 +621,7 @@ class ShareService:
         self.groups.on_timer(now)
         topics = self.broker.image.topics_by_id
         for key in [k for k in self.partitions if k[1] not in topics]:
-            del self.partitions[key]  # topic deleted
+            self.forget(key)  # topic deleted
         for key, sp in self.partitions.items():
             if sp.on_timer(now):
                 self.changed(key, sp)
@@ -490,18 +631,36 @@ class ShareService:
         self._rearm.set()
 
     async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
-        while True:
-            self._rearm = trio.Event()
-            deadline = self.next_deadline_ms()
-            wait_s = math.inf if deadline is None else max(0.0, (deadline - now_ms()) / 1000)
-            with trio.move_on_after(wait_s):
-                await self._rearm.wait()
-            try:
-                self.on_timer(now_ms())
-                await self.flush()
-            except Exception:
-                log.exception("share group timers")
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            while True:
+                self._rearm = trio.Event()
+                deadline = self.next_deadline_ms()
+                wait_s = math.inf if deadline is None else max(0.0, (deadline - now_ms()) / 1000)
+                with trio.move_on_after(wait_s):
+                    await self._rearm.wait()
+                try:
+                    self.on_timer(now_ms())
+                    if self.dirty() and not self._flushing:
+                        self._flushing = True
+                        nursery.start_soon(self._background_flush)
+                except Exception:
+                    log.exception("share group timers")
+
+    async def _background_flush(self) -> None:
+        """Write what timers and closed sessions changed; one such task at a time (a share
+        coordinator that is moving makes each write retry for a while)."""
+        failed = False
+        try:
+            failed = bool(await self.flush())
+        except Exception:
+            log.exception("writing share state")
+        finally:
+            self._flushing = False
+        if failed:  # try again in a while, whatever else happens meanwhile
+            await trio.sleep(1.0)
+            self._rearm.set()
 
     # ---- share sessions ---------------------------------------------------------------------
     def session(self, group_id: str, member_id: str, epoch: int, conn_id: int) -> ShareSession:
@@ -547,12 +706,16 @@ class ShareService:
             if sp is not None and sp.release_member(s.member_id):
                 self.changed(key, sp)
                 self.wake(tid, p)
+            elif sp is not None:
+                self._maybe_evict(key)
 
     def acknowledge(
         self, group_id: str, member_id: str, tid: uuid.UUID, p: int, batches: list[Any],
         renew_ok: bool,
     ) -> int:
         """Apply AcknowledgementBatches; the partition's acknowledge error code."""
+        if self.leads(tid, p) is None:
+            return int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         sp = self.partitions.get((group_id, tid, p))
         if sp is None:
             return int(ErrorCode.INVALID_RECORD_STATE)

@@ -2,9 +2,13 @@
 state*.py``): one operation per (topic id, partition) on the ``__share_group_state`` shard
 that coordinates the key, coordinator errors per partition.
 
-A state changed through these APIs replaces what the broker keeps in memory: the live share
-partition is dropped and reloaded from the new state at its next use (its acquisitions are
-lost, as on a leadership change).
+The operations themselves (``read_op``, ``write_op``, ``initialize_op``, ``delete_op``) are
+shared with ``kafkawire.share_persister``, which runs them on a local shard directly and sends
+the same APIs to the leader of the key's ``__share_group_state`` partition otherwise.
+
+A state changed by Initialize or Delete replaces what this broker keeps in memory: a live
+share partition of the key here is dropped and reloaded from the new state at its next use
+(its acquisitions are lost, as on a leadership change).
 """
 
 from __future__ import annotations
@@ -24,6 +28,48 @@ if TYPE_CHECKING:
 Op = Callable[[ShareStateShard, ShareStateKey, int], tuple[list[CoordinatorRecord], Any]]
 P = TypeVar("P")
 T = TypeVar("T")
+Batch = tuple[int, int, int, int]
+
+
+def read_op(leader_epoch: int, *, update_epoch: bool) -> Op:
+    """The stored state (None: never initialized); FENCED_LEADER_EPOCH for a leader epoch older
+    than the stored one. With ``update_epoch`` (ReadShareGroupState, a share-partition leader
+    loading the state) a newer leader epoch is stored, as Kafka's share coordinator does, so
+    that the writes of a deposed leader are fenced from then on."""
+    def op(shard: ShareStateShard, key: ShareStateKey, now: int) -> tuple[list[Any], Any]:
+        shard.check_epochs(key, None, leader_epoch)
+        cur = shard.states.get(key)
+        if cur is None or not update_epoch or leader_epoch <= cur.leader_epoch:
+            return [], cur
+        records = shard.write(key, cur.start_offset, list(cur.state_batches), leader_epoch,
+                              now, state_epoch=cur.state_epoch)
+        return records, cur
+    return op
+
+
+def write_op(state_epoch: int, leader_epoch: int, start: int, batches: list[Batch]) -> Op:
+    """WriteShareGroupState: ``batches`` over the stored ones, start offset -1 kept."""
+    def op(shard: ShareStateShard, key: ShareStateKey, now: int) -> tuple[list[Any], None]:
+        return shard.write_delta(key, state_epoch, leader_epoch, start, batches, now), None
+    return op
+
+
+def initialize_op(state_epoch: int, start: int) -> Op:
+    def op(shard: ShareStateShard, key: ShareStateKey, now: int) -> tuple[list[Any], None]:
+        return shard.initialize(key, state_epoch, start, now), None
+    return op
+
+
+def delete_op() -> Op:
+    def op(shard: ShareStateShard, key: ShareStateKey, _now: int) -> tuple[list[Any], None]:
+        return shard.delete(key), None
+    return op
+
+
+def delivery_complete_count(v: Any) -> int:
+    """Records at or after the start offset that are acknowledged or archived."""
+    return sum(b[1] - max(b[0], v.start_offset) + 1 for b in v.state_batches
+               if b[2] in (2, 4) and b[1] >= v.start_offset)
 
 
 async def on_key(broker: Broker, group_id: str, topic_id: uuid.UUID, partition: int,
@@ -48,7 +94,7 @@ async def on_key(broker: Broker, group_id: str, topic_id: uuid.UUID, partition: 
     if isinstance(reply, KafkaError):
         return reply.code, None
     if mutates:
-        broker.share.partitions.pop((group_id, topic_id, partition), None)
+        broker.share.forget((group_id, topic_id, partition))
     return ErrorCode.NONE, reply
 
 

@@ -373,7 +373,8 @@ class TxnCoordinator:
     async def _send_asks(self, leader: int, batch: list[_RemoteAsk]) -> None:
         """One AddPartitionsToTxn for ``batch`` (distinct transactional ids); each entry gets
         its partition's code."""
-        client = self.broker.peers.get(leader)
+        # connections of their own (Broker.txn_check_peers), not behind WriteTxnMarkers
+        client = self.broker.txn_check_peers.get(leader)
         if client is None:
             for e in batch:
                 e.finish(ErrorCode.NOT_COORDINATOR)

@@ -58,7 +58,7 @@ import os
 import struct
 from collections import deque
 from collections.abc import Container, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -66,7 +66,9 @@ import crc32c as _crc32c
 
 from log import _records
 from log.config import LONG_MAX, LogConfig
-from log.partition_log import CLEANED_SUFFIX, PartitionLog
+from log.layout import CLEANED_SUFFIX
+from log.log_swap import CleanedSegment
+from log.partition_log import PartitionLog
 from log.segment import INT32_MAX, LogSegment, scan_file
 from protocol.compression import compress
 from protocol.errors import ErrorCode, KafkaError
@@ -291,17 +293,6 @@ class CleanerStats:
     records_retained: int = 0
     batches_rewritten: int = 0
     map_entries: int = 0
-
-
-@dataclass
-class CleanedSegment:
-    """A cleaned segment written next to the log as ``<base>.{log,index,timeindex}.cleaned``."""
-
-    base_offset: int
-    sources: list[LogSegment]
-    generation: int
-    size: int
-    paths: list[Path] = field(default_factory=list)  # log last
 
 
 def _key_digest(key: bytes) -> bytes:

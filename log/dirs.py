@@ -35,14 +35,15 @@ from pathlib import Path
 
 from log.checkpoint import fsync_dir
 from log.config import LogConfig
-from log.log_core import (
+from log.layout import (
     DELETE_DIR_SUFFIX,
     FUTURE_DIR_SUFFIX,
     parse_log_dir_name,
+    partition_dir_name,
     suffixed_dir_name,
 )
 from log.manager import LogManager, TopicPartition
-from log.partition_log import PartitionLog, partition_dir_name
+from log.partition_log import PartitionLog
 from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["LogDirs", "DuplicateLogError", "METADATA_TOPIC"]
@@ -205,9 +206,10 @@ class LogDirs:
 
     def create(
         self, topic: str, partition: int, now_ms: int, config: LogConfig | None = None,
-        *, sync_dir: bool = True,
+        *, sync_dir: bool = True, defer_dir_sync: bool = False,
     ) -> PartitionLog:
-        """Create an empty partition log in the directory :meth:`_placement` picks."""
+        """Create an empty partition log in the directory :meth:`_placement` picks
+        (``defer_dir_sync``: see ``LogManager.create``)."""
         key = (topic, partition)
         if key in self._where:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"{topic}-{partition} exists")
@@ -215,7 +217,8 @@ class LogDirs:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
                              f"{topic}-{partition} may be in an offline log directory")
         m = self._placement(topic, partition)
-        log = m.create(topic, partition, now_ms, config, sync_dir=sync_dir)
+        log = m.create(topic, partition, now_ms, config, sync_dir=sync_dir,
+                       defer_dir_sync=defer_dir_sync)
         self._where[key] = m
         self._counts[id(m)] += topic != METADATA_TOPIC
         self.version += 1
@@ -231,14 +234,15 @@ class LogDirs:
                 m.sync_dir()
 
     def get_or_create(
-        self, topic: str, partition: int, now_ms: int, config: LogConfig | None = None
+        self, topic: str, partition: int, now_ms: int, config: LogConfig | None = None,
+        *, defer_dir_sync: bool = False,
     ) -> PartitionLog:
         log = self.get(topic, partition)
         if log is not None:
             return log
         if self._starting and topic != METADATA_TOPIC and (topic, partition) not in self._where:
             self.unlocated.add((topic, partition))  # may be in the offline directory
-        return self.create(topic, partition, now_ms, config)
+        return self.create(topic, partition, now_ms, config, defer_dir_sync=defer_dir_sync)
 
     def delete(self, topic: str, partition: int) -> bool:
         """Remove a partition's log (not from an offline directory: nothing is written there;

@@ -6,7 +6,7 @@ OffsetsForLeaderEpoch (the end offset of an epoch, used by followers and by cons
 log truncation, KIP-320). Persisted as ``leader-epoch-checkpoint`` in the partition directory
 (Kafka's checkpoint text format), rewritten whenever an epoch is added or entries are dropped,
 which is rare. Recovery rebuilds missing entries from the batches' partitionLeaderEpoch.
-``sync=False`` writes leave the fsync to the owning log's next flush (``LogCore``): becoming
+``sync=False`` writes leave the fsync to the owning log's next flush (``log.log_flush``): becoming
 leader of thousands of partitions at once must not cost two fsyncs each.
 """
 

@@ -1,173 +1,214 @@
 """Reading a partition log: whole batches as file ranges for sendfile, aborted transactions for
-read_committed, timestamp lookups for ListOffsets, segment views for the cleaner.
+read_committed, timestamp lookups for ListOffsets.
 
-Part of ``PartitionLog`` (see ``log.partition_log`` for the design; ``log.log_core`` holds
-the state every part shares).
+Hot path (ARCHITECTURE.md section 3): a read locates the batch holding the fetch offset with
+the sparse offset index and a short scan of batch headers and returns file ranges that start
+and end at batch boundaries; no record is looked at. Data that was on disk when the log was
+opened and that recovery did not scan is CRC-checked the first time a read returns it
+(``LogSegment.verify_range``); a bad batch is reported once and never served.
+
+The read interface (``SegmentReader``) is what a list of segments answers. ``LogReader`` is
+the local list's; with tiered storage (KIP-405) a remote segment list implements it too, and
+``LogReader.read`` sends a fetch below the local list's ``start_offset`` there.
 """
 
 from __future__ import annotations
 
-import bisect
+import logging
+import os
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
 
 from log import _records
-from log.log_core import (
-    FileRange,
-    LogCore,
-    OffsetAndTimestamp,
-    ReadResult,
-    _largest_timestamp,
-    logger,
-)
-from log.segment import CorruptBatch, LogSegment
+from log.log_state import LogOffsets
+from log.segment import CorruptBatch, LogSegment, SegmentFile
+from log.segment_list import SegmentList
 from log.txn_index import AbortedTxn
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import LOG_OVERHEAD, BatchHeader, crc_ok
 
-__all__ = ["LogRead"]
+__all__ = ["FileRange", "ReadResult", "OffsetAndTimestamp", "SegmentReader", "LogReader"]
+
+logger = logging.getLogger(__name__)
 
 
-class LogRead(LogCore):
+class FileRange(NamedTuple):
+    """``length`` bytes at ``position`` of ``file``; keep the object alive while sending."""
+
+    file: SegmentFile
+    position: int
+    length: int
+
+    @property
+    def fd(self) -> int:
+        return self.file.fd
+
+    @property
+    def size(self) -> int:
+        return self.length
+
+
+@dataclass(slots=True)
+class ReadResult:
+    """Whole batches as file ranges. ``size`` makes it a ``protocol.primitives.External``."""
+
+    ranges: list[FileRange]
+    size: int
+    first_offset: int  # base offset of the first batch returned, -1 when empty
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    #: where the read ended: (base offset of the last segment read, end position in it)
+    end: tuple[int, int] | None = None
+
+    def read_bytes(self) -> bytes:
+        """The bytes themselves (tests, and transports without sendfile)."""
+        out = bytearray()
+        for r in self.ranges:
+            pos, left = r.position, r.length
+            while left:
+                chunk = os.pread(r.fd, left, pos)
+                if not chunk:
+                    raise OSError(f"segment {r.file.path} shorter than expected")
+                out += chunk
+                pos += len(chunk)
+                left -= len(chunk)
+        return bytes(out)
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+
+
+class SegmentReader(Protocol):
+    """What a list of segments answers (the local one now, a remote one with tiered storage)."""
+
+    @property
+    def start_offset(self) -> int:
+        """The first offset the list holds."""
+        ...
+
+    def read_batches(self, result: ReadResult, fetch_offset: int, max_bytes: int, limit: int,
+                     min_one_message: bool) -> None:
+        """Add to ``result`` the whole batches from the one holding ``fetch_offset``, below
+        ``limit``, within ``max_bytes`` (the first one whole if ``min_one_message``)."""
+        ...
+
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
-        """Aborted transactions with data in [fetch_offset, upper_bound): a marker at or after
-        ``fetch_offset`` and a first offset below ``upper_bound`` (Kafka's
-        ``collectAbortedTransactions``), from the segment holding ``fetch_offset`` on."""
-        out: list[AbortedTxn] = []
-        for seg in self._segments[self._segment_index(fetch_offset) :]:
-            found, complete = seg.txn_index.collect(fetch_offset, upper_bound)
-            out += found
-            if complete:
-                break
-        return out
+        ...
 
-    def fetch_upper_bound(self, result: ReadResult) -> int:
-        """The upper bound Kafka uses to list aborted transactions for a read: the offset of
-        the first offset-index entry at or past the end of the bytes read, else the next
-        segment's base offset, else the log end offset."""
-        if result.end is None:
-            return result.first_offset if result.first_offset >= 0 else self._leo
-        base, end_pos = result.end
-        i = self._segment_index(base)
-        seg = self._segments[i]
-        if seg.base_offset == base:
-            found = seg.offset_index.first_at_or_after_position(end_pos)
-            if found is not None:
-                return found
-        return self._segments[i + 1].base_offset if i + 1 < len(self._segments) else self._leo
+    def offset_for_timestamp(self, timestamp: int, start: int,
+                             max_offset: int | None) -> OffsetAndTimestamp | None:
+        ...
 
-    def segments_between(self, lo: int, hi: int) -> list[LogSegment]:
-        """Kafka's ``logSegments(from, to)``: from the segment holding ``lo`` (or the first)
-        through the last segment starting below ``hi``."""
-        i = max(0, bisect.bisect_right(self._bases, lo) - 1)
-        j = bisect.bisect_left(self._bases, hi)
-        return self._segments[i:j]
 
-    def non_active_segments_from(self, offset: int) -> list[LogSegment]:
-        """The segment holding ``offset`` and the later ones, except the active segment."""
-        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
-        return self._segments[i:-1]
+class LogReader:
+    """The reads of one log, over its local segments (a ``SegmentReader``)."""
 
-    def segment_largest_timestamp(self, seg: LogSegment) -> int:
-        """Kafka's ``LogSegment.largestTimestamp``: the max batch timestamp, else the file's
-        modification time."""
-        return _largest_timestamp(seg)
+    def __init__(self, segments: SegmentList, offsets: LogOffsets) -> None:
+        self._segments = segments
+        self._offsets = offsets
+        self._reported_corrupt: set[tuple[int, int]] = set()
 
-    def first_batch_timestamp(self, seg: LogSegment) -> int:
-        """The first batch's max timestamp (Kafka's rolling-based timestamp), -1 if none."""
-        if seg.rolling_base_timestamp is None:
-            h = seg.first_header() if seg.size else None
-            seg.rolling_base_timestamp = h.max_timestamp if h is not None else None
-            if seg is not self._segments[-1]:
-                self._touch(seg)
-        ts = seg.rolling_base_timestamp
-        return -1 if ts is None else ts
+    @property
+    def start_offset(self) -> int:
+        return self._segments.base_offset
 
-    def read(
-        self,
-        fetch_offset: int,
-        max_bytes: int,
-        *,
-        max_offset: int | None = None,
-        min_one_message: bool = True,
-    ) -> ReadResult:
-        """Whole batches starting with the one that contains ``fetch_offset``.
-
-        At most ``max_bytes`` in total, except that the first batch is returned whole even if
-        larger when ``min_one_message`` (KIP-74). Only batches whose last offset is below
-        ``max_offset`` (exclusive bound, e.g. the high watermark or LSO) are returned. Raises
-        KafkaError(OFFSET_OUT_OF_RANGE) outside [log start offset, log end offset].
-        """
-        leo = self._leo
-        if fetch_offset < self.log_start_offset or fetch_offset > leo:
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None,
+             min_one_message: bool) -> ReadResult:
+        """``PartitionLog.read``."""
+        offsets = self._offsets
+        leo = offsets.end
+        if fetch_offset < offsets.start or fetch_offset > leo:
             raise KafkaError(
                 ErrorCode.OFFSET_OUT_OF_RANGE,
-                f"offset {fetch_offset} outside [{self.log_start_offset}, {leo}]",
+                f"offset {fetch_offset} outside [{offsets.start}, {leo}]",
             )
-        result = ReadResult([], 0, -1, self.log_start_offset, leo, self._hw)
+        result = ReadResult([], 0, -1, offsets.start, leo, offsets.hw)
         limit = leo if max_offset is None else min(max_offset, leo)
-        if fetch_offset >= limit:
-            return result
+        if fetch_offset < limit:
+            self.read_batches(result, fetch_offset, max_bytes, limit, min_one_message)
+        return result
+
+    def read_batches(self, result: ReadResult, fetch_offset: int, max_bytes: int, limit: int,
+                     min_one_message: bool) -> None:
         segments = self._segments
         n = len(segments)
-        i = self._segment_index(fetch_offset)
+        i = segments.index_of(fetch_offset)
         target = fetch_offset
         total = 0
         while i < n:
             seg = segments[i]
-            self._touch(seg)
+            segments.touch(seg)
             found = seg.translate(max(target, seg.base_offset))
             if found is None:
-                if seg.unverified_end:  # a gap, or a damaged header that stopped the scan?
-                    start = seg.offset_index.lookup(max(target, seg.base_offset))[1]
-                    good, bad = seg.verify_range(start, seg.size, self._next_base(i))
-                    if bad is not None:
-                        self._corrupt(seg, bad, fatal=total == 0)
-                        break
+                if seg.unverified_end and self._gap_corrupt(seg, i, target, fatal=total == 0):
+                    break
                 i += 1
                 continue
             pos, h = found
-            if pos < seg.unverified_end:  # before trusting its offsets: is the header sound?
-                size = h.batch_length + LOG_OVERHEAD
-                good, bad = seg.verify_range(pos, pos + size, self._next_base(i))
-                if bad is not None and bad.position < pos and h.base_offset <= max(
-                    target, seg.base_offset
-                ):  # damage before a batch that holds the offset asked for: serve from it
-                    good, bad = seg.verify_range(pos, pos + size, self._next_base(i),
-                                                 anchor=False)
-                if bad is not None and good <= pos:
-                    self._corrupt(seg, bad, fatal=total == 0)
-                    break
+            if pos < seg.unverified_end and not self._header_sound(seg, i, pos, h, target,
+                                                                   fatal=total == 0):
+                break
             if h.base_offset + h.last_offset_delta >= limit:
                 break
             if result.first_offset < 0:
                 result.first_offset = h.base_offset
-            end = _fit(seg, pos, h, self._end_position(i, pos, limit), max_bytes - total,
+            end = _fit(seg, pos, h, self._end_position(seg, i, n, pos, limit), max_bytes - total,
                        total == 0 and min_one_message)
-            if end == pos:
+            if end > pos and pos < seg.unverified_end:  # from before this open: CRC-check it
+                end = self._verified_end(seg, i, pos, end, fatal=total == 0)
+            if end <= pos:
                 break
-            if pos < seg.unverified_end:  # data from before this open: CRC-check it first
-                good, bad = seg.verify_range(pos, end, self._next_base(i), anchor=False)
-                if bad is not None:
-                    self._corrupt(seg, bad, fatal=total == 0 and good <= pos)
-                    if good <= pos:
-                        break
-                    end = good
             result.ranges.append(FileRange(seg.file(), pos, end - pos))
             result.end = (seg.base_offset, end)
             total += end - pos
             if end < seg.size:
                 break
             i += 1
-            target = segments[i].base_offset if i < n else leo
+            target = segments[i].base_offset if i < n else self._offsets.end
         result.size = total
-        return result
 
-    def _end_position(self, i: int, pos: int, limit: int) -> int:
-        """Where the batches below ``limit`` end in segment ``i``, reading from ``pos``."""
-        segments = self._segments
-        seg = segments[i]
-        if limit == self._leo and i == len(segments) - 1:
-            return seg.size
-        if i + 1 < len(segments) and limit >= segments[i + 1].base_offset:
+    def _gap_corrupt(self, seg: LogSegment, i: int, target: int, *, fatal: bool) -> bool:
+        """No batch at or after ``target`` in ``seg``: a gap, or a damaged header that stopped
+        the scan? True (reported) for the latter."""
+        start = seg.offset_index.lookup(max(target, seg.base_offset))[1]
+        _good, bad = seg.verify_range(start, seg.size, self._segments.next_base(i))
+        if bad is None:
+            return False
+        self._corrupt(seg, bad, fatal=fatal)
+        return True
+
+    def _header_sound(self, seg: LogSegment, i: int, pos: int, h: BatchHeader, target: int, *,
+                      fatal: bool) -> bool:
+        """Before trusting the offsets of an unchecked batch: is its header sound?"""
+        size = h.batch_length + LOG_OVERHEAD
+        next_base = self._segments.next_base(i)
+        good, bad = seg.verify_range(pos, pos + size, next_base)
+        if bad is not None and bad.position < pos and h.base_offset <= max(target, seg.base_offset):
+            # damage before a batch that holds the offset asked for: serve from it
+            good, bad = seg.verify_range(pos, pos + size, next_base, anchor=False)
+        if bad is not None and good <= pos:
+            self._corrupt(seg, bad, fatal=fatal)
+            return False
+        return True
+
+    def _verified_end(self, seg: LogSegment, i: int, pos: int, end: int, *, fatal: bool) -> int:
+        """Where the good batches of [pos, end) end (``pos`` or less: none is good)."""
+        good, bad = seg.verify_range(pos, end, self._segments.next_base(i), anchor=False)
+        if bad is None:
+            return end
+        self._corrupt(seg, bad, fatal=fatal and good <= pos)
+        return good
+
+    def _end_position(self, seg: LogSegment, i: int, n: int, pos: int, limit: int) -> int:
+        """Where the batches below ``limit`` end in ``seg`` (position ``i`` of ``n``), reading
+        from ``pos``."""
+        if i == n - 1:
+            if limit == self._offsets.end:
+                return seg.size
+        elif limit >= self._segments[i + 1].base_offset:
             return seg.size
         bound = seg.translate(limit, pos)
         return bound[0] if bound is not None else seg.size
@@ -176,6 +217,7 @@ class LogRead(LogCore):
         """A batch that fails its CRC or header check: report it once, never serve it.
         ``fatal``: nothing could be read before it, so the read fails with CORRUPT_MESSAGE."""
         key = (seg.base_offset, bad.position)
+        name = self._segments.dir.name
         if key not in self._reported_corrupt:
             self._reported_corrupt.add(key)
             logger.error(
@@ -184,29 +226,47 @@ class LogRead(LogCore):
                 "checked at start-up; fetches stop before it and fail with CORRUPT_MESSAGE "
                 "when they start at it. DeleteRecords past it, or restoring the partition from "
                 "a replica, makes the partition readable again.",
-                self.dir.name, seg.log_path.name, bad.position,
+                name, seg.log_path.name, bad.position,
                 bad.base_offset if bad.base_offset >= 0 else "unknown", bad.reason,
             )
         if fatal:
             raise KafkaError(
                 ErrorCode.CORRUPT_MESSAGE,
-                f"corrupt record batch in {self.dir.name} segment {seg.base_offset} at position "
+                f"corrupt record batch in {name} segment {seg.base_offset} at position "
                 f"{bad.position}: {bad.reason}",
             )
 
-    def offset_for_timestamp(
-        self, timestamp: int, *, max_offset: int | None = None
-    ) -> OffsetAndTimestamp | None:
-        """KIP-79: the earliest offset whose record timestamp is >= ``timestamp``, with that
-        record's timestamp; None when there is none (below ``max_offset`` if given)."""
-        start = self.log_start_offset
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """``PartitionLog.aborted_transactions``."""
+        out: list[AbortedTxn] = []
+        for seg in self._segments.from_offset(fetch_offset):
+            found, complete = seg.txn_index.collect(fetch_offset, upper_bound)
+            out += found
+            if complete:
+                break
+        return out
+
+    def fetch_upper_bound(self, result: ReadResult) -> int:
+        """``PartitionLog.fetch_upper_bound``."""
+        if result.end is None:
+            return result.first_offset if result.first_offset >= 0 else self._offsets.end
+        base, end_pos = result.end
         segments = self._segments
-        for i, seg in enumerate(segments):
-            if seg.max_timestamp < timestamp:
-                continue
-            if i + 1 < len(segments) and segments[i + 1].base_offset <= start:
-                continue
-            self._touch(seg)
+        i = segments.index_of(base)
+        seg = segments[i]
+        if seg.base_offset == base:
+            found = seg.offset_index.first_at_or_after_position(end_pos)
+            if found is not None:
+                return found
+        nxt = segments.next_base(i)
+        return nxt if nxt is not None else self._offsets.end
+
+    def offset_for_timestamp(self, timestamp: int, start: int,
+                             max_offset: int | None) -> OffsetAndTimestamp | None:
+        """``PartitionLog.offset_for_timestamp`` from ``start`` (the log start offset) on."""
+        segments = self._segments
+        for seg in segments.for_timestamp(timestamp, start):
+            segments.touch(seg)
             found = self._search_segment(seg, timestamp, start, max_offset)
             if found is not None:
                 if found.offset < 0:  # passed max_offset
@@ -220,37 +280,32 @@ class LogRead(LogCore):
         _, entry_offset = seg.time_index.lookup(timestamp)
         pos = seg.offset_index.lookup(max(entry_offset, start))[1]
         for p, h in seg.scan(pos):
-            last = h.base_offset + h.last_offset_delta
-            if last < start:
+            if h.base_offset + h.last_offset_delta < start:
                 continue
             if max_offset is not None and h.base_offset >= max_offset:
                 return OffsetAndTimestamp(-1, -1)
             if h.max_timestamp < timestamp:
                 continue
-            data = seg.file().pread(h.batch_length + LOG_OVERHEAD, p)
-            if len(data) < h.batch_length + LOG_OVERHEAD or not crc_ok(data, 0, len(data)):
-                raise KafkaError(
-                    ErrorCode.CORRUPT_MESSAGE, f"corrupt record batch at offset {h.base_offset}"
-                )
-            try:
-                records = _records.record_timestamps(data)
-            except (ValueError, IndexError, OSError, RuntimeError) as exc:
-                raise KafkaError(
-                    ErrorCode.CORRUPT_MESSAGE, f"cannot decode batch at offset {h.base_offset}: {exc}"
-                ) from exc
-            for off, ts in records:
+            for off, ts in _record_timestamps(seg, p, h):
                 if ts >= timestamp and off >= start:
                     if max_offset is not None and off >= max_offset:
                         return OffsetAndTimestamp(-1, -1)
                     return OffsetAndTimestamp(off, ts)
         return None
 
-    def max_timestamp(self, *, max_offset: int | None = None) -> OffsetAndTimestamp | None:
-        """ListOffsets -3 (KIP-734): the first record with the largest timestamp."""
-        best = max((s.max_timestamp for s in self._segments), default=-1)
-        if best < 0:
-            return None
-        return self.offset_for_timestamp(best, max_offset=max_offset)
+
+def _record_timestamps(seg: LogSegment, pos: int, h: BatchHeader) -> list[tuple[int, int]]:
+    """(offset, timestamp) of each record of the batch at ``pos`` (ListOffsets only)."""
+    size = h.batch_length + LOG_OVERHEAD
+    data = seg.file().pread(size, pos)
+    if len(data) < size or not crc_ok(data, 0, len(data)):
+        raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"corrupt record batch at offset {h.base_offset}")
+    try:
+        return _records.record_timestamps(data)
+    except (ValueError, IndexError, OSError, RuntimeError) as exc:
+        raise KafkaError(
+            ErrorCode.CORRUPT_MESSAGE, f"cannot decode batch at offset {h.base_offset}: {exc}"
+        ) from exc
 
 
 def _fit(seg: LogSegment, pos: int, h: BatchHeader, end_pos: int, budget: int,

@@ -1,126 +1,90 @@
-"""Shrinking a partition log: truncation (followers, recovery), DeleteRecords and retention by size
-and time.
-
-Part of ``PartitionLog`` (see ``log.partition_log`` for the design; ``log.log_core`` holds
-the state every part shares).
-"""
+"""Shrinking a partition log: truncation (followers, recovery), DeleteRecords and retention by
+size and time. Segments go whole, through the segment list; the log start offset, the high
+watermark, the leader epochs and the producer state follow."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from log.log_core import LogCore, _largest_timestamp
+from log.leader_epoch import LeaderEpochCache
+from log.log_state import LogOffsets
+from log.producer_log import ProducerLog
 from log.segment import LogSegment
+from log.segment_list import SegmentList, largest_timestamp
 from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["LogRetention"]
 
 
-class LogRetention(LogCore):
-    def truncate_to(self, offset: int) -> None:
-        """Drop everything from the batch containing ``offset`` onwards (follower truncation).
+class LogRetention:
+    """Truncation, DeleteRecords and retention of one log. ``roll(now_ms)`` is the log's roll
+    (retention that deletes every segment rolls a new one first)."""
 
-        The log end offset becomes the next offset after the last batch kept (or the active
-        segment's base offset when it is empty), as a restart would derive it, but never less
-        than the log start offset (a compaction gap can hold the start)."""
-        if offset >= self._leo:
+    def __init__(self, segments: SegmentList, offsets: LogOffsets, producers: ProducerLog,
+                 epochs: LeaderEpochCache, roll: Callable[[int], LogSegment]) -> None:
+        self._segments = segments
+        self._offsets = offsets
+        self._producers = producers
+        self._epochs = epochs
+        self._roll = roll
+
+    def truncate_to(self, offset: int) -> None:
+        """``PartitionLog.truncate_to``."""
+        offsets = self._offsets
+        if offset >= offsets.end:
             # as Kafka: no data to drop, but an epoch entry at the log end (a leader that
             # assigned its epoch and then wrote nothing) would conflict with the new leader's
-            self.leader_epochs.truncate_from_end(self._leo)
+            self._epochs.truncate_from_end(offsets.end)
             return
-        if offset < self.log_start_offset:
-            self._truncate_fully(offset)
+        if offset < offsets.start:
+            self.truncate_fully(offset)
             return
-        self._bump_generation()
-        while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
-            self._drop_last_segment()
-        active = self._segments[-1]
-        self._forget(active)
-        active.truncate_to(offset)
-        active.open_for_append()
-        nxt = active.read_next_offset()
-        self._leo = max(nxt if nxt is not None else active.base_offset, self.log_start_offset)
-        self._after_truncation()
+        offsets.begin_truncation()
+        segments = self._segments
+        offsets.end = max(segments.truncate_to(offset), offsets.start)
+        offsets.clamp_to_end()
+        self._epochs.truncate_from_end(offsets.end)
+        self._producers.reload(segments, offsets.end, segments.now_ms)
 
-    def _drop_last_segment(self) -> None:
-        seg = self._segments.pop()
-        self._bases.pop()
-        self._forget(seg)
-        seg.delete_files()
-        self._dir_version += 1
-
-    def _after_truncation(self) -> None:
-        leo = self._leo
-        self.log_start_offset = min(self.log_start_offset, leo)
-        self._hw = min(self._hw, leo)
-        self._rp_floor = min(self._rp_floor, leo)
-        self.leader_epochs.truncate_from_end(leo)
-        self.producer_state.clear(self._segments[0].base_offset)
-        self._load_producer_state()
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
+    def truncate_fully(self, offset: int) -> None:
         """Delete all data; the log restarts empty at ``offset``."""
-        self._truncate_fully(offset)
-
-    def _bump_generation(self) -> None:
-        """Before truncating: freeze the recovery point, then invalidate running flushes."""
-        self._rp_floor = min(self.recovery_point, self._leo)
-        self._generation += 1
-        self._offsets_changed()
-
-    def _truncate_fully(self, offset: int) -> None:
-        self._bump_generation()
-        for seg in self._segments:
-            self._forget(seg)
-            seg.delete_files()
-        for off in list(self._snapshots):
-            self._delete_snapshot(off)
-        seg = LogSegment.create(self.dir, offset, self.config, self._now_ms)
-        seg.open_for_append()
-        self._segments = [seg]
-        self._bases = [offset]
-        self._leo = self.log_start_offset = self._hw = offset
-        self._rp_floor = min(self._rp_floor, offset)
-        self._dir_version += 1
-        self.producer_state.clear(offset)
-        self.leader_epochs.clear()
+        offsets = self._offsets
+        offsets.begin_truncation()
+        segments = self._segments
+        self._producers.delete_all_snapshots()
+        segments.reset(offset, segments.now_ms)
+        offsets.end = offsets.start = offsets.hw = offset
+        offsets.rp_floor = min(offsets.rp_floor, offset)
+        self._producers.state.clear(offset)
+        self._epochs.clear()
 
     def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: move the log start offset up to ``offset`` (<= high watermark) and
-        delete segments entirely below it. Returns the new log start offset."""
-        if offset > self._hw or offset < 0:
+        """``PartitionLog.delete_records_before``."""
+        offsets = self._offsets
+        if offset > offsets.hw or offset < 0:
             raise KafkaError(
                 ErrorCode.OFFSET_OUT_OF_RANGE,
-                f"offset {offset} is above the high watermark {self._hw}",
+                f"offset {offset} is above the high watermark {offsets.hw}",
             )
-        if offset > self.log_start_offset:
-            self.log_start_offset = offset
-            self.leader_epochs.truncate_from_start(offset)
-            self._delete_segments_while(
-                lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset
-            )
-        return self.log_start_offset
+        if offset > offsets.start:
+            offsets.start = offset
+            self._epochs.truncate_from_start(offset)
+            self._delete_below_start()
+        return offsets.start
 
     def delete_old_segments(self, now_ms: int) -> int:
-        """Retention (Kafka's ``deleteOldSegments``). Returns how many segments were deleted.
-
-        Always: segments entirely below the log start offset (DeleteRecords). With
-        ``cleanup.policy`` containing ``delete`` also, oldest first, the segments beyond
-        ``retention.bytes`` and those whose largest timestamp is older than ``retention.ms``.
-        Never a segment reaching past the high watermark, never the empty active segment; when
-        every segment goes, a new empty one is rolled first so the log keeps its end offset.
-        """
-        self._now_ms = now_ms
-        deleted = self._delete_segments_while(
-            lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset
-        )
-        if not self.config.delete:
+        """``PartitionLog.delete_old_segments``."""
+        segments = self._segments
+        segments.now_ms = now_ms
+        deleted = self._delete_below_start()
+        config = segments.config
+        if not config.delete:
             return deleted
-        retention_bytes = self.config.retention_bytes
+        retention_bytes = config.retention_bytes
         if retention_bytes >= 0:
-            diff = sum(s.size for s in self._segments) - retention_bytes
+            diff = segments.size_bytes - retention_bytes
 
-            def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
+            def over_size(seg: LogSegment) -> bool:
                 nonlocal diff
                 if diff - seg.size >= 0:
                     diff -= seg.size
@@ -128,41 +92,48 @@ class LogRetention(LogCore):
                 return False
 
             if diff > 0:
-                deleted += self._delete_segments_while(over_size)
-        retention_ms = self.config.retention_ms
+                deleted += self._delete_oldest_while(over_size)
+        retention_ms = config.retention_ms
         if retention_ms >= 0:
-            deleted += self._delete_segments_while(
-                lambda seg, nxt: now_ms - _largest_timestamp(seg) > retention_ms
+            deleted += self._delete_oldest_while(
+                lambda seg: now_ms - largest_timestamp(seg) > retention_ms
             )
         return deleted
 
-    def _delete_segments_while(
-        self, predicate: Callable[[LogSegment, LogSegment | None], bool]
-    ) -> int:
+    def _delete_below_start(self) -> int:
+        """The segments entirely below the log start offset (DeleteRecords, a start moved by
+        a follower); they never reach past the high watermark."""
+        return self._deleted(self._segments.delete_below(self._offsets.start))
+
+    def _delete_oldest_while(self, predicate: Callable[[LogSegment], bool]) -> int:
+        """Oldest first, the segments the predicate picks, up to the first it does not, never
+        one reaching past the high watermark, never the empty active segment."""
         segments = self._segments
+        offsets = self._offsets
         count = 0
         for i, seg in enumerate(segments):
-            nxt = segments[i + 1] if i + 1 < len(segments) else None
-            upper = nxt.base_offset if nxt is not None else self._leo
-            if upper > self._hw or (nxt is None and seg.size == 0) or not predicate(seg, nxt):
+            nxt = segments.next_base(i)
+            upper = nxt if nxt is not None else offsets.end
+            if upper > offsets.hw or (nxt is None and seg.size == 0) or not predicate(seg):
                 break
             count += 1
         if not count:
             return 0
         if count == len(segments):
-            self._roll_now(self._now_ms)
-        doomed = self._segments[:count]
-        del self._segments[:count]
-        del self._bases[:count]
+            self._roll(segments.now_ms)  # the log keeps its end offset
+        return self._deleted(segments.delete_oldest(count))
+
+    def _deleted(self, doomed: list[LogSegment]) -> int:
+        """After segments were deleted: their snapshots go, the log start offset follows."""
+        if not doomed:
+            return 0
         for seg in doomed:
-            self._forget(seg)
-            seg.delete_files()
-            self._delete_snapshot(seg.base_offset)
-        self._dir_version += 1
-        self._offsets_changed()  # the first segment changed (log-start-offset-checkpoint)
-        new_start = max(self.log_start_offset, self._segments[0].base_offset)
-        if new_start != self.log_start_offset:
-            self.log_start_offset = new_start
-            self.leader_epochs.truncate_from_start(new_start)
-        self._hw = max(self._hw, self.log_start_offset)
-        return count
+            self._producers.delete_snapshot(seg.base_offset)
+        offsets = self._offsets
+        offsets.changed()  # the first segment changed (log-start-offset-checkpoint)
+        new_start = max(offsets.start, self._segments.base_offset)
+        if new_start != offsets.start:
+            offsets.start = new_start
+            self._epochs.truncate_from_start(new_start)
+        offsets.hw = max(offsets.hw, offsets.start)
+        return len(doomed)

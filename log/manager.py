@@ -37,17 +37,17 @@ from log.checkpoint import (
     write_offsets_checkpoint,
 )
 from log.config import LONG_MAX, LogConfig
-from log.log_core import FlushJob, LogCore
-from log.offsets_checkpoint import OffsetsCheckpoint
-from log.partition_log import (
+from log.layout import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
-    PartitionLog,
     parse_partition_dir_name,
     partition_dir_name,
 )
+from log.log_flush import FlushJob
+from log.offsets_checkpoint import OffsetsCheckpoint
+from log.partition_log import PartitionLog
 from protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["LogManager", "TopicPartition", "CLEANER_OFFSET_CHECKPOINT"]
@@ -190,11 +190,12 @@ class LogManager:
 
     def create(
         self, topic: str, partition: int, now_ms: int, config: LogConfig | None = None,
-        *, sync_dir: bool = True,
+        *, sync_dir: bool = True, defer_dir_sync: bool = False,
     ) -> PartitionLog:
         """Create an empty partition log (TOPIC_ALREADY_EXISTS if it is already here).
         ``sync_dir=False``: the caller fsyncs the log directory once for many creations
-        (:meth:`sync_dir`)."""
+        (:meth:`sync_dir`); ``defer_dir_sync``: the log's first flush does
+        (``PartitionLog.defer_parent_sync``)."""
         if self._closed:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log manager is closed")
         if self.offline_reason is not None:
@@ -217,7 +218,9 @@ class LogManager:
             log_start_offset=0,
             high_watermark=0,
         )
-        if sync_dir:
+        if defer_dir_sync:
+            log.defer_parent_sync()
+        elif sync_dir:
             fsync_dir(self.log_dir)
         self.adopt(key, log)
         return log
@@ -227,10 +230,12 @@ class LogManager:
         fsync_dir(self.log_dir)
 
     def get_or_create(
-        self, topic: str, partition: int, now_ms: int, config: LogConfig | None = None
+        self, topic: str, partition: int, now_ms: int, config: LogConfig | None = None,
+        *, defer_dir_sync: bool = False,
     ) -> PartitionLog:
         log = self.logs.get((topic, partition))
-        return log if log is not None else self.create(topic, partition, now_ms, config)
+        return log if log is not None else self.create(topic, partition, now_ms, config,
+                                                       defer_dir_sync=defer_dir_sync)
 
     def delete(self, topic: str, partition: int) -> bool:
         """Remove a partition's log and directory. Returns False if it was not here."""
@@ -273,7 +278,7 @@ class LogManager:
             c.dirty.add(tp)
         return log
 
-    def _offsets_changed(self, log: LogCore) -> None:
+    def _offsets_changed(self, log: PartitionLog) -> None:
         tp = (log.topic, log.partition)
         for c in self._checkpoints.values():
             c.dirty.add(tp)

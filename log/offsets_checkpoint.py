@@ -9,7 +9,7 @@ building them in Python holds the GIL (the event loop) for seconds.
 Here each file keeps its rows as last written and a set of the partitions that may have changed
 since: the log manager adds a partition when its log is created, opened, moved or deleted, and
 each log reports every change of its high watermark, log start offset or recovery point
-(``LogCore.offsets_listener``). :meth:`OffsetsCheckpoint.prepare` recomputes only those rows and
+(``PartitionLog.offsets_listener``). :meth:`OffsetsCheckpoint.prepare` recomputes only those rows and
 returns None when none differs, so an idle broker writes nothing and a busy one pays for the
 partitions that moved plus one join of the rows. The rows keep their insertion order (Kafka's
 files are not sorted either: it writes a map's iteration order).

@@ -178,6 +178,10 @@ class Partition:
         self.leader_epoch = -1
         self.replicas: tuple[int, ...] = ()
         self.isr: frozenset[int] = frozenset()
+        #: leader only: the ISR asked of the controller by an AlterPartition still in flight
+        #: (Kafka's PendingExpandIsr / PendingShrinkIsr); the high watermark counts its
+        #: members too (the "maximal" ISR, KIP-497)
+        self.pending_isr: frozenset[int] | None = None
         #: the controller's partition epoch for ``isr`` (AlterPartition sends it back)
         self.partition_epoch = -1
         #: the topic's ``min.insync.replicas`` (the runtime keeps it current): while the ISR is
@@ -210,6 +214,7 @@ class Partition:
         self.leader_epoch = leader_epoch
         self.replicas = tuple(replicas)
         self.isr = frozenset(isr)
+        self.pending_isr = None  # the controller's decision replaces what was asked
         if new_epoch:
             latest = self.log.leader_epochs.latest_epoch()
             if leader_epoch >= 0 and (latest is None or latest < leader_epoch):
@@ -240,6 +245,7 @@ class Partition:
         self.leader_epoch = leader_epoch
         self.replicas = tuple(replicas)
         self.isr = frozenset(isr)
+        self.pending_isr = None
         self.followers = {}
         self._fail_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self._changed()
@@ -379,15 +385,30 @@ class Partition:
             if self._maybe_increment_high_watermark():
                 self._changed()
 
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        """The ISR and the members an AlterPartition in flight would add (Kafka's
+        ``maximalIsr``): a replica being added counts before the controller commits it."""
+        pending = self.pending_isr
+        return self.isr if pending is None else self.isr | pending
+
+    def set_pending_isr(self, isr: frozenset[int] | None) -> None:
+        """An AlterPartition asking for ``isr`` was sent (None: it was answered, or failed)."""
+        self.pending_isr = isr
+        if isr is None and self._maybe_increment_high_watermark():
+            self._changed()
+
     def _maybe_increment_high_watermark(self) -> bool:
-        """Leader only: min log end offset over the ISR; moves forward only, and not at all
-        while the ISR is below min.insync.replicas (KIP-966, Kafka 4.3.1's
-        ``maybeIncrementLeaderHW``: a replica that left such an ISR keeps everything below the
-        high watermark, which makes it an eligible leader replica)."""
+        """Leader only: min log end offset over the maximal ISR (the ISR and any member an
+        AlterPartition in flight adds, KIP-497: a replica joining the ISR has every committed
+        record, so nothing is committed without it while it is being added); moves forward
+        only, and not at all while the ISR is below min.insync.replicas (KIP-966, Kafka
+        4.3.1's ``maybeIncrementLeaderHW``: a replica that left such an ISR keeps everything
+        below the high watermark, which makes it an eligible leader replica)."""
         if self.role is not ReplicaRole.LEADER or self.under_min_isr:
             return False
         new = self._local_end_offset()
-        for r in self.isr:
+        for r in self.maximal_isr:
             if r == self.local_id:
                 continue
             f = self.followers.get(r)
@@ -407,8 +428,10 @@ class Partition:
             self._changed()
 
     def update_isr(self, isr: frozenset[int], now_ms: int) -> None:
-        """The ISR changed (AlterPartition answered, or the controller decided)."""
+        """The ISR changed (AlterPartition answered, or the controller decided): the
+        change asked for is no longer pending."""
         self.isr = frozenset(isr)
+        self.pending_isr = None
         self._maybe_increment_high_watermark()
         # waiters at or below the high watermark were released; a smaller ISR may now let more
         # through, and acks=all ones check min.insync.replicas as they complete

@@ -630,56 +630,18 @@ class LogSegment:
         self.rolling_base_timestamp = None
         off_buf = bytearray()
         time_buf = bytearray()
-        nxt: int | None = None
         checker = _OffsetChecker(self.base_offset, max(min_offset, self.base_offset), limit_offset)
-        pos = 0
-        buf = b""
-        buf_start = 0
-        valid_end = 0
-        reason: str | None = None
-        while file_size - pos >= RECORD_BATCH_OVERHEAD:
-            off = pos - buf_start
-            if off + RECORD_BATCH_OVERHEAD > len(buf):
-                buf = os.pread(fd, min(_RECOVER_CHUNK, file_size - pos), pos)
-                buf_start, off = pos, 0
-                if len(buf) < RECORD_BATCH_OVERHEAD:
-                    break
-            h = _make_header(_unpack_header(buf, off))
-            size = h.batch_length + LOG_OVERHEAD
-            found = checker.check(pos, h)
-            if found is not None and found.position < pos:
-                # the previous batch's base offset is the damaged one: cut there and rescan
-                os.ftruncate(fd, found.position)
-                again = self.recover(min_offset, limit_offset)
-                return RecoveryResult(
-                    again.next_offset, file_size - self.size,
-                    f"batch at position {found.position} (offset {found.base_offset}): "
-                    f"{found.reason}",
-                )
-            reason = found.reason if found is not None else None
-            if reason is None and pos + size > file_size:
-                reason = f"batch of {size} bytes runs past the end of the file (torn write)"
-            if reason is not None:
-                reason = f"batch at position {pos} (offset {h.base_offset}): {reason}"
-                break
-            if off + size > len(buf):
-                buf = os.pread(fd, max(size, min(_RECOVER_CHUNK, file_size - pos)), pos)
-                buf_start, off = pos, 0
-                if len(buf) < size:
-                    reason = f"short read at position {pos}"
-                    break
-            view = memoryview(buf)[off + OFF_ATTRIBUTES : off + size]
-            crc = _crc32c.crc32c(view)
-            if crc != h.crc:
-                reason = (
-                    f"batch at position {pos} (offset {h.base_offset}): CRC mismatch "
-                    f"(stored {h.crc:#010x}, computed {crc:#010x})"
-                )
-                break
-            nxt = self._index_batch(pos, h, off_buf, time_buf)
-            checker.accept(pos, h)
-            pos += size
-            valid_end = pos
+        valid_end, nxt, reason, blamed = self._recover_batches(fd, file_size, checker, off_buf,
+                                                               time_buf)
+        if blamed is not None:
+            # the previous batch's base offset is the damaged one: cut there and rescan
+            os.ftruncate(fd, blamed.position)
+            again = self.recover(min_offset, limit_offset)
+            return RecoveryResult(
+                again.next_offset, file_size - self.size,
+                f"batch at position {blamed.position} (offset {blamed.base_offset}): "
+                f"{blamed.reason}",
+            )
         truncated = file_size - valid_end
         if truncated:
             if reason is None:
@@ -692,6 +654,50 @@ class LogSegment:
         self._verified = []
         self._install_indexes(off_buf, time_buf)
         return RecoveryResult(nxt, truncated, reason)
+
+    def _recover_batches(
+        self, fd: int, file_size: int, checker: _OffsetChecker, off_buf: bytearray,
+        time_buf: bytearray,
+    ) -> tuple[int, int | None, str | None, CorruptBatch | None]:
+        """Check the batches from the start of the file, indexing the good ones, up to the
+        first bad one. Returns (end of the good batches, the offset after them, what is wrong
+        with the first bad one, the PREVIOUS batch when it is the one to blame)."""
+        pos = 0
+        buf = b""
+        buf_start = 0
+        nxt: int | None = None
+        while file_size - pos >= RECORD_BATCH_OVERHEAD:
+            off = pos - buf_start
+            if off + RECORD_BATCH_OVERHEAD > len(buf):
+                buf = os.pread(fd, min(_RECOVER_CHUNK, file_size - pos), pos)
+                buf_start, off = pos, 0
+                if len(buf) < RECORD_BATCH_OVERHEAD:
+                    break
+            h = _make_header(_unpack_header(buf, off))
+            size = h.batch_length + LOG_OVERHEAD
+            found = checker.check(pos, h)
+            if found is not None and found.position < pos:
+                return pos, nxt, None, found
+            reason = found.reason if found is not None else None
+            if reason is None and pos + size > file_size:
+                reason = f"batch of {size} bytes runs past the end of the file (torn write)"
+            if reason is not None:
+                return pos, nxt, f"batch at position {pos} (offset {h.base_offset}): {reason}", None
+            if off + size > len(buf):
+                buf = os.pread(fd, max(size, min(_RECOVER_CHUNK, file_size - pos)), pos)
+                buf_start, off = pos, 0
+                if len(buf) < size:
+                    return pos, nxt, f"short read at position {pos}", None
+            crc = _crc32c.crc32c(memoryview(buf)[off + OFF_ATTRIBUTES : off + size])
+            if crc != h.crc:
+                return pos, nxt, (
+                    f"batch at position {pos} (offset {h.base_offset}): CRC mismatch "
+                    f"(stored {h.crc:#010x}, computed {crc:#010x})"
+                ), None
+            nxt = self._index_batch(pos, h, off_buf, time_buf)
+            checker.accept(pos, h)
+            pos += size
+        return pos, nxt, None, None
 
     def truncate_to(self, offset: int) -> int:
         """Remove the batch containing ``offset`` and everything after it. Returns bytes removed."""

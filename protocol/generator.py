@@ -24,6 +24,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 MAX_VERSION = 0x7FFF
 
@@ -185,16 +186,48 @@ def load_spec(path: Path, kind: str) -> Spec | None:
         return None
     cap = valid.hi
     common = {c["name"]: c for c in data.get("commonStructs", [])}
-    structs: dict[str, StructDef] = {}
+    loader = _StructLoader(path, valid, common)
+    # common structs referenced before use are resolved lazily in field()
+    root = StructDef(str(data["name"]))
+    for fj in data["fields"]:
+        root.fields.append(loader.field(fj))
+    for cname, c in common.items():
+        if cname not in loader.structs:
+            loader.struct(cname, c["fields"])
+    return Spec(
+        path=path,
+        kind=kind,
+        name=str(data["name"]),
+        type=str(data["type"]),
+        api_key=data.get("apiKey"),
+        valid=valid,
+        flexible=VRange.parse(data.get("flexibleVersions"), cap),
+        listeners=list(data.get("listeners", [])),
+        latest_unstable=bool(data.get("latestVersionUnstable", False)),
+        root=root,
+        structs=loader.structs,
+    )
 
-    def build_struct(name: str, fields_json: list[dict[str, object]]) -> StructDef:
+
+class _StructLoader:
+    """The fields and structs of one spec file, structs built at their first use."""
+
+    def __init__(self, path: Path, valid: VRange, common: dict[str, Any]) -> None:
+        self.path = path
+        self.valid = valid
+        self.cap = valid.hi
+        self.common = common
+        self.structs: dict[str, StructDef] = {}
+
+    def struct(self, name: str, fields_json: list[dict[str, object]]) -> StructDef:
         sd = StructDef(name)
         for fj in fields_json:
-            sd.fields.append(build_field(fj))
-        structs[name] = sd
+            sd.fields.append(self.field(fj))
+        self.structs[name] = sd
         return sd
 
-    def build_field(fj: dict[str, object]) -> Field:
+    def field(self, fj: dict[str, object]) -> Field:
+        cap, valid = self.cap, self.valid
         t = str(fj["type"])
         is_array = t.startswith("[]")
         et = t[2:] if is_array else t
@@ -207,13 +240,13 @@ def load_spec(path: Path, kind: str) -> Spec | None:
         sd: StructDef | None = None
         if et not in PRIMITIVES:
             if "fields" in fj:
-                sd = build_struct(et, fj["fields"])  # type: ignore[arg-type]
-            elif et in structs:
-                sd = structs[et]
-            elif et in common:
-                sd = build_struct(et, common[et]["fields"])
+                sd = self.struct(et, fj["fields"])  # type: ignore[arg-type]
+            elif et in self.structs:
+                sd = self.structs[et]
+            elif et in self.common:
+                sd = self.struct(et, self.common[et]["fields"])
             else:
-                raise SystemExit(f"{path}: unknown type {et}")
+                raise SystemExit(f"{self.path}: unknown type {et}")
         flex = fj.get("flexibleVersions")
         return Field(
             name=str(fj["name"]),
@@ -228,27 +261,6 @@ def load_spec(path: Path, kind: str) -> Spec | None:
             struct=sd,
             flex_override_none=(flex == "none"),
         )
-
-    # common structs referenced before use are resolved lazily in build_field
-    root = StructDef(str(data["name"]))
-    for fj in data["fields"]:
-        root.fields.append(build_field(fj))
-    for cname, c in common.items():
-        if cname not in structs:
-            build_struct(cname, c["fields"])
-    return Spec(
-        path=path,
-        kind=kind,
-        name=str(data["name"]),
-        type=str(data["type"]),
-        api_key=data.get("apiKey"),
-        valid=valid,
-        flexible=VRange.parse(data.get("flexibleVersions"), cap),
-        listeners=list(data.get("listeners", [])),
-        latest_unstable=bool(data.get("latestVersionUnstable", False)),
-        root=root,
-        structs=structs,
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -525,91 +537,84 @@ class Emitter:
             out.append(f"{ind}MAX_VERSION: ClassVar[int] = {s.valid.hi}")
             fl = s.flexible.lo if not s.flexible.empty else -1
             out.append(f"{ind}FLEXIBLE_FROM: ClassVar[int] = {fl}")
-        # FIELDS: (attr, type, is_array, vlo, vhi, nlo, nhi, tlo, thi, tag, struct, flex_none)
-        specs = []
-        for f in sd.fields:
-            specs.append(
-                (
-                    f.attr, f.type, f.is_array, f.versions.lo, f.versions.hi,
-                    f.nullable.lo, f.nullable.hi, f.tagged.lo, f.tagged.hi,
-                    -1 if f.tag is None else f.tag,
-                    f.struct.name if f.struct is not None else "",
-                    f.flex_override_none,
-                )
-            )
-        out.append(f"{ind}FIELDS: ClassVar[tuple[tuple[Any, ...], ...]] = (")
-        for sp in specs:
-            out.append(f"{ind}    {sp!r},")
-        out.append(f"{ind})")
+        out += self.fields_src(sd, ind)
         # nested struct classes, at root only (flat namespace per definition)
         if is_root:
             for sub in self.spec.structs.values():
                 out += self.class_src(sub, ind, False)
         for f in sd.fields:
             out.append(f"{ind}{f.attr}: {self.py_type(f)}")
-        # __init__
+        out += self.init_src(sd, ind)
+        if is_root:
+            out += self.root_methods_src(ind)
+        out.append("")
+        return out
+
+    def fields_src(self, sd: StructDef, ind: str) -> list[str]:
+        """FIELDS: (attr, type, is_array, vlo, vhi, nlo, nhi, tlo, thi, tag, struct, flex_none)"""
+        out = [f"{ind}FIELDS: ClassVar[tuple[tuple[Any, ...], ...]] = ("]
+        for f in sd.fields:
+            sp = (
+                f.attr, f.type, f.is_array, f.versions.lo, f.versions.hi,
+                f.nullable.lo, f.nullable.hi, f.tagged.lo, f.tagged.hi,
+                -1 if f.tag is None else f.tag,
+                f.struct.name if f.struct is not None else "",
+                f.flex_override_none,
+            )
+            out.append(f"{ind}    {sp!r},")
+        out.append(f"{ind})")
+        return out
+
+    def init_src(self, sd: StructDef, ind: str) -> list[str]:
         params = []
         assigns = []
         for f in sd.fields:
             t = self.py_type(f)
             d = f.default
-            if f.is_array:
-                if d is None:
-                    params.append(f"{f.attr}: {t} = None")
-                    assigns.append(f"self.{f.attr} = {f.attr}")
-                else:
-                    base = t.removesuffix(" | None")
-                    params.append(f"{f.attr}: {base} | None = None")
-                    assigns.append(f"self.{f.attr} = [] if {f.attr} is None else {f.attr}")
-            elif f.struct is not None:
-                if d is None:
-                    params.append(f"{f.attr}: {t} = None")
-                    assigns.append(f"self.{f.attr} = {f.attr}")
-                else:
-                    base = t.removesuffix(" | None")
-                    params.append(f"{f.attr}: {base} | None = None")
-                    assigns.append(
-                        f"self.{f.attr} = {self.cls_ref(f.struct)}() if {f.attr} is None "
-                        f"else {f.attr}"
-                    )
+            if (f.is_array or f.struct is not None) and d is None:
+                params.append(f"{f.attr}: {t} = None")
+                assigns.append(f"self.{f.attr} = {f.attr}")
+            elif f.is_array or f.struct is not None:
+                base = t.removesuffix(" | None")
+                params.append(f"{f.attr}: {base} | None = None")
+                empty = "[]" if f.is_array else f"{self.cls_ref(f.struct)}()"  # type: ignore[arg-type]
+                assigns.append(f"self.{f.attr} = {empty} if {f.attr} is None else {f.attr}")
             else:
                 dv = "ZERO_UUID" if d == "ZERO_UUID" else repr(d)
                 params.append(f"{f.attr}: {t} = {dv}")
                 assigns.append(f"self.{f.attr} = {f.attr}")
         sig = ", ".join(["self", "*"] + params) if params else "self"
-        out.append(f"{ind}def __init__({sig}) -> None:")
+        out = [f"{ind}def __init__({sig}) -> None:"]
         for a in assigns:
             out.append(f"{ind}    {a}")
         out.append(f"{ind}    self.unknown_tags = None")
-        if is_root:
-            n = self.spec.name
-            out.append("")
-            out.append(f"{ind}@classmethod")
-            out.append(f"{ind}def read(cls, r: Reader, version: int) -> {n}:")
-            out.append(f"{ind}    try:")
-            out.append(f"{ind}        fn = _READERS[version]")
-            out.append(f"{ind}    except KeyError:")
-            out.append(
-                f"{ind}        raise RemoteProtocolError("
-                f"f'{n} v{{version}} is not supported') from None"
-            )
-            out.append(f"{ind}    return fn(r)")
-            out.append("")
-            out.append(f"{ind}@classmethod")
-            out.append(
-                f"{ind}def decode(cls, buf: bytes | bytearray | memoryview, version: int) -> {n}:"
-            )
-            out.append(f"{ind}    return cls.read(Reader(buf), version)")
-            out.append("")
-            out.append(f"{ind}def write(self, w: Writer, version: int) -> None:")
-            out.append(f"{ind}    _WRITERS[version](w, self)")
-            out.append("")
-            out.append(f"{ind}def encode(self, version: int) -> bytes:")
-            out.append(f"{ind}    w = Writer()")
-            out.append(f"{ind}    _WRITERS[version](w, self)")
-            out.append(f"{ind}    return bytes(w)")
-        out.append("")
         return out
+
+    def root_methods_src(self, ind: str) -> list[str]:
+        n = self.spec.name
+        lines = [
+            "",
+            "@classmethod",
+            f"def read(cls, r: Reader, version: int) -> {n}:",
+            "    try:",
+            "        fn = _READERS[version]",
+            "    except KeyError:",
+            f"        raise RemoteProtocolError(f'{n} v{{version}} is not supported') from None",
+            "    return fn(r)",
+            "",
+            "@classmethod",
+            f"def decode(cls, buf: bytes | bytearray | memoryview, version: int) -> {n}:",
+            "    return cls.read(Reader(buf), version)",
+            "",
+            "def write(self, w: Writer, version: int) -> None:",
+            "    _WRITERS[version](w, self)",
+            "",
+            "def encode(self, version: int) -> bytes:",
+            "    w = Writer()",
+            "    _WRITERS[version](w, self)",
+            "    return bytes(w)",
+        ]
+        return [f"{ind}{line}" if line else "" for line in lines]
 
     def module(self) -> str:
         s = self.spec
@@ -659,15 +664,67 @@ def module_name(spec: Spec) -> str:
     return snake(spec.name).rstrip("_")
 
 
-def generate(spec_dir: Path, out: Path) -> dict[str, str]:
+class _Index:
+    """What the generated package's ``__init__`` lists: (module, class) by key and by name."""
+
+    TABLES = ("REQUESTS", "RESPONSES", "METADATA_RECORDS", "COORDINATOR_KEYS", "COORDINATOR_VALUES")
+    #: spec type -> table
+    BY_TYPE = {"request": "REQUESTS", "response": "RESPONSES", "metadata": "METADATA_RECORDS",
+               "coordinator-key": "COORDINATOR_KEYS", "coordinator-value": "COORDINATOR_VALUES"}
+
+    def __init__(self) -> None:
+        self.tables: dict[str, dict[int, tuple[str, str]]] = {t: {} for t in self.TABLES}
+        self.api_info: dict[int, tuple[object, ...]] = {}
+        self.by_name: dict[str, tuple[str, str]] = {}
+
+    def add(self, spec: Spec, mod: str) -> None:
+        ref = (mod, spec.name)
+        self.by_name[spec.name] = ref
+        table = self.BY_TYPE.get(spec.type)
+        if table is None:
+            return
+        assert spec.api_key is not None
+        self.tables[table][spec.api_key] = ref
+        if spec.type == "request":
+            self.api_info[spec.api_key] = (
+                spec.name.removesuffix("Request"),
+                spec.valid.lo,
+                spec.valid.hi,
+                spec.flexible.lo if not spec.flexible.empty else -1,
+                tuple(spec.listeners),
+                spec.latest_unstable,
+            )
+
+    def module(self) -> str:
+        idx = [
+            "# AUTOGENERATED by protocol/generator.py. DO NOT EDIT.",
+            '"""Index of generated codecs: (module, class) by API key / record type / name."""',
+            "",
+            "from __future__ import annotations",
+            "",
+            "# api key -> (name, min version, max version, first flexible version or -1,",
+            "#             listeners, latest version unstable)",
+            "API_INFO: dict[int, tuple[str, int, int, int, tuple[str, ...], bool]] = {",
+        ]
+        for k in sorted(self.api_info):
+            idx.append(f"    {k}: {self.api_info[k]!r},")
+        idx.append("}")
+        for title in self.TABLES:
+            table = self.tables[title]
+            idx.append(f"{title}: dict[int, tuple[str, str]] = {{")
+            for k in sorted(table):
+                idx.append(f"    {k}: {table[k]!r},")
+            idx.append("}")
+        idx.append("BY_NAME: dict[str, tuple[str, str]] = {")
+        for name in sorted(self.by_name):
+            idx.append(f"    {name!r}: {self.by_name[name]!r},")
+        idx.append("}")
+        return "\n".join(idx) + "\n"
+
+
+def generate(spec_dir: Path, out: Path | None) -> dict[str, str]:
     files: dict[str, str] = {}
-    index_requests: dict[int, tuple[str, str]] = {}
-    index_responses: dict[int, tuple[str, str]] = {}
-    api_info: dict[int, tuple[object, ...]] = {}
-    other: dict[str, tuple[str, str]] = {}
-    metadata_records: dict[int, tuple[str, str]] = {}
-    coordinator_keys: dict[int, tuple[str, str]] = {}
-    coordinator_values: dict[int, tuple[str, str]] = {}
+    index = _Index()
     for kind in ("message", "metadata", "coordinator"):
         d = spec_dir / kind
         if not d.is_dir():
@@ -678,60 +735,8 @@ def generate(spec_dir: Path, out: Path) -> dict[str, str]:
                 continue
             mod = module_name(spec)
             files[f"{mod}.py"] = Emitter(spec).module()
-            ref = (mod, spec.name)
-            other[spec.name] = ref
-            if spec.type == "request":
-                assert spec.api_key is not None
-                index_requests[spec.api_key] = ref
-                api_info[spec.api_key] = (
-                    spec.name.removesuffix("Request"),
-                    spec.valid.lo,
-                    spec.valid.hi,
-                    spec.flexible.lo if not spec.flexible.empty else -1,
-                    tuple(spec.listeners),
-                    spec.latest_unstable,
-                )
-            elif spec.type == "response":
-                assert spec.api_key is not None
-                index_responses[spec.api_key] = ref
-            elif spec.type == "metadata":
-                assert spec.api_key is not None
-                metadata_records[spec.api_key] = ref
-            elif spec.type == "coordinator-key":
-                assert spec.api_key is not None
-                coordinator_keys[spec.api_key] = ref
-            elif spec.type == "coordinator-value":
-                assert spec.api_key is not None
-                coordinator_values[spec.api_key] = ref
-    idx = [
-        "# AUTOGENERATED by protocol/generator.py. DO NOT EDIT.",
-        '"""Index of generated codecs: (module, class) by API key / record type / name."""',
-        "",
-        "from __future__ import annotations",
-        "",
-        "# api key -> (name, min version, max version, first flexible version or -1,",
-        "#             listeners, latest version unstable)",
-        "API_INFO: dict[int, tuple[str, int, int, int, tuple[str, ...], bool]] = {",
-    ]
-    for k in sorted(api_info):
-        idx.append(f"    {k}: {api_info[k]!r},")
-    idx.append("}")
-    for title, table in (
-        ("REQUESTS", index_requests),
-        ("RESPONSES", index_responses),
-        ("METADATA_RECORDS", metadata_records),
-        ("COORDINATOR_KEYS", coordinator_keys),
-        ("COORDINATOR_VALUES", coordinator_values),
-    ):
-        idx.append(f"{title}: dict[int, tuple[str, str]] = {{")
-        for k in sorted(table):
-            idx.append(f"    {k}: {table[k]!r},")
-        idx.append("}")
-    idx.append("BY_NAME: dict[str, tuple[str, str]] = {")
-    for name in sorted(other):
-        idx.append(f"    {name!r}: {other[name]!r},")
-    idx.append("}")
-    files["__init__.py"] = "\n".join(idx) + "\n"
+            index.add(spec, mod)
+    files["__init__.py"] = index.module()
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         for old in out.glob("*.py"):

@@ -294,48 +294,9 @@ def validate_batches(
     recovery) allows several batches and no batch at all, and skips the client-only rules.
     """
     view = buf if isinstance(buf, memoryview) else memoryview(buf)
-    n = len(view)
-    spans: list[tuple[int, int, int]] = []  # (position, size, magic)
-    pos = 0
-    while n - pos >= LOG_OVERHEAD:
-        length = _I.unpack_from(view, pos + OFF_LENGTH)[0]
-        if length < _MIN_BATCH_LENGTH:
-            raise CorruptRecordError(
-                f"record batch length {length} is below the minimum of {_MIN_BATCH_LENGTH}"
-            )
-        if n - pos < _HEADER_UP_TO_MAGIC:
-            break
-        magic = _I8.unpack_from(view, pos + OFF_MAGIC)[0]
-        if magic < 0 or magic > MAGIC_V2:
-            raise CorruptRecordError(f"invalid magic {magic} in record batch")
-        size = length + LOG_OVERHEAD
-        if n - pos < size:
-            break
-        spans.append((pos, size, magic))
-        pos += size
-
+    spans = _frame_batches(view)
     if from_client:
-        if not spans:
-            raise InvalidRecordError("produce requests must have at least one record batch")
-        first, first_size, first_magic = spans[0]
-        if first_magic != MAGIC_V2:
-            raise InvalidRecordError(
-                "produce requests are only allowed to contain record batches with magic 2"
-            )
-        if (
-            produce_version is not None
-            and produce_version < 7
-            and first_size > OFF_ATTRIBUTES + 1
-            and view[first + OFF_ATTRIBUTES + 1] & COMPRESSION_MASK == Codec.ZSTD
-        ):
-            raise UnsupportedCompressionError(
-                f"produce requests with version {produce_version} may not use zstd"
-            )
-        if len(spans) > 1:
-            raise InvalidRecordError(
-                "produce requests are only allowed to contain exactly one record batch"
-            )
-
+        _check_produce_request(view, spans, produce_version)
     out: list[tuple[int, BatchHeader]] = []
     unpack = HEADER.unpack_from
     crc = _crc32c.crc32c
@@ -364,27 +325,81 @@ def validate_batches(
                 f"unknown compression codec id {h.attributes & COMPRESSION_MASK}"
             )
         if from_client:
-            count = h.records_count
-            if h.last_offset_delta < 0:
-                raise InvalidRecordError(f"invalid lastOffsetDelta {h.last_offset_delta}")
-            if count <= 0:
-                raise InvalidRecordError(f"invalid recordsCount {count}")
-            if count != h.last_offset_delta + 1:
-                raise InvalidRecordError(
-                    f"recordsCount {count} does not match lastOffsetDelta {h.last_offset_delta}"
-                )
-            if h.attributes & CONTROL_BIT:
-                raise InvalidRecordError("clients may not write control batches")
-            if h.producer_id >= 0 and h.base_sequence < 0:
-                raise InvalidRecordError(
-                    f"invalid base sequence {h.base_sequence} with producer id {h.producer_id}"
-                )
+            _check_produced_batch(h)
         elif h.last_offset_delta < 0 or h.records_count < 0:
             raise InvalidRecordError(
                 f"invalid lastOffsetDelta {h.last_offset_delta} / recordsCount {h.records_count}"
             )
         out.append((pos, h))
     return out
+
+
+def _frame_batches(view: memoryview) -> list[tuple[int, int, int]]:
+    """(position, size, magic) of each complete batch: lengths and magic bytes only."""
+    n = len(view)
+    spans: list[tuple[int, int, int]] = []
+    pos = 0
+    while n - pos >= LOG_OVERHEAD:
+        length = _I.unpack_from(view, pos + OFF_LENGTH)[0]
+        if length < _MIN_BATCH_LENGTH:
+            raise CorruptRecordError(
+                f"record batch length {length} is below the minimum of {_MIN_BATCH_LENGTH}"
+            )
+        if n - pos < _HEADER_UP_TO_MAGIC:
+            break
+        magic = _I8.unpack_from(view, pos + OFF_MAGIC)[0]
+        if magic < 0 or magic > MAGIC_V2:
+            raise CorruptRecordError(f"invalid magic {magic} in record batch")
+        size = length + LOG_OVERHEAD
+        if n - pos < size:
+            break
+        spans.append((pos, size, magic))
+        pos += size
+    return spans
+
+
+def _check_produce_request(view: memoryview, spans: list[tuple[int, int, int]],
+                           produce_version: int | None) -> None:
+    """A client's records: exactly one batch, of magic 2, zstd only from Produce v7 on."""
+    if not spans:
+        raise InvalidRecordError("produce requests must have at least one record batch")
+    first, first_size, first_magic = spans[0]
+    if first_magic != MAGIC_V2:
+        raise InvalidRecordError(
+            "produce requests are only allowed to contain record batches with magic 2"
+        )
+    if (
+        produce_version is not None
+        and produce_version < 7
+        and first_size > OFF_ATTRIBUTES + 1
+        and view[first + OFF_ATTRIBUTES + 1] & COMPRESSION_MASK == Codec.ZSTD
+    ):
+        raise UnsupportedCompressionError(
+            f"produce requests with version {produce_version} may not use zstd"
+        )
+    if len(spans) > 1:
+        raise InvalidRecordError(
+            "produce requests are only allowed to contain exactly one record batch"
+        )
+
+
+def _check_produced_batch(h: BatchHeader) -> None:
+    """The header rules for a client's batch (Kafka's ``LogValidator.validateBatch``)."""
+    count = h.records_count
+    if h.last_offset_delta < 0:
+        raise InvalidRecordError(f"invalid lastOffsetDelta {h.last_offset_delta}")
+    if count <= 0:
+        raise InvalidRecordError(f"invalid recordsCount {count}")
+    if count != h.last_offset_delta + 1:
+        raise InvalidRecordError(
+            f"recordsCount {count} does not match lastOffsetDelta {h.last_offset_delta}"
+        )
+    if h.attributes & CONTROL_BIT:
+        raise InvalidRecordError("clients may not write control batches")
+    if h.producer_id >= 0 and h.base_sequence < 0:
+        raise InvalidRecordError(
+            f"invalid base sequence {h.base_sequence} with producer id {h.producer_id}"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -564,24 +579,8 @@ def _parse_records(
         if n < 0 or 2 * n > rend - pos:
             raise InvalidRecordError(f"invalid number of record headers {n}")
         headers: list[tuple[str, bytes | None]] = []
-        for _ in range(n):
-            hk, pos = read(data, pos, rend, 5)
-            if hk < 0 or hk > rend - pos:
-                raise InvalidRecordError(f"invalid header key length {hk}")
-            try:
-                hkey = data[pos : pos + hk].decode()
-            except UnicodeDecodeError:
-                raise InvalidRecordError("header key is not valid UTF-8") from None
-            hv, pos = read(data, pos + hk, rend, 5)
-            if hv < 0:
-                if hv != -1:
-                    raise InvalidRecordError(f"invalid header value length {hv}")
-                headers.append((hkey, None))
-            elif hv > rend - pos:
-                raise InvalidRecordError(f"header value length {hv} exceeds the record")
-            else:
-                headers.append((hkey, data[pos : pos + hv]))
-                pos += hv
+        if n:
+            pos = _read_headers(data, pos, rend, n, headers)
         if pos != rend:
             raise InvalidRecordError(
                 f"invalid record size: expected {length} bytes, read {length - (rend - pos)}"
@@ -599,6 +598,31 @@ def _parse_records(
     if pos != end:
         raise InvalidRecordError(f"{end - pos} bytes left after the declared {count} records")
     return out
+
+
+def _read_headers(data: bytes, pos: int, rend: int, n: int,
+                  headers: list[tuple[str, bytes | None]]) -> int:
+    """``n`` record headers from ``pos`` appended to ``headers``; returns the end position."""
+    read = _read_zigzag
+    for _ in range(n):
+        hk, pos = read(data, pos, rend, 5)
+        if hk < 0 or hk > rend - pos:
+            raise InvalidRecordError(f"invalid header key length {hk}")
+        try:
+            hkey = data[pos : pos + hk].decode()
+        except UnicodeDecodeError:
+            raise InvalidRecordError("header key is not valid UTF-8") from None
+        hv, pos = read(data, pos + hk, rend, 5)
+        if hv < 0:
+            if hv != -1:
+                raise InvalidRecordError(f"invalid header value length {hv}")
+            headers.append((hkey, None))
+        elif hv > rend - pos:
+            raise InvalidRecordError(f"header value length {hv} exceeds the record")
+        else:
+            headers.append((hkey, data[pos : pos + hv]))
+            pos += hv
+    return pos
 
 
 def decode_batch_records(
@@ -679,6 +703,41 @@ def build_batch(
     if base_timestamp is None:
         first = recs[0].timestamp if recs else None
         base_timestamp = NO_TIMESTAMP if first is None else first
+    body, max_ts, prev = _encode_records(recs, base_timestamp)
+    if last_offset_delta is None:
+        last_offset_delta = max(prev, 0)
+    elif last_offset_delta < prev:
+        raise ValueError(f"last_offset_delta {last_offset_delta} is below a record's delta {prev}")
+    attributes = compression & COMPRESSION_MASK
+    if compression != attributes:
+        raise ValueError(f"invalid compression codec id {compression}")
+    attributes |= (TIMESTAMP_TYPE_BIT if timestamp_type else 0) \
+        | (TRANSACTIONAL_BIT if is_transactional else 0) | (CONTROL_BIT if is_control else 0)
+    payload = body if compression == Codec.NONE else compress(compression, body, compression_level)
+    out = bytearray(
+        HEADER.pack(
+            base_offset,
+            RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
+            partition_leader_epoch,
+            MAGIC_V2,
+            0,
+            attributes,
+            last_offset_delta,
+            base_timestamp,
+            max_ts if max_timestamp is None else max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(recs),
+        )
+    )
+    out += payload
+    _U32.pack_into(out, OFF_CRC, _crc32c.crc32c(memoryview(out)[OFF_ATTRIBUTES:]))
+    return bytes(out)
+
+
+def _encode_records(recs: list[SimpleRecord], base_timestamp: int) -> tuple[bytearray, int, int]:
+    """The records of a batch, encoded: (bytes, largest timestamp, last offset delta)."""
     body = bytearray()
     rec = bytearray()
     max_ts = NO_TIMESTAMP
@@ -705,40 +764,7 @@ def build_batch(
         write_varint(body, len(rec))
         body += rec
         prev = delta
-    if last_offset_delta is None:
-        last_offset_delta = max(prev, 0)
-    elif last_offset_delta < prev:
-        raise ValueError(f"last_offset_delta {last_offset_delta} is below a record's delta {prev}")
-    attributes = compression & COMPRESSION_MASK
-    if compression != attributes:
-        raise ValueError(f"invalid compression codec id {compression}")
-    if timestamp_type:
-        attributes |= TIMESTAMP_TYPE_BIT
-    if is_transactional:
-        attributes |= TRANSACTIONAL_BIT
-    if is_control:
-        attributes |= CONTROL_BIT
-    payload = body if compression == Codec.NONE else compress(compression, body, compression_level)
-    out = bytearray(
-        HEADER.pack(
-            base_offset,
-            RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
-            partition_leader_epoch,
-            MAGIC_V2,
-            0,
-            attributes,
-            last_offset_delta,
-            base_timestamp,
-            max_ts if max_timestamp is None else max_timestamp,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            len(recs),
-        )
-    )
-    out += payload
-    _U32.pack_into(out, OFF_CRC, _crc32c.crc32c(memoryview(out)[OFF_ATTRIBUTES:]))
-    return bytes(out)
+    return body, max_ts, prev
 
 
 # ---------------------------------------------------------------------------------------------

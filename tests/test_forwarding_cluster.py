@@ -18,6 +18,7 @@ from confluent_kafka.admin import (
 
 from kafkawire.cluster import LocalCluster
 from protocol._generated.create_topics_request import CreateTopicsRequest
+from protocol._generated.list_config_resources_request import ListConfigResourcesRequest
 from protocol._generated.metadata_request import MetadataRequest
 from tests.cluster_helpers import request, wait_for
 
@@ -159,5 +160,12 @@ def test_broker_config_resources_are_checked_by_the_receiving_broker(tmp_path: P
         wait_for(lambda: list(admin3.describe_configs([ConfigResource("BROKER", str(n3))])
                               .values())[0].result()["log.cleaner.threads"].value == "3",
                  what="log.cleaner.threads on broker 3")
+        # ListConfigResources lists every broker of the cluster as BROKER and BROKER_LOGGER
+        # resources, not only the node answering (as Apache Kafka 4.3.1 does on 3 nodes:
+        # compat scenario cluster_admin_extras on the cluster; a dedicated controller is no
+        # broker); it listed only itself before (issue 27)
+        lcr = request(b2, ListConfigResourcesRequest(resource_types=[4, 8]), 1)
+        assert sorted((x.resource_type, x.resource_name) for x in lcr.config_resources) == [
+            (4, str(n2)), (4, str(n3)), (8, str(n2)), (8, str(n3))], lcr
     finally:
         c.down()

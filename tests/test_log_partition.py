@@ -131,7 +131,7 @@ def test_fd_cache_is_bounded(tmp_path: Path) -> None:
     assert len(log.segments) > 10
     for off in range(0, 60):
         log.read(off, 10)
-    open_count = sum(1 for s in log._segments if s.is_open)
+    open_count = sum(1 for s in log.local_segments if s.is_open)
     assert open_count <= 4  # 3 cached + the active segment
     log.close()
 
@@ -186,7 +186,7 @@ def test_roll_when_index_full(tmp_path: Path) -> None:
     for i in range(10):
         append(log, ts=NOW + i)
     assert len(log.segments) > 2
-    for seg in log._segments:
+    for seg in log.local_segments:
         assert seg.time_index.entries <= 3 and seg.offset_index.entries <= 3
     log.close()
 
@@ -194,9 +194,9 @@ def test_roll_when_index_full(tmp_path: Path) -> None:
 def test_roll_on_relative_offset_overflow(tmp_path: Path) -> None:
     log = PartitionLog.open(tmp_path / "t-0", LogConfig(), NOW)
     append(log)
-    seg = log._segments[-1]
-    assert not log._should_roll(seg, 10, NOW, NOW, seg.base_offset + 2**31 - 1, NOW)
-    assert log._should_roll(seg, 10, NOW, NOW, seg.base_offset + 2**31, NOW)
+    seg = log.local_segments.active
+    assert not log._appender.should_roll(seg, 10, NOW, seg.base_offset + 2**31 - 1, NOW)
+    assert log._appender.should_roll(seg, 10, NOW, seg.base_offset + 2**31, NOW)
     log.close()
 
 

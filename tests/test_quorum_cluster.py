@@ -128,4 +128,8 @@ def test_dynamic_quorum_bootstrap_servers(tmp_path: Path) -> None:
             return False
 
         wait_for(observed_by_new_leader, what="the broker fetching from the new leader")
-        assert metadata_brokers(broker) == {4}
+        # Not at the same instant: checked at once, this saw no live broker in 2 of 9 runs at
+        # load average ~30 once observers learned commits within ms instead of ~500 ms (issue
+        # 27), never in 3 runs of the code before; the likely cause, a transient fence of the
+        # broker during a failover that outlasts its 3 s session, was not confirmed.
+        wait_for(lambda: metadata_brokers(broker) == {4}, what="broker 4 live after the failover")

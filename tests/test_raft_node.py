@@ -271,9 +271,11 @@ def dynamic(node_id: int, voters: set[int]) -> RaftNode:
 
 def admin(nodes: dict[int, RaftNode], leader: RaftNode, now: int,
           body: m.RaftRequest) -> m.RaftResponse:
-    """Send a voter change from an admin client (id 0) and run until it is answered."""
+    """Send a voter change from an admin client (id 0) and run until it is answered (the
+    messages under way then are still delivered: none is lost)."""
     leader.handle(now, m.RaftMessage(0, leader.node_id, 77, m.wire_round_trip(body)))
     pending: list[m.RaftMessage] = []
+    answer: m.RaftResponse | None = None
     for _ in range(400):
         for n in nodes.values():
             out, _ = n.poll(now)
@@ -281,13 +283,16 @@ def admin(nodes: dict[int, RaftNode], leader: RaftNode, now: int,
         while pending:
             msg = pending.pop(0)
             if msg.dst == 0:
-                answer = m.wire_round_trip(msg.body)
-                assert not isinstance(answer, m.REQUEST_TYPES)
-                return answer
+                got = m.wire_round_trip(msg.body)
+                assert not isinstance(got, m.REQUEST_TYPES)
+                answer = got
+                continue
             nodes[msg.dst].handle(now, m.RaftMessage(msg.src, msg.dst, msg.correlation_id,
                                                      m.wire_round_trip(msg.body)))
             out, _ = nodes[msg.dst].poll(now)
             pending += out
+        if answer is not None:
+            return answer
         now += 10
     raise AssertionError("no answer")
 

@@ -74,3 +74,30 @@ def test_a_majority_partition_elects_within_the_bound() -> None:
     s.run()
     assert 0 <= s.figures.majority_elect_ms < sim.LIVENESS_BOUND_MS
     assert s.figures.elections >= 2  # the first leader, then one in the majority
+
+
+def test_replicas_learn_a_moved_high_watermark_without_waiting_out_the_fetch() -> None:
+    """Issue 27: a follower's Fetch that moves the high watermark must not be parked until the
+    fetch max wait, or the followers and observers learn every commit ~500 ms late. Kafka's
+    leader answers at once when the fetcher's high watermark (Fetch v18, KIP-1166) is behind
+    its own. With 1-5 ms links, a commit reaches every replica in a few round trips."""
+    cfg = sim.SimConfig(voters=3, observers=2, delay_ms=(1, 5), drop_rate=0.0,
+                        duplicate_rate=0.0, slow_rate=0.0)
+    s = sim.Simulation(5, cfg)
+    s.reliable = True
+    everyone = set(s.replicas)
+    assert s.run_until(10_000, lambda: s._live_leader(everyone) is not None)
+    wait = s.raft_config.fetch_max_wait_ms
+    lags = []
+    for i in range(8):
+        s.run_until(s.now + wait + 61 * i)  # the followers' Fetches parked, at various phases
+        leader = s._live_leader(everyone)
+        assert leader is not None
+        offset = leader.append(s.now, [b"value-%d" % i])
+        s._poll(s.replicas[leader.node_id])
+        start = s.now
+        assert s.run_until(start + 10 * wait, lambda off=offset: all(
+            r.node is not None and r.node.high_watermark > off for r in s.replicas.values()))
+        lags.append(s.now - start)
+    print("commit reaches every replica after (virtual ms):", lags)
+    assert max(lags) < wait // 5, lags

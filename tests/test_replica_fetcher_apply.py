@@ -183,3 +183,84 @@ def test_a_fetch_with_a_stale_broker_epoch_does_not_join_the_isr(trio_of) -> Non
     assert a.member_broker_epoch(3, 9) == -1
     assert not broker_epoch_isr_eligible(None, 70)
     assert not broker_epoch_isr_eligible(70, None)
+
+
+def test_a_leader_epoch_that_wrote_nothing_is_dropped_when_following(trio_of) -> None:  # type: ignore[no-untyped-def]
+    """Issue 27: a node restarting after kill -9 was made leader (its old registration still
+    looked alive), assigned its epoch at its log end and was moved out by its own
+    registration before writing anything. As a follower it kept fetching with that epoch as
+    its last fetched one; the new leader, which never had it, answered a diverging epoch
+    ending at our log end, and nothing was cut: the same answer forever, the replica never
+    back in the ISR. Kafka's ``truncateTo`` drops the epoch entries at the log end even when
+    no data is cut; so must we."""
+    a, b, c = trio_of
+    replicas = (1, 2, 3)
+    a.become_leader(0, frozenset(replicas), replicas, NOW)
+    for f in (b, c):
+        f.become_follower(1, 0, frozenset(replicas), replicas)
+    produce(a, 3)
+    for _ in range(2):
+        for f in (b, c):
+            apply_fetched(f, answer(a, f), NOW)
+    assert a.high_watermark == b.log_end_offset == c.log_end_offset == 3
+    b.become_leader(1, frozenset(replicas), replicas, NOW)  # led, wrote nothing
+    assert b.log.leader_epochs.entries() == [(0, 0), (1, 3)]
+    c.become_leader(2, frozenset({1, 3}), replicas, NOW)
+    b.become_follower(3, 2, frozenset({1, 3}), replicas)
+    pd = answer(c, b)
+    assert pd.diverging_epoch is not None
+    assert (pd.diverging_epoch.epoch, pd.diverging_epoch.end_offset) == (0, 3)
+    assert apply_fetched(b, pd, NOW) == FetchOutcome.OK
+    assert b.log.leader_epochs.entries() == [(0, 0)] and b.log_end_offset == 3
+    produce(c, 2)
+    for _ in range(2):
+        pd = answer(c, b)
+        assert pd.diverging_epoch is None or pd.diverging_epoch.epoch < 0
+        apply_fetched(b, pd, NOW)
+    assert b.log_end_offset == c.log_end_offset == 5
+    assert c.wanted_isr(NOW, 10_000, lambda r, e: True) == frozenset(replicas)
+
+
+def test_retries_on_a_new_leader_get_the_offsets_the_records_end_at(tmp_path: Path) -> None:
+    """Issue 27 #5, the paths a Produce gets its offsets from after a leader change: a retry of
+    a batch the new leader replicated is a duplicate answered with the offsets it has there
+    (also after a restart rebuilt the producer state), and a batch the old leader wrote alone
+    is appended again where the new leader's log ends; the old leader truncates its copy and
+    takes the new one, so every answer names where the records are on every replica."""
+    a, b = (open_partition(tmp_path, n) for n in (1, 2))
+    replicas = (1, 2)
+    pid = dict(producer_id=9, producer_epoch=0)
+
+    def idem(p: Partition, seq: int, n: int) -> tuple[int, int, bool]:
+        buf = build_batch([NOW] * n, base_sequence=seq, **pid)  # type: ignore[arg-type]
+        info = p.append_as_leader(buf, iter_headers(buf), now_ms=NOW)
+        return info.first_offset, info.last_offset, info.duplicate
+
+    a.become_leader(0, frozenset(replicas), replicas, NOW)
+    b.become_follower(1, 0, frozenset(replicas), replicas)
+    assert idem(a, 0, 2) == (0, 1, False)
+    assert idem(a, 2, 3) == (2, 4, False)
+    for _ in range(2):
+        apply_fetched(b, answer(a, b), NOW)
+    produce(a, 2)  # another producer's records, at 5-6, never replicated
+    assert idem(a, 5, 2) == (7, 8, False)  # nor is this batch: a dies before b fetches
+    b.become_leader(1, frozenset({2}), replicas, NOW)
+    assert idem(b, 2, 3) == (2, 4, True)  # replicated: a duplicate, where b has it
+    assert idem(b, 5, 2) == (5, 6, False)  # not replicated: written again, at b's end
+    a.become_follower(2, 1, frozenset({2}), replicas)
+    for _ in range(3):
+        apply_fetched(a, answer(b, a), NOW)
+    assert a.log.read(0, 1 << 20).read_bytes() == b.log.read(0, 1 << 20).read_bytes()
+    assert idem(b, 5, 2) == (5, 6, True)
+    for p in (a, b):  # restarted: the producer state comes back from the log
+        p.log.close()
+    a, b = (open_partition(tmp_path, n) for n in (1, 2))
+    try:
+        b.become_leader(3, frozenset(replicas), replicas, NOW)
+        assert idem(b, 2, 3) == (2, 4, True)
+        assert idem(b, 5, 2) == (5, 6, True)
+        a.become_leader(4, frozenset(replicas), replicas, NOW)
+        assert idem(a, 5, 2) == (5, 6, True)
+    finally:
+        for p in (a, b):
+            p.log.close()

@@ -200,6 +200,12 @@ def test_the_checker_finds_loss_duplicates_and_reordering() -> None:
     f = failover.Figures()
     failover.check(Prod(), [(0, 0), (1, 2), (2, 1), (3, 2)], f)  # type: ignore[arg-type]
     assert f.lost == [3] and f.duplicates == [2] and f.reordered == 2 and not f.ok
+    # a report without an offset (librdkafka's implicit acknowledgement) is only looked for;
+    # a report with another offset than the log's is counted
+    Prod.acked = {0: 0, 1: None, 2: 5, 3: 3}  # type: ignore[dict-item]
+    f = failover.Figures()
+    failover.check(Prod(), [(0, 0), (1, 1), (2, 2), (3, 3)], f)  # type: ignore[arg-type]
+    assert f.no_offset == 1 and f.wrong_offset == 1 and not f.ok
 
 
 def test_a_stalled_follower_leaves_the_isr_and_rejoins(tmp_path: Path) -> None:

@@ -530,9 +530,14 @@ def test_delete_records_past_the_share_start_offset(sbroker: BrokerProcess) -> N
     c = consumer(bs, group, name, **{"share.acknowledgement.mode": "explicit"})
     try:
         joined(c, bs, group, name)  # starts at 0 (latest on an empty topic)
-        produce(bs, name, [b"e%d" % i for i in range(10)], batches=10)
-        admin = AdminClient({"bootstrap.servers": bs})
-        admin.delete_records([TopicPartition(name, 0, 6)])[TopicPartition(name, 0, 6)].result(30)
+    finally:
+        c.close()  # nothing fetched before the records below are deleted
+    produce(bs, name, [b"e%d" % i for i in range(10)], batches=10)
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.delete_records([TopicPartition(name, 0, 6)])[TopicPartition(name, 0, 6)].result(30)
+    assert start_offset(bs, group, name) == 0
+    c = consumer(bs, group, name, **{"share.acknowledgement.mode": "explicit"})
+    try:
         got: list[Any] = []
         poll_until([c], lambda: len(got) >= 4, 30, lambda _i, m: got.append(m))
         assert [m.value() for m in got] == [b"e6", b"e7", b"e8", b"e9"]
@@ -582,3 +587,38 @@ def test_alter_share_group_offsets_bumps_the_state_epoch(sbroker: BrokerProcess)
     assert alter(1) == 0 and state() == (0, 1)
     assert alter(3) == 0 and state() == (1, 3)
     assert start_offset(bs, group, name) == 3
+
+
+def test_resubscribe_to_another_topic_drops_the_first(sbroker: BrokerProcess) -> None:
+    """subscribe([a]), drain, subscribe([b]), produce to both: only b's records come, as with
+    Kafka 4.3.1 (kafkawire kept a assigned until the next assignment computation, a heartbeat
+    interval later, and delivered a's new records)."""
+    from confluent_kafka.admin import (  # type: ignore[attr-defined]
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+    )
+
+    bs = sbroker.bootstrap
+    a, b, group = topic(bs), topic(bs), "g-" + uuid.uuid4().hex[:6]
+    res = ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=[ConfigEntry(
+        "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    admin = AdminClient({"bootstrap.servers": bs})
+    for f in admin.incremental_alter_configs([res]).values():
+        f.result(30)
+    produce(bs, a, [b"a-pre-%d" % i for i in range(3)])
+    c = consumer(bs, group, a)
+    try:
+        got: list[Any] = []
+        poll_until([c], lambda: len(got) >= 3, 60, lambda _i, m: got.append(m))
+        assert sorted(m.value() for m in got) == [b"a-pre-0", b"a-pre-1", b"a-pre-2"]
+        c.subscribe([b])
+        produce(bs, a, [b"a-post-%d" % i for i in range(5)])
+        produce(bs, b, [b"b-%d" % i for i in range(5)])
+        got = []
+        poll_until([c], lambda: len(got) >= 5, 60, lambda _i, m: got.append(m))
+        poll_until([c], lambda: False, 3, lambda _i, m: got.append(m))  # nothing of a after
+        assert sorted((m.topic(), m.value()) for m in got) == [
+            (b, b"b-%d" % i) for i in range(5)]
+    finally:
+        c.close()

@@ -87,16 +87,22 @@ def test_console_share_consumers_split_a_partition(tools: JavaTools, jbroker: Br
     admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
     args = ["--bootstrap-server", bs, "--topic", name, "--group", group,
             "--timeout-ms", "15000", "--consumer-property", "max.poll.records=2"]
-    procs = [subprocess.Popen(java_command(tools.main_class("console-share-consumer"), args, "4.x"),
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-             for _ in range(2)]
+    def start() -> subprocess.Popen[str]:
+        return subprocess.Popen(java_command(tools.main_class("console-share-consumer"), args,
+                                             "4.x"),
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    # The first consumer's first heartbeat initializes the share partition and its next one
+    # (a heartbeat interval later) brings the assignment; it has it once the share partition
+    # has a start offset (set at its first ShareFetch, share.auto.offset.reset=latest). The
+    # second consumer joins an initialized group: its first heartbeat answer assigns it.
+    procs = [start()]
     deadline = time.monotonic() + 120
-    # both consumers hold the partition before the records come (under load the second
-    # one's assignment can arrive a heartbeat interval later, and the first took all 40)
+    while _start_offset(bs, group, name) < 0 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    procs.append(start())
     while _members(bs, group, assigned=True) < 2 and time.monotonic() < deadline:
         time.sleep(0.5)
-    while _start_offset(bs, group, name) < 0 and time.monotonic() < deadline:
-        time.sleep(0.5)  # the share partition starts at the high watermark (latest)
     p = Producer({"bootstrap.servers": bs})
     values = [f"m{i:03d}" for i in range(40)]
     for i in range(0, 40, 2):

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from kafkawire.metadata_log import METADATA_TOPIC
 from kraft.acls import ALTER, CLUSTER, CLUSTER_NAME
-from log.log_core import FUTURE_DIR_SUFFIX, partition_dir_name
+from log.layout import FUTURE_DIR_SUFFIX, partition_dir_name
 from protocol._generated.alter_replica_log_dirs_request import AlterReplicaLogDirsRequest
 from protocol._generated.alter_replica_log_dirs_response import AlterReplicaLogDirsResponse
 from protocol.errors import ErrorCode, KafkaError

@@ -32,13 +32,13 @@ VERSIONS = (0, 1)
 Resp = DescribeShareGroupOffsetsResponse
 
 
-def _group(broker: Broker, req_group: DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup) -> Resp.DescribeShareGroupOffsetsResponseGroup:
+async def _group(broker: Broker, req_group: DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup) -> Resp.DescribeShareGroupOffsetsResponseGroup:
     svc = broker.share
     gid = req_group.group_id
     img = broker.image
     if req_group.topics is None:
         wanted: dict[str, list[int]] = {}
-        for _g, tid, p in svc.persisted_keys(gid) + [k for k in svc.partitions if k[0] == gid]:
+        for _g, tid, p in sorted(svc.group_keys(gid), key=str):
             t = img.topics_by_id.get(tid)
             if t is not None:
                 wanted.setdefault(t.name, [])
@@ -56,7 +56,13 @@ def _group(broker: Broker, req_group: DescribeShareGroupOffsetsRequest.DescribeS
                     partition_index=p, start_offset=-1, leader_epoch=-1, lag=-1,
                     error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            start, epoch, lag = svc.offsets_of(gid, t.topic_id, p)
+            try:
+                start, epoch, lag = await svc.offsets_of(gid, t.topic_id, p)
+            except KafkaError as e:
+                out_parts.append(Resp.DescribeShareGroupOffsetsResponsePartition(
+                    partition_index=p, start_offset=-1, leader_epoch=-1, lag=-1,
+                    error_code=e.code))
+                continue
             out_parts.append(Resp.DescribeShareGroupOffsetsResponsePartition(
                 partition_index=p, start_offset=start, leader_epoch=epoch, lag=lag,
                 error_code=0))
@@ -78,7 +84,7 @@ async def handle(
             if not broker.share.group_known(g.group_id):
                 raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND,
                                  f"Group {g.group_id} not found.")
-            out.append(_group(broker, g))
+            out.append(await _group(broker, g))
         except KafkaError as e:
             out.append(Resp.DescribeShareGroupOffsetsResponseGroup(
                 group_id=g.group_id, topics=[], error_code=e.code, error_message=e.message))

@@ -2,7 +2,9 @@
 an entity name, Admin ``listConfigResources``).
 
 v1: the resources of the requested types (all when the list is empty): BROKER_LOGGER (8) and
-BROKER (4) for this node, every topic (2, internal ones included), groups (32) and client
+BROKER (4) for every broker registered in the cluster's metadata (as Apache Kafka 4.3.1 lists
+all three brokers of a 3-node cluster from any of them; a dedicated controller is no broker;
+this node when the image has no broker yet), every topic (2, internal ones included), groups (32) and client
 metrics (16) that have configs; any other type: UNSUPPORTED_VERSION with no resources, as Kafka.
 v0 (``ListClientMetricsResources`` before it was renamed) lists client-metrics resources only.
 Groups and client-metrics subscriptions are listed while they have at least one config
@@ -45,11 +47,11 @@ async def handle(
             return R(throttle_time_ms=0, error_code=ErrorCode.UNSUPPORTED_VERSION,
                      config_resources=[])
     out: list[tuple[str, int]] = []
-    node = str(broker.node_id)
+    nodes = [str(n) for n in sorted(img.brokers)] or [str(broker.node_id)]
     if RESOURCE_BROKER_LOGGER in wanted:
-        out.append((node, RESOURCE_BROKER_LOGGER))
+        out += [(n, RESOURCE_BROKER_LOGGER) for n in nodes]
     if RESOURCE_BROKER in wanted:
-        out.append((node, RESOURCE_BROKER))
+        out += [(n, RESOURCE_BROKER) for n in nodes]
     if RESOURCE_TOPIC in wanted:
         out += [(name, RESOURCE_TOPIC) for name in sorted(img.topics)]
     for kind in (RESOURCE_GROUP, RESOURCE_CLIENT_METRICS):

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from kafkawire.loop_monitor import SLOW_REQUEST_S, slow_requests
 from kraft.acls import TOPIC, TRANSACTIONAL_ID, WRITE
 from log.cleaner import keyless_records
 from protocol._generated.produce_request import ProduceRequest
@@ -240,8 +241,16 @@ async def _append_partition(
                                    max_message_bytes=settings.max_message_bytes)
         settings.check_timestamps(batches, now_ms)
         if req.transactional_id is not None and v >= 3:
+            started = time.perf_counter()
             await _verify_transaction(broker, req.transactional_id, topic, pd.index, plog,
                                       batches, v)
+            took = time.perf_counter() - started
+            if SLOW_REQUEST_S > 0 and took >= SLOW_REQUEST_S:
+                remote = broker.txn_coordinator.remote_coordinator(req.transactional_id)
+                slow_requests.warning("Produce of %s to %s-%d: the transaction verification "
+                                      "took %.0f ms (coordinator on %s)", req.transactional_id,
+                                      topic, pd.index, took * 1000,
+                                      "this broker" if remote is None else f"broker {remote}")
         if plog.config.compact:  # the only records-level check, compacted topics only
             keyless = keyless_records(records, batches, DEFAULT_MAX_UNCOMPRESSED_BYTES)
             if keyless:

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from groups.share_state import ShareStateShard
-from kafkawire.share_state_apis import Op, per_partition
+from kafkawire.share_state_apis import Op, per_partition, read_op
 from protocol._generated.read_share_group_state_request import ReadShareGroupStateRequest
 from protocol._generated.read_share_group_state_response import (
     ReadShareGroupStateResponse as Resp,
 )
-from protocol.share_state import ShareStateKey
 
 if TYPE_CHECKING:
     from kafkawire.broker import Broker
@@ -26,15 +24,9 @@ API_KEY = 84
 VERSIONS = (0, 0)
 
 
-def read(shard: ShareStateShard, key: ShareStateKey, leader_epoch: int) -> tuple[list[Any], Any]:
-    shard.check_epochs(key, None, leader_epoch)
-    return [], shard.states.get(key)
-
-
 def reader(leader_epoch: int) -> Op:
-    def op(shard: ShareStateShard, key: ShareStateKey, _now: int) -> tuple[list[Any], Any]:
-        return read(shard, key, leader_epoch)
-    return op
+    """A read that stores a newer leader epoch (the share-partition leader loading)."""
+    return read_op(leader_epoch, update_epoch=True)
 
 
 def _result(p: Any, code: Any, v: Any) -> Resp.PartitionResult:

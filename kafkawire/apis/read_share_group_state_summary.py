@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kafkawire.apis.read_share_group_state import reader
-from kafkawire.share_state_apis import per_partition
+from kafkawire.share_state_apis import delivery_complete_count, per_partition, read_op
 from protocol._generated.read_share_group_state_summary_request import (
     ReadShareGroupStateSummaryRequest,
 )
@@ -32,14 +31,12 @@ def _result(p: Any, code: Any, v: Any) -> Resp.PartitionResult:
     if v is not None:
         r.state_epoch, r.leader_epoch, r.start_offset = (
             v.state_epoch, v.leader_epoch, v.start_offset)
-        r.delivery_complete_count = sum(
-            b[1] - max(b[0], v.start_offset) + 1 for b in v.state_batches
-            if b[2] in (2, 4) and b[1] >= v.start_offset)
+        r.delivery_complete_count = delivery_complete_count(v)
     return r
 
 
 async def handle(broker: Broker, ctx: RequestContext, req: ReadShareGroupStateSummaryRequest) -> Resp:
     return Resp(results=await per_partition(
-        broker, req.group_id, req.topics, lambda p: reader(p.leader_epoch), _result,
+        broker, req.group_id, req.topics, lambda p: read_op(p.leader_epoch, update_epoch=False), _result,
         lambda tid, parts: Resp.ReadStateSummaryResult(topic_id=tid, partitions=parts),
         mutates=False))

@@ -13,9 +13,14 @@ groups are disabled.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from kafkawire.apis.share_fetch import ack_error_message, leader_epoch
+from kafkawire.apis.share_fetch import (
+    ack_error_message,
+    current_leader,
+    flush_acknowledged,
+    node_endpoints,
+)
 from protocol._generated.share_acknowledge_request import ShareAcknowledgeRequest
 from protocol._generated.share_acknowledge_response import ShareAcknowledgeResponse
 from protocol.errors import ErrorCode, KafkaError
@@ -51,6 +56,7 @@ async def handle(
         return _error(e.code, e.message)
     renew = ctx.api_version >= 2 and req.is_renew_ack
     topics = []
+    answered: dict[tuple[Any, int], Any] = {}
     for t in req.topics:
         parts = []
         for ap in t.partitions:
@@ -60,19 +66,21 @@ async def handle(
                                    ap.acknowledgement_batches, renew)
             if t.topic_id not in broker.image.topics_by_id:
                 code = ErrorCode.UNKNOWN_TOPIC_ID
-            parts.append(Resp.PartitionData(
+            pd = Resp.PartitionData(
                 partition_index=ap.partition_index, error_code=code,
                 error_message=ack_error_message(code),
-                current_leader=Resp.LeaderIdAndEpoch(
-                    leader_id=broker.node_id,
-                    leader_epoch=leader_epoch(broker, t.topic_id, ap.partition_index))))
+                current_leader=current_leader(broker, t.topic_id, ap.partition_index,
+                                              Resp.LeaderIdAndEpoch))
+            parts.append(pd)
+            answered[(t.topic_id, ap.partition_index)] = pd
         if parts:
             topics.append(Resp.ShareAcknowledgeTopicResponse(topic_id=t.topic_id,
                                                              partitions=parts))
     if req.share_session_epoch == -1:
         svc.close_session(s)
-    await svc.flush()
-    resp = Resp(error_code=0, responses=topics, node_endpoints=[])
+    await flush_acknowledged(svc, gid, list(s.partitions), answered, "error_code")
+    resp = Resp(error_code=0, responses=topics, node_endpoints=node_endpoints(
+        broker, ctx, answered.values(), Resp.NodeEndpoint))
     if ctx.api_version >= 2:
         resp.acquisition_lock_timeout_ms = svc.limits(gid).record_lock_duration_ms
     return resp

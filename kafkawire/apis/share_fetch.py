@@ -73,13 +73,14 @@ def read_partition(
     t = broker.image.topics_by_id.get(tid)
     if t is None:
         return ErrorCode.UNKNOWN_TOPIC_ID, b"", []
-    try:
-        sp = svc.partition(group_id, tid, p)
-    except KafkaError:  # its __share_group_state shard is loading: nothing yet
-        return ErrorCode.NONE, b"", []
-    plog = broker.partition_log(t.name, p)
-    if sp is None or plog is None:
+    if p not in t.partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, b"", []
+    if svc.leads(tid, p) is None:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER, b"", []
+    sp = svc.partitions.get((group_id, tid, p))
+    plog = broker.partition_log(t.name, p)
+    if sp is None or plog is None:  # its state is still being read from the share coordinator
+        return ErrorCode.NONE, b"", []
     if sp.move_start(plog.log_start_offset):  # retention or DeleteRecords passed the SPSO
         svc.changed((group_id, tid, p), sp)
     committed = svc.read_committed(group_id)
@@ -142,6 +143,7 @@ async def handle(broker: Broker, ctx: RequestContext, req: ShareFetchRequest) ->
         s = svc.session(gid, mid, req.share_session_epoch, ctx.connection.conn_id)
     except KafkaError as e:
         return _error(e.code, e.message)
+    deadline = trio.current_time() + max(req.max_wait_ms, 0) / 1000.0
     parts: dict[tuple[uuid.UUID, int], Part] = {}
     renew = ctx.api_version >= 2 and req.is_renew_ack
 
@@ -149,11 +151,11 @@ async def handle(broker: Broker, ctx: RequestContext, req: ShareFetchRequest) ->
         if (tid, p) not in parts:
             parts[(tid, p)] = Part(
                 partition_index=p, error_code=0, acknowledge_error_code=0, records=b"",
-                acquired_records=[], current_leader=Resp.LeaderIdAndEpoch(
-                    leader_id=broker.node_id, leader_epoch=leader_epoch(broker, tid, p)))
+                acquired_records=[], current_leader=current_leader(broker, tid, p))
         return parts[(tid, p)]
 
     hold: dict[tuple[uuid.UUID, int], list[tuple[int, int]]] = {}
+    acked: dict[tuple[uuid.UUID, int], Part] = {}
     for t in req.topics:
         for fp in t.partitions:
             if fp.acknowledgement_batches:
@@ -162,6 +164,7 @@ async def handle(broker: Broker, ctx: RequestContext, req: ShareFetchRequest) ->
                 pd = part(t.topic_id, fp.partition_index)
                 pd.acknowledge_error_code = code
                 pd.acknowledge_error_message = ack_error_message(code)
+                acked[(t.topic_id, fp.partition_index)] = pd
                 if code == ErrorCode.NONE:
                     hold[(t.topic_id, fp.partition_index)] = [
                         (b.first_offset, b.last_offset) for b in fp.acknowledgement_batches
@@ -170,18 +173,61 @@ async def handle(broker: Broker, ctx: RequestContext, req: ShareFetchRequest) ->
         svc.close_session(s)
     else:
         _session_partitions(s, req)
-        await svc.ensure_state_topic()
-        await _fetch(broker, svc, req, ctx.api_version, s.partitions, part, hold)
-    await svc.flush()
+        led = [(gid, tid, p) for tid, p in s.partitions if svc.leads(tid, p) is not None]
+        await svc.load(led, deadline - trio.current_time())
+        await _fetch(broker, svc, req, ctx.api_version, s.partitions, part, hold, deadline)
+    await flush_acknowledged(svc, gid, list(s.partitions), acked)
     lock_ms = svc.limits(gid).record_lock_duration_ms
     by_topic: dict[uuid.UUID, list[Part]] = {}
     for (tid, _p), pd in parts.items():
         by_topic.setdefault(tid, []).append(pd)
     return Resp(
-        error_code=0, acquisition_lock_timeout_ms=lock_ms, node_endpoints=[],
+        error_code=0, acquisition_lock_timeout_ms=lock_ms,
+        node_endpoints=node_endpoints(broker, ctx, parts.values(), Resp.NodeEndpoint),
         responses=[Resp.ShareFetchableTopicResponse(topic_id=tid, partitions=ps)
                    for tid, ps in by_topic.items()],
     )
+
+
+async def flush_acknowledged(svc: ShareService, gid: str, tps: list[tuple[uuid.UUID, int]],
+                             acked: dict[tuple[uuid.UUID, int], Any],
+                             field: str = "acknowledge_error_code") -> None:
+    """Write what this request changed (``tps`` and the acknowledged partitions) before
+    answering; an acknowledgement whose write failed is answered with the share
+    coordinator's error in ``field``."""
+    keys = sorted({(gid, tid, p) for tid, p in [*tps, *acked]}, key=str)
+    errors = await svc.flush(keys)
+    for (_g, tid, p), code in errors.items():
+        pd = acked.get((tid, p))
+        if pd is not None and getattr(pd, field) == ErrorCode.NONE and \
+                code not in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH):
+            setattr(pd, field, code)
+
+
+def current_leader(broker: Broker, topic_id: uuid.UUID, partition: int,
+                   cls: Any = Resp.LeaderIdAndEpoch) -> Any:
+    """The partition's leader and leader epoch in the image (-1, -1 when unknown)."""
+    t = broker.image.topics_by_id.get(topic_id)
+    p = t.partitions.get(partition) if t is not None else None
+    return cls(leader_id=p.leader if p is not None else -1,
+                                 leader_epoch=p.leader_epoch if p is not None else -1)
+
+
+def node_endpoints(broker: Broker, ctx: RequestContext, parts: Any, cls: Any) -> list[Any]:
+    """The leaders named in partitions answered NOT_LEADER_OR_FOLLOWER, on the listener the
+    request came in on (so that the client moves them without a metadata round trip)."""
+    ids = sorted({pd.current_leader.leader_id for pd in parts
+                  if pd.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+                  and pd.current_leader is not None and pd.current_leader.leader_id >= 0})
+    out = []
+    for node in ids:
+        reg = broker.image.brokers.get(node)
+        if reg is None or reg.fenced:
+            continue
+        ep = next((e for e in reg.endpoints if e.listener == ctx.connection.listener), None)
+        if ep is not None:
+            out.append(cls(node_id=node, host=ep.host, port=ep.port, rack=reg.rack))
+    return out
 
 
 def leader_epoch(broker: Broker, topic_id: uuid.UUID, partition: int) -> int:
@@ -195,7 +241,7 @@ def leader_epoch(broker: Broker, topic_id: uuid.UUID, partition: int) -> int:
 async def _fetch(
     broker: Broker, svc: ShareService, req: ShareFetchRequest, v: int,
     partitions: list[tuple[uuid.UUID, int]], part: Any,
-    hold: dict[tuple[uuid.UUID, int], list[tuple[int, int]]],
+    hold: dict[tuple[uuid.UUID, int], list[tuple[int, int]]], deadline: float,
 ) -> None:
     """Acquire for the session's partitions, long-polling while nothing could be. Records
     released by this request's acknowledgements are left out of the first attempt (Kafka
@@ -203,11 +249,10 @@ async def _fetch(
     gid, mid = req.group_id or "", req.member_id or ""
     strict = v >= 2 and req.share_acquire_mode == RECORD_LIMIT_MODE
     max_records = req.max_records if req.max_records > 0 else 500
-    deadline = trio.current_time() + max(req.max_wait_ms, 0) / 1000.0
-    names = {t.topic_id: t.name for t in broker.image.topics.values()}
-    keys = [(names[tid], p) for tid, p in partitions if tid in names]
+    by_id = broker.image.topics_by_id
+    keys = [(by_id[tid].name, p) for tid, p in partitions if tid in by_id]
     while True:
-        total, left = 0, max_records
+        total, left, failed = 0, max_records, False
         for tid, p in partitions:
             if left <= 0 or total >= req.max_bytes:
                 break
@@ -223,7 +268,8 @@ async def _fetch(
                                          delivery_count=a.delivery_count) for a in got]
                 total += len(data)
                 left -= sum(a.last_offset - a.first_offset + 1 for a in got)
-        if total or left < max_records or req.max_wait_ms <= 0 or not keys:
+                failed = failed or code != ErrorCode.NONE
+        if total or failed or left < max_records or req.max_wait_ms <= 0 or not keys:
             return
         if trio.current_time() >= deadline:
             return

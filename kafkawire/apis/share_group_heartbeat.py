@@ -61,7 +61,7 @@ async def handle(
     member = svc.groups.group(req.group_id)
     m = member.members.get(req.member_id) if member is not None else None
     if m is not None:
-        await svc.initialize_subscribed(req.group_id, m.topics)
+        svc.initialize_subscribed(req.group_id, m.topics)
     assignment = None
     if reply.assignment is not None:
         assignment = Resp.Assignment(topic_partitions=[

@@ -62,7 +62,7 @@ WIRE_VERSION: dict[type, int] = {
     VoteRequest: 2, VoteResponse: 2,
     BeginQuorumEpochRequest: 1, BeginQuorumEpochResponse: 1,
     EndQuorumEpochRequest: 1, EndQuorumEpochResponse: 1,
-    FetchRequest: 17, FetchResponse: 17,
+    FetchRequest: 18, FetchResponse: 18,
     FetchSnapshotRequest: 1, FetchSnapshotResponse: 1,
     DescribeQuorumRequest: 2, DescribeQuorumResponse: 2,
     AddRaftVoterRequest: 1, AddRaftVoterResponse: 1,
@@ -146,13 +146,20 @@ def end_epoch_response(error: int, part_error: int = 0, leader_id: int = -1,
         EndQuorumEpochResponse.TopicData(topic_name=METADATA_TOPIC, partitions=[part])])
 
 
+#: FetchPartition.HighWatermark of a fetcher that does not send it (before v18, KIP-1166)
+HIGH_WATERMARK_NOT_SENT = 9223372036854775807
+
+
 def fetch_request(cluster_id: str, replica_id: int, epoch: int, fetch_offset: int,
                   last_fetched_epoch: int, log_start_offset: int, max_wait_ms: int,
-                  max_bytes: int) -> FetchRequest:
+                  max_bytes: int, high_watermark: int = HIGH_WATERMARK_NOT_SENT
+                  ) -> FetchRequest:
+    """A replica's Fetch of the metadata partition; ``high_watermark`` is the one it knows
+    (-1: none), so a leader whose high watermark is ahead answers at once (KIP-1166, v18)."""
     part = FetchRequest.FetchPartition(
         partition=METADATA_PARTITION, current_leader_epoch=epoch, fetch_offset=fetch_offset,
         last_fetched_epoch=last_fetched_epoch, log_start_offset=log_start_offset,
-        partition_max_bytes=max_bytes)
+        partition_max_bytes=max_bytes, high_watermark=high_watermark)
     return FetchRequest(
         cluster_id=cluster_id, replica_id=-1,
         replica_state=FetchRequest.ReplicaState(replica_id=replica_id, replica_epoch=-1),

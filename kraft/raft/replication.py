@@ -250,7 +250,12 @@ def _fetch(node: RaftNode, now_ms: int, msg: m.RaftMessage,
         if rid in node.voters:
             ls.fetched_since_check.add(rid)
         _update_high_watermark(node, now_ms)
-    if p.fetch_offset >= node.log.end_offset and req.max_wait_ms > 0:
+    # Park only a Fetch with nothing to tell: no records, and a high watermark the fetcher
+    # already knows. A follower whose Fetch just moved the high watermark (or that missed an
+    # earlier move) is answered at once, as Kafka's leader does (KIP-1166: the fetcher sends
+    # its high watermark from Fetch v18; before that it is unknown and the Fetch waits).
+    if (p.fetch_offset >= node.log.end_offset and req.max_wait_ms > 0
+            and p.high_watermark >= node.high_watermark):
         wait = min(req.max_wait_ms, node.config.fetch_max_wait_ms)
         ls.parked.append(ParkedFetch(msg, p.fetch_offset, node.high_watermark, now_ms + wait))
         return None
@@ -402,7 +407,8 @@ def poll_follower(node: RaftNode, now_ms: int) -> None:
     log = node.log
     node.send(now_ms, dst, m.fetch_request(
         node.cluster_id, node.node_id, node.epoch, log.end_offset, log.last_epoch(),
-        log.start_offset, node.config.fetch_max_wait_ms, node.config.fetch_max_bytes))
+        log.start_offset, node.config.fetch_max_wait_ms, node.config.fetch_max_bytes,
+        node.high_watermark))
 
 
 def _snapshot_request(node: RaftNode, sf: SnapshotFetch) -> m.FetchSnapshotRequest:
