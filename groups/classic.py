@@ -1,59 +1,24 @@
-"""The classic group protocol's state machine: states, the one transition table, the group.
-
-Theory (Kafka's ``ClassicGroupState``). A classic group rebalances in two phases, both driven by
-the members' requests and by timers:
-
-* **Empty**: no members (offsets may still be stored). A JoinGroup moves it to
-  PreparingRebalance (the first rebalance of an empty group waits
-  ``group.initial.rebalance.delay.ms`` for more members).
-* **PreparingRebalance**: the join phase. Every known member must (re)send JoinGroup; their
-  requests are parked. The phase ends when all known members have joined, or at the rebalance
-  deadline (the largest member ``rebalance_timeout_ms``; JoinGroup v0 has none, so the session
-  timeout is used), dropping the dynamic members that did not rejoin. Then the generation is
-  bumped, a protocol chosen by vote, and every parked JoinGroup answered (the leader gets the
-  member list). With no member left the group goes back to Empty.
-* **CompletingRebalance**: the sync phase. Members send SyncGroup; followers wait for the
-  leader, whose SyncGroup carries the assignment. The group is then persisted
-  (GroupMetadataValue) and becomes Stable. A member that does not sync within the rebalance
-  timeout is removed and the group rebalances again.
-* **Stable**: heartbeats keep members alive (a member missing its session timeout is removed
-  and the group rebalances); a JoinGroup from a member (new, changed metadata, or the leader)
-  starts a rebalance.
-* **Dead**: the group was deleted (DeleteGroups, offsets expiry) or is being unloaded.
-
-``TRANSITIONS`` lists, for each target state, the states it may be entered from. A transition
-outside the table is our bug (AssertionError); peers only ever get error codes.
+"""The classic group model (Kafka's ClassicGroup / ClassicGroupMember): members, protocols,
+generation, leader. Its state (``groups/states.py``, ``ClassicGroupState``) changes only through
+``ClassicGroup.transition``, checked against the table there; the rebalance that drives it is
+``groups/classic_rebalance.py``, the requests ``groups/classic_protocol.py``.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-from enum import Enum
+from dataclasses import InitVar, dataclass, field
 
+from groups.states import CLASSIC_INITIAL, ClassicGroupState, check_classic
+from protocol._generated.join_group_response import JoinGroupResponse
+from protocol._generated.sync_group_response import SyncGroupResponse
 from protocol.coordinator import Pending
+from protocol.errors import ErrorCode
 
 log = logging.getLogger("kafkawire.groups")
 
 
-class ClassicGroupState(Enum):
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-
 S = ClassicGroupState
-
-#: target state -> the states it may be entered from (Kafka's validPreviousStates)
-TRANSITIONS: dict[ClassicGroupState, frozenset[ClassicGroupState]] = {
-    S.PREPARING_REBALANCE: frozenset({S.STABLE, S.COMPLETING_REBALANCE, S.EMPTY}),
-    S.COMPLETING_REBALANCE: frozenset({S.PREPARING_REBALANCE}),
-    S.STABLE: frozenset({S.COMPLETING_REBALANCE}),
-    S.EMPTY: frozenset({S.PREPARING_REBALANCE}),
-    S.DEAD: frozenset({S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE, S.EMPTY, S.DEAD}),
-}
 
 
 @dataclass(eq=False)
@@ -90,7 +55,8 @@ class ClassicMember:
 @dataclass(eq=False)
 class ClassicGroup:
     group_id: str
-    state: ClassicGroupState = S.EMPTY
+    #: the state the group is created in (``CLASSIC_INITIAL``); then only ``transition``
+    initial_state: InitVar[ClassicGroupState] = S.EMPTY
     protocol_type: str | None = None
     protocol_name: str | None = None
     generation_id: int = 0
@@ -107,10 +73,19 @@ class ClassicGroup:
     #: whether a member joined during the current delay
     initial_delay_remaining_ms: int = -1
     new_member_added: bool = False
+    _state: ClassicGroupState = field(init=False, default=S.EMPTY)
+
+    def __post_init__(self, initial_state: ClassicGroupState) -> None:
+        assert initial_state in CLASSIC_INITIAL, f"a classic group is not created {initial_state.value}"
+        self._state = initial_state
 
     # ---- state -----------------------------------------------------------------------
+    @property
+    def state(self) -> ClassicGroupState:
+        return self._state
+
     def transition(self, target: ClassicGroupState, now_ms: int) -> None:
-        assert self.state in TRANSITIONS[target], f"{self.state} -> {target}"
+        check_classic(self._state, target)
         if target == S.COMPLETING_REBALANCE and log.isEnabledFor(logging.INFO):
             # one line per rebalance, for operators: the new generation is formed
             log.info("group %s: generation %d with %d member(s), protocol %s (rebalance %d ms)",
@@ -118,7 +93,7 @@ class ClassicGroup:
                      max(0, now_ms - self.state_timestamp_ms))
         elif target == S.EMPTY and self.state != S.EMPTY and log.isEnabledFor(logging.INFO):
             log.info("group %s: empty (generation %d)", self.group_id, self.generation_id)
-        self.state = target
+        self._state = target
         self.state_timestamp_ms = now_ms
 
     def is_in(self, *states: ClassicGroupState) -> bool:
@@ -198,3 +173,14 @@ class ClassicGroup:
                 return None
             out |= topics
         return out
+
+
+def join_error(code: ErrorCode, member_id: str = "") -> JoinGroupResponse:
+    return JoinGroupResponse(
+        error_code=code, generation_id=-1, protocol_type=None, protocol_name=None,
+        leader="", member_id=member_id, members=[],
+    )
+
+
+def sync_error(code: ErrorCode) -> SyncGroupResponse:
+    return SyncGroupResponse(error_code=code, protocol_type=None, protocol_name=None, assignment=b"")

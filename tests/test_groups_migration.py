@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -64,6 +65,14 @@ def group_type(bootstrap: str, group: str) -> tuple[str, str] | None:
         return None
     finally:
         c.close()
+
+
+def requests_served(bp: BrokerProcess, api: str) -> float:
+    """How many ``api`` requests the broker has answered (its request metrics)."""
+    with urllib.request.urlopen(bp.metrics_url + "/metrics", timeout=10) as r:
+        body = r.read().decode()
+    prefix = f'kafka_network_requestmetrics_requests_total{{request="{api}",'
+    return sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines() if line.startswith(prefix))
 
 
 class Producer:
@@ -272,9 +281,12 @@ def test_no_online_upgrade_of_a_group_whose_custom_assignor_sends_user_data(mbro
         c.close()
         assert r.error_code == ErrorCode.GROUP_ID_NOT_FOUND, r
         assert "an unsupported custom assignor is in use" in (r.error_message or ""), r
+        served = requests_served(mbroker, "ConsumerGroupHeartbeat")
         new = Member("confluent", bs, group, topic, "--protocol", "consumer")
         members.append(new)
-        time.sleep(3)
+        # the librdkafka member's join has been answered (refused, as the raw one above)
+        wait_until(lambda: requests_served(mbroker, "ConsumerGroupHeartbeat") > served, REBALANCE_S,
+                   "the KIP-848 member's join answered", lambda: assignments(members))
         assert group_type(bs, group) == ("classic", "Stable")
         assert classic.assigned == list(range(parts)) and not new.assigned
         consumes_new_records(bs, topic, parts, classic, "u")

@@ -21,9 +21,10 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from groups.classic import TRANSITIONS, ClassicGroupState
 from groups.config import GroupConfig
 from groups.shard import GroupShard
+from groups.states import CLASSIC_TRANSITIONS as TRANSITIONS
+from groups.states import ClassicGroupState
 from protocol._generated.heartbeat_request import HeartbeatRequest
 from protocol._generated.join_group_request import JoinGroupRequest
 from protocol._generated.join_group_response import JoinGroupResponse
@@ -206,14 +207,14 @@ class GroupMachine(RuleBasedStateMachine):
         d = self.shard.describe(GROUP)
         assert d.error_code == ErrorCode.NONE
         listed = self.shard.list_groups([], [])
-        g = self.shard.groups.get(GROUP)
+        g = self.shard.classic.groups.get(GROUP)
         assert (g is not None) == any(x.group_id == GROUP for x in listed)
         self.shard.fetch_offsets(GROUP, None, True)
 
     # ---- invariants --------------------------------------------------------------------
     @invariant()
     def group_consistent(self) -> None:
-        g = self.shard.groups.get(GROUP)
+        g = self.shard.classic.groups.get(GROUP)
         event(f"state {g.state.value if g is not None else None}")
         if g is None:
             return
@@ -235,12 +236,12 @@ class GroupMachine(RuleBasedStateMachine):
         fresh = self.log.rebuild(self.now)
         assert fresh.offsets.committed == self.shard.offsets.committed
         assert set(fresh.offsets.pending) == set(self.shard.offsets.pending)
-        live = self.shard.groups.get(GROUP)
+        live = self.shard.classic.groups.get(GROUP)
         if live is None or live.state not in (S.STABLE, S.EMPTY):
             return
         if live.state == S.EMPTY and live.generation_id == 0:
             return  # a simple/new group: nothing persisted besides offsets
-        back = fresh.groups.get(GROUP)
+        back = fresh.classic.groups.get(GROUP)
         assert back is not None
         assert back.state == live.state
         assert back.generation_id == live.generation_id
@@ -288,7 +289,7 @@ def test_offsets_retention_expires_and_deletes_empty_groups() -> None:
     records, _ = shard.heartbeat(HeartbeatRequest(group_id="cg", generation_id=1, member_id=mid), 3, 6000)
     expired = shard.expire_offsets(6000)
     log.append(shard, expired)
-    assert "simple" not in shard.groups
+    assert "simple" not in shard.classic.groups
     assert shard.offsets.group_offsets("cg").keys() == {("t", 0)}
     assert [record_type(r.key) for r in expired] == [1, 1, 2]  # cg/other, simple offset, simple group
     assert log.rebuild(6000).offsets.committed == shard.offsets.committed

@@ -1,7 +1,7 @@
 """JoinGroup (key 11), versions 0-9 (v0-5 non-flexible: librdkafka; v6+ flexible).
 
-The join phase of the classic protocol (``groups/shard.py``, state machine in
-``groups/classic.py``). The request is parked until the rebalance's join phase completes (all
+The join phase of the classic protocol (``groups/classic_protocol.py``, state machine in
+``groups/states.py``). The request is parked until the rebalance's join phase completes (all
 known members joined, or the rebalance timeout), then answered; the leader gets the members.
 - v4+ without a member id: MEMBER_ID_REQUIRED with a new id ``<client.id>-<uuid>``
   (``<group.instance.id>-<uuid>`` for static members, which need no handshake).
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from groups.shard import join_error
+from groups.classic import join_error
 from kafkawire.coordinators.groups import client_host, on_group
 from protocol._generated.join_group_request import JoinGroupRequest
 from protocol._generated.join_group_response import JoinGroupResponse

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from groups.shard import sync_error
+from groups.classic import sync_error
 from kafkawire.coordinators.groups import on_group
 from protocol._generated.sync_group_request import SyncGroupRequest
 from protocol._generated.sync_group_response import SyncGroupResponse

@@ -38,8 +38,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kafkawire.config.broker_config import BrokerConfig, ConfigError
 from kafkawire.config import broker_config as config
+from kafkawire.config.broker_config import BrokerConfig, ConfigError
 from kafkawire.config.entries import (
     ConfigEntry,
     ConfigSource,
